@@ -1,0 +1,156 @@
+"""Cluster state as numpy arrays: free resources per server, free bandwidth per link.
+
+:class:`ClusterState` owns the invariant ``0 <= free <= capacity`` for every server resource
+and link: :meth:`ClusterState.reserve` and :meth:`ClusterState.release` validate a placement
+before touching anything, so a failed call leaves the state unchanged. :meth:`copy` is two
+array copies, cheap enough for lookahead allocators that fork state hundreds of times per
+decision. Allocators never see a ``ClusterState`` directly; they get a read-only
+:class:`StateView`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dcsim.errors import StateError
+from dcsim.model.placement import Placement
+from dcsim.model.topology import Topology
+
+#: Relative tolerance for float comparisons against zero and capacity.
+EPS = 1e-9
+
+
+class ClusterState:
+    """Mutable free-capacity arrays of one topology."""
+
+    __slots__ = ("topology", "capacity", "link_capacity", "free", "link_free", "_tol", "_ltol")
+
+    def __init__(self, topology: Topology):
+        self.topology = topology
+        self.capacity = topology.server_capacity
+        self.link_capacity = topology.link_capacity
+        self.free = np.array(topology.server_capacity, dtype=np.float64)
+        self.link_free = np.array(topology.link_capacity, dtype=np.float64)
+        self._tol = EPS * np.maximum(self.capacity, 1.0)
+        self._ltol = EPS * np.maximum(self.link_capacity, 1.0)
+
+    def copy(self) -> ClusterState:
+        """An independent state with the same free capacities."""
+        new = ClusterState.__new__(ClusterState)
+        new.topology = self.topology
+        new.capacity = self.capacity
+        new.link_capacity = self.link_capacity
+        new.free = self.free.copy()
+        new.link_free = self.link_free.copy()
+        new._tol = self._tol
+        new._ltol = self._ltol
+        return new
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def used(self) -> np.ndarray:
+        return self.capacity - self.free
+
+    @property
+    def link_used(self) -> np.ndarray:
+        return self.link_capacity - self.link_free
+
+    # ------------------------------------------------------------------ validation
+    def check(self, p: Placement) -> str | None:
+        """Why ``p`` cannot be reserved now, or ``None`` if it can."""
+        return self._check(p, release=False)
+
+    def _check(self, p: Placement, release: bool) -> str | None:
+        s, a = p.servers, p.amounts
+        n_srv, n_res = self.free.shape
+        if a.ndim != 2 or a.shape != (s.shape[0], n_res):
+            return f"amounts must have shape ({s.shape[0]}, {n_res}), got {a.shape}"
+        if s.size:
+            if s.min() < 0 or s.max() >= n_srv:
+                return f"server index out of range 0..{n_srv - 1}"
+            if s.size > 1 and np.unique(s).size != s.size:
+                return "a server appears twice in one placement"
+            if not np.all(np.isfinite(a)) or a.min() < 0:
+                return "negative or non-finite amount"
+        ln, bw = p.links, p.bandwidth
+        if ln.shape != bw.shape:
+            return "links and bandwidth differ in length"
+        if ln.size:
+            if ln.min() < 0 or ln.max() >= self.link_free.size:
+                return f"link index out of range 0..{self.link_free.size - 1}"
+            if ln.size > 1 and np.unique(ln).size != ln.size:
+                return "a link appears twice in one placement"
+            if not np.all(np.isfinite(bw)) or bw.min() < 0:
+                return "negative or non-finite bandwidth"
+        if release:
+            if s.size and np.any(self.free[s] + a > self.capacity[s] + self._tol[s]):
+                return "release would exceed server capacity (released twice?)"
+            if ln.size and np.any(self.link_free[ln] + bw > self.link_capacity[ln] + self._ltol[ln]):
+                return "release would exceed link capacity (released twice?)"
+        else:
+            if s.size and np.any(self.free[s] - a < -self._tol[s]):
+                return "not enough free resources on a chosen server"
+            if ln.size and np.any(self.link_free[ln] - bw < -self._ltol[ln]):
+                return "not enough free bandwidth on a chosen link"
+        return None
+
+    # ------------------------------------------------------------------ mutation
+    def reserve(self, p: Placement) -> None:
+        """Take ``p``'s resources; raise :class:`StateError` (state unchanged) if it does not fit."""
+        why = self._check(p, release=False)
+        if why is not None:
+            raise StateError(f"cannot reserve placement: {why}")
+        self._apply(p, -1.0)
+
+    def release(self, p: Placement) -> None:
+        """Give ``p``'s resources back; raise :class:`StateError` if that exceeds capacity."""
+        why = self._check(p, release=True)
+        if why is not None:
+            raise StateError(f"cannot release placement: {why}")
+        self._apply(p, 1.0)
+
+    def _apply(self, p: Placement, sign: float) -> None:
+        s = p.servers
+        if s.size:
+            free = self.free[s] + sign * p.amounts
+            # absorb float round-off so that 0 <= free <= capacity holds exactly
+            np.clip(free, 0.0, self.capacity[s], out=free)
+            self.free[s] = free
+        if p.links.size:
+            ln = p.links
+            lf = self.link_free[ln] + sign * p.bandwidth
+            np.clip(lf, 0.0, self.link_capacity[ln], out=lf)
+            self.link_free[ln] = lf
+
+
+class StateView:
+    """What an allocator may read: free capacities (read-only), topology, time, forks.
+
+    The arrays are read-only views that always reflect the live state. Allocators that need
+    to simulate ahead call :meth:`fork` to get a private, mutable :class:`ClusterState`.
+    """
+
+    __slots__ = ("_state", "topology", "free", "link_free", "capacity", "link_capacity", "now",
+                 "extra")
+
+    def __init__(self, state: ClusterState):
+        self._state = state
+        self.topology = state.topology
+        self.free = state.free.view()
+        self.free.flags.writeable = False
+        self.link_free = state.link_free.view()
+        self.link_free.flags.writeable = False
+        self.capacity = state.capacity
+        self.link_capacity = state.link_capacity
+        self.now = 0.0
+        #: engine-provided context for allocators (e.g. the workload's samplers)
+        self.extra: dict[str, Any] = {}
+
+    def fork(self) -> ClusterState:
+        """A private mutable copy of the current state."""
+        return self._state.copy()
+
+    def check(self, p: Placement) -> str | None:
+        return self._state.check(p)

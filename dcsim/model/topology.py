@@ -1,0 +1,207 @@
+"""A datacenter topology: servers with resource vectors, switches in tiers, links with capacity.
+
+A :class:`Topology` is an immutable, indexed view of a :mod:`networkx` graph. Servers and links
+get dense integer indices so that cluster state lives in numpy arrays (see
+:mod:`dcsim.model.state`). Builders for the published topologies live in
+:mod:`dcsim.model.topologies`.
+
+Graph conventions (also the format of user topology files):
+
+* every node has ``kind`` = ``"server"`` or ``"switch"`` and an integer ``tier``
+  (servers 0, rack/ToR switches 1, aggregation/fabric 2, core/spine 3, ...);
+* servers carry one numeric attribute per resource (``cpu``, ``mem``, ...), and optionally
+  ``rack`` and ``pod`` group ids used for the locality level of a placement;
+* every edge has a numeric ``capacity`` (bandwidth units); its tier is the higher tier of its
+  two endpoints (a server-rack link is tier 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from dcsim.errors import ConfigError
+
+DEFAULT_RESOURCES = ("cpu", "mem")
+
+
+@dataclass(eq=False)
+class Topology:
+    """Servers, switches and links of one datacenter, with dense indices for numpy state."""
+
+    name: str
+    graph: nx.Graph
+    resources: tuple[str, ...]
+    servers: list[Any]
+    server_capacity: np.ndarray  # (n_servers, n_resources) float64
+    links: list[tuple[Any, Any]]
+    link_capacity: np.ndarray  # (n_links,) float64
+    link_tier: np.ndarray  # (n_links,) int64, 1 = server-facing
+    server_rack: np.ndarray  # (n_servers,) int64, -1 when unknown
+    server_pod: np.ndarray  # (n_servers,) int64, -1 when unknown
+    tier_names: dict[int, str] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+    _server_index: dict[Any, int] = field(default_factory=dict, repr=False)
+    _link_index: dict[tuple[Any, Any], int] = field(default_factory=dict, repr=False)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_graph(
+        cls,
+        graph: nx.Graph,
+        name: str = "custom",
+        resources: Sequence[str] | None = None,
+        tier_names: dict[int, str] | None = None,
+        params: dict[str, Any] | None = None,
+        source: str = "topology",
+    ) -> Topology:
+        """Index and validate ``graph``; ``source`` names the file or builder in errors."""
+        if graph.is_directed():
+            graph = graph.to_undirected()
+        if graph.number_of_nodes() == 0:
+            raise ConfigError(f"{source}: the topology has no nodes")
+        servers = [n for n, d in graph.nodes(data=True) if d.get("kind", "switch") == "server"]
+        if not servers:
+            raise ConfigError(f"{source}: no node has kind='server'")
+        if resources is None:
+            resources = _infer_resources(graph, servers, source)
+        resources = tuple(resources)
+        cap = np.empty((len(servers), len(resources)), dtype=np.float64)
+        for i, n in enumerate(servers):
+            d = graph.nodes[n]
+            for j, r in enumerate(resources):
+                if r not in d:
+                    raise ConfigError(f"{source}: server {n!r} has no resource {r!r}")
+                v = _number(d[r], f"{source}: server {n!r} resource {r!r}")
+                if v < 0:
+                    raise ConfigError(f"{source}: server {n!r} resource {r!r} is negative ({v})")
+                cap[i, j] = v
+        if graph.number_of_nodes() > 1 and not nx.is_connected(graph):
+            raise ConfigError(
+                f"{source}: the topology is not connected "
+                f"({nx.number_connected_components(graph)} components)"
+            )
+        tiers = {}
+        for n, d in graph.nodes(data=True):
+            default = 0 if d.get("kind", "switch") == "server" else 1
+            tiers[n] = int(_number(d.get("tier", default), f"{source}: node {n!r} tier"))
+        links: list[tuple[Any, Any]] = []
+        lcap = np.empty(graph.number_of_edges(), dtype=np.float64)
+        ltier = np.empty(graph.number_of_edges(), dtype=np.int64)
+        for k, (u, v, d) in enumerate(graph.edges(data=True)):
+            if "capacity" not in d:
+                raise ConfigError(f"{source}: link {u!r}-{v!r} has no 'capacity'")
+            c = _number(d["capacity"], f"{source}: link {u!r}-{v!r} capacity")
+            if c < 0:
+                raise ConfigError(f"{source}: link {u!r}-{v!r} capacity is negative ({c})")
+            links.append((u, v))
+            lcap[k] = c
+            ltier[k] = max(tiers[u], tiers[v])
+        rack = np.array([int(graph.nodes[n].get("rack", -1)) for n in servers], dtype=np.int64)
+        pod = np.array([int(graph.nodes[n].get("pod", -1)) for n in servers], dtype=np.int64)
+        topo = cls(
+            name=name,
+            graph=graph,
+            resources=resources,
+            servers=servers,
+            server_capacity=cap,
+            links=links,
+            link_capacity=lcap,
+            link_tier=ltier,
+            server_rack=rack,
+            server_pod=pod,
+            tier_names=dict(tier_names or {}),
+            params=dict(params or {}),
+        )
+        topo._server_index = {n: i for i, n in enumerate(servers)}
+        topo._link_index = {}
+        for k, (u, v) in enumerate(links):
+            topo._link_index[(u, v)] = k
+            topo._link_index[(v, u)] = k
+        for arr in (cap, lcap, ltier, rack, pod):
+            arr.flags.writeable = False
+        return topo
+
+    # ------------------------------------------------------------------ lookups
+    @property
+    def n_servers(self) -> int:
+        return len(self.servers)
+
+    @property
+    def n_links(self) -> int:
+        return len(self.links)
+
+    def server_index(self, node: Any) -> int:
+        return self._server_index[node]
+
+    def link_index(self, u: Any, v: Any) -> int:
+        return self._link_index[(u, v)]
+
+    def resource_index(self, name: str) -> int:
+        return self.resources.index(name)
+
+    def tiers(self) -> list[int]:
+        """Link tiers present, ascending (1 = server-facing)."""
+        return sorted({int(t) for t in self.link_tier})
+
+    def tier_name(self, tier: int) -> str:
+        return self.tier_names.get(tier, f"tier{tier}")
+
+    def is_tree(self) -> bool:
+        return nx.is_tree(self.graph)
+
+    def total_capacity(self) -> np.ndarray:
+        return self.server_capacity.sum(axis=0)
+
+    def locality(self, servers: np.ndarray) -> int:
+        """0 = one server, 1 = one rack, 2 = one pod, 3 = across pods (-1 if unknown)."""
+        if len(servers) <= 1:
+            return 0
+        racks = self.server_rack[servers]
+        if racks[0] >= 0 and np.all(racks == racks[0]):
+            return 1
+        pods = self.server_pod[servers]
+        if pods[0] < 0:
+            return -1
+        return 2 if np.all(pods == pods[0]) else 3
+
+    def describe(self) -> dict[str, Any]:
+        """Counts for logs and manifests."""
+        return {
+            "name": self.name,
+            "servers": self.n_servers,
+            "switches": self.graph.number_of_nodes() - self.n_servers,
+            "links": self.n_links,
+            "resources": list(self.resources),
+            **self.params,
+        }
+
+
+def _number(value: Any, what: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{what} is not a number: {value!r}") from None
+    if not np.isfinite(v):
+        raise ConfigError(f"{what} is not finite: {value!r}")
+    return v
+
+
+_NODE_KEYS = {"kind", "tier", "rack", "pod", "label", "name", "id"}
+
+
+def _infer_resources(graph: nx.Graph, servers: list[Any], source: str) -> tuple[str, ...]:
+    """The resources are the numeric attributes every server has (cpu, mem first)."""
+    common: set[str] | None = None
+    for n in servers:
+        keys = {k for k, v in graph.nodes[n].items() if k not in _NODE_KEYS}
+        common = keys if common is None else common & keys
+    if not common:
+        raise ConfigError(f"{source}: servers have no resource attributes (e.g. cpu, mem)")
+    ordered = [r for r in DEFAULT_RESOURCES if r in common]
+    ordered += sorted(common - set(DEFAULT_RESOURCES))
+    return tuple(ordered)
