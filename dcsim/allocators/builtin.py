@@ -1,0 +1,82 @@
+"""Single-server baselines: random, first fit, best fit. Registered like any plugin."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from dcsim.allocators.base import Allocator, Choice
+from dcsim.hookspecs import hookimpl
+from dcsim.model import Request, StateView
+
+_TOL = 1e-9
+
+
+def feasible_servers(request: Request, view: StateView) -> np.ndarray:
+    """Boolean mask of servers whose free resources cover the whole demand."""
+    return np.all(view.free >= request.demand - _TOL, axis=1)
+
+
+class RandomAllocator(Allocator):
+    """Uniformly random among the servers that can hold the whole request."""
+
+    name = "random"
+    description = "uniform over servers that fit the request"
+
+    def allocate(self, request: Request, view: StateView) -> Choice:
+        idx = np.flatnonzero(feasible_servers(request, view))
+        if idx.size == 0:
+            return None
+        return int(idx[self.rng.integers(idx.size)])
+
+
+class FirstFitAllocator(Allocator):
+    """The lowest-indexed server that can hold the whole request."""
+
+    name = "first_fit"
+    description = "lowest-indexed server that fits the request"
+
+    def allocate(self, request: Request, view: StateView) -> Choice:
+        ok = feasible_servers(request, view)
+        i = int(ok.argmax())
+        return i if ok[i] else None
+
+
+class BestFitAllocator(Allocator):
+    """The fitting server left with the least free capacity (ties: lowest index).
+
+    Leftover capacity is normalised per resource by server capacity and combined by
+    ``score``: ``sum`` (default) or ``max`` over resources.
+    """
+
+    name = "best_fit"
+    description = "fitting server with the least normalised leftover capacity"
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        score: Literal["sum", "max"] = "sum"
+
+    def setup(self, view: StateView) -> None:
+        cap = np.asarray(view.capacity, dtype=np.float64)
+        self._inv_cap = np.divide(1.0, cap, out=np.zeros_like(cap), where=cap > 0)
+
+    def allocate(self, request: Request, view: StateView) -> Choice:
+        left = view.free - request.demand
+        ok = np.all(left >= -_TOL, axis=1)
+        if not ok.any():
+            return None
+        norm = left * self._inv_cap
+        score = norm.sum(axis=1) if self.options.score == "sum" else norm.max(axis=1)
+        score[~ok] = np.inf
+        return int(score.argmin())
+
+
+BUILTIN_ALLOCATORS = (RandomAllocator, FirstFitAllocator, BestFitAllocator)
+
+
+@hookimpl
+def register_allocators(register):
+    for cls in BUILTIN_ALLOCATORS:
+        register(cls)

@@ -1,0 +1,15 @@
+"""The hooks a dcsim plugin implements (pluggy project name and entry-point group: ``dcsim``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pluggy import HookimplMarker, HookspecMarker
+
+hookspec = HookspecMarker("dcsim")
+hookimpl = HookimplMarker("dcsim")
+
+
+@hookspec
+def register_allocators(register: Callable[[type], None]) -> None:
+    """Register allocator classes by calling ``register(AllocatorSubclass)`` for each."""

@@ -1,0 +1,106 @@
+"""Plugin discovery on pluggy: built-ins and installed packages register through the same hooks.
+
+Third-party packages declare ``[project.entry-points.dcsim]`` in their ``pyproject.toml``; the
+entry point's module implements hooks from :mod:`dcsim.hookspecs`. ``DCSIM_PLUGINS``
+restricts which installed plugins load: a comma-separated list of entry-point names (empty
+string = none; unset = all). Built-ins always load.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+
+import pluggy
+
+from dcsim import hookspecs
+from dcsim.errors import PluginError
+
+ENTRY_POINT_GROUP = "dcsim"
+ENV_VAR = "DCSIM_PLUGINS"
+BUILTIN_MODULES = ("dcsim.allocators.builtin",)
+
+_pm: pluggy.PluginManager | None = None
+_sources: dict[str, str] = {}  # plugin name -> distribution that provided it
+
+
+@dataclass(frozen=True)
+class Registered:
+    kind: str  # "allocator"
+    name: str
+    cls: type
+    package: str  # "dcsim" for built-ins, else the distribution name
+
+
+def get_plugin_manager() -> pluggy.PluginManager:
+    """The process-wide plugin manager, loading built-ins and entry points on first use."""
+    global _pm
+    if _pm is None:
+        pm = pluggy.PluginManager("dcsim")
+        pm.add_hookspecs(hookspecs)
+        for modname in BUILTIN_MODULES:
+            pm.register(importlib.import_module(modname), name=modname)
+            _sources[modname] = "dcsim"
+        _load_entry_points(pm)
+        pm.check_pending()
+        _pm = pm
+    return _pm
+
+
+def _load_entry_points(pm: pluggy.PluginManager) -> None:
+    allowed = os.environ.get(ENV_VAR)
+    allow = None if allowed is None else {s.strip() for s in allowed.split(",") if s.strip()}
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        if allow is not None and ep.name not in allow:
+            continue
+        if pm.get_plugin(ep.name) is not None:
+            continue
+        try:
+            module = ep.load()
+        except Exception as e:  # a broken third-party plugin must not look like a dcsim bug
+            raise PluginError(f"plugin {ep.name!r} failed to load: {e}") from e
+        pm.register(module, name=ep.name)
+        dist = getattr(ep, "dist", None)
+        _sources[ep.name] = dist.name if dist is not None else ep.name
+
+
+def reset() -> None:
+    """Forget loaded plugins (tests; after installing a package at run time)."""
+    global _pm
+    _pm = None
+    _sources.clear()
+
+
+def registered(kind: str = "allocator") -> dict[str, Registered]:
+    """Everything registered of ``kind``, by name; a name registered twice is an error."""
+    pm = get_plugin_manager()
+    out: dict[str, Registered] = {}
+    hook = {"allocator": pm.hook.register_allocators}[kind]
+    for impl in reversed(hook.get_hookimpls()):
+        package = _sources.get(impl.plugin_name, impl.plugin_name)
+        found: list[type] = []
+        impl.function(found.append)
+        for cls in found:
+            name = getattr(cls, "name", None)
+            if not isinstance(name, str) or not name:
+                raise PluginError(f"plugin {impl.plugin_name!r} registered {cls!r} with no name")
+            if name in out and out[name].cls is not cls:
+                raise PluginError(
+                    f"{kind} {name!r} is registered twice: by {out[name].package!r} "
+                    f"and by {package!r}"
+                )
+            out[name] = Registered(kind, name, cls, package)
+    return out
+
+
+def get_allocator_class(name: str) -> type:
+    """The allocator class registered as ``name``; unknown names list what is available."""
+    found = registered("allocator")
+    if name not in found:
+        raise PluginError(
+            f"unknown allocator {name!r}; available: {', '.join(sorted(found)) or 'none'} "
+            f"(see `dcsim plugins`)"
+        )
+    return found[name].cls

@@ -1,0 +1,1 @@
+"""Parquet results: the only package that writes Arrow."""

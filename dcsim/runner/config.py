@@ -1,0 +1,149 @@
+"""Experiment files: YAML → validated config, ``--set`` overrides and the ``matrix:`` sweep.
+
+Every error names the file and the field path (``experiments/x.yaml: workload.arrival.rate:
+Input should be greater than 0``) and is raised as :class:`ConfigError`.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from dcsim.errors import ConfigError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AllocatorSpec(_Strict):
+    """One allocator of the comparison: its registered name, options and optional label."""
+
+    name: str
+    options: dict[str, Any] = Field(default_factory=dict)
+    label: str | None = None
+
+
+class WarmupSpec(_Strict):
+    requests: Annotated[int, Field(ge=0)] = 0
+    time: Annotated[float, Field(ge=0)] = 0.0
+
+
+class MetricsSpec(_Strict):
+    sample_interval: Annotated[float, Field(gt=0)] | None = None
+    sample_every: Annotated[int, Field(gt=0)] = 100
+    flush_rows: Annotated[int, Field(gt=0)] = 65536
+
+
+class ExperimentSpec(_Strict):
+    """The whole experiment file. ``topology`` and ``workload`` are checked by their builders."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]+$")]
+    description: str = ""
+    seed: int = 0
+    seeds: Annotated[int, Field(ge=1)] = 1
+    topology: dict[str, Any]
+    workload: dict[str, Any]
+    allocators: Annotated[list[str | AllocatorSpec], Field(min_length=1)]
+    warmup: WarmupSpec = Field(default_factory=WarmupSpec)
+    metrics: MetricsSpec = Field(default_factory=MetricsSpec)
+    matrix: dict[str, list[Any]] = Field(default_factory=dict)
+
+    def allocator_specs(self) -> list[AllocatorSpec]:
+        return [AllocatorSpec(name=a) if isinstance(a, str) else a for a in self.allocators]
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """Parse ``path``; syntax errors name the line."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "?"
+        raise ConfigError(f"{path}: invalid YAML at {where}: {e.problem}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+    return data
+
+
+def set_dotted(data: dict[str, Any], key: str, value: Any, where: str = "--set") -> None:
+    """Set ``a.b.0.c`` in nested dicts/lists, creating dicts on the way."""
+    parts = key.split(".")
+    node: Any = data
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if isinstance(node, list):
+            try:
+                idx = int(part)
+                node[idx]  # noqa: B018 - bounds check
+            except (ValueError, IndexError):
+                raise ConfigError(f"{where}: {key}: {part!r} is not an index of a list") from None
+            if last:
+                node[idx] = value
+            else:
+                if isinstance(node[idx], str):  # allocator given by name only
+                    node[idx] = {"name": node[idx]}
+                node = node[idx]
+        elif isinstance(node, dict):
+            if last:
+                node[part] = value
+            else:
+                node = node.setdefault(part, {})
+        else:
+            raise ConfigError(f"{where}: {key}: cannot descend into {'.'.join(parts[:i])}")
+
+
+def parse_set(item: str) -> tuple[str, Any]:
+    """``key=value`` with the value parsed as YAML (so numbers and lists keep their type)."""
+    if "=" not in item:
+        raise ConfigError(f"--set {item!r}: expected dotted.key=value")
+    key, _, raw = item.partition("=")
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        value = raw
+    return key.strip(), value
+
+
+def validate_spec(data: dict[str, Any], source: str) -> ExperimentSpec:
+    try:
+        return ExperimentSpec.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"] if not str(x).startswith("function-"))
+        # drop pydantic's union-member tags (e.g. "allocators.0.str") for readability
+        loc = loc.replace(".str", "").replace(".AllocatorSpec", "")
+        raise ConfigError(f"{source}: {loc}: {err['msg']}") from None
+
+
+def sweep_column(key: str, keys: list[str]) -> str:
+    """Column name of a swept key: its last segment, or the whole path if that is ambiguous."""
+    last = key.split(".")[-1]
+    if sum(k.split(".")[-1] == last for k in keys) > 1:
+        return key.replace(".", "_")
+    return last
+
+
+def sweep_points(spec: ExperimentSpec, raw: dict[str, Any], source: str):
+    """Yield ``(params, resolved_raw_config)`` for every combination in ``matrix``."""
+    keys = list(spec.matrix)
+    for k, values in spec.matrix.items():
+        if not values:
+            raise ConfigError(f"{source}: matrix.{k}: needs at least one value")
+    base = {k: v for k, v in raw.items() if k != "matrix"}
+    for combo in itertools.product(*(spec.matrix[k] for k in keys)):
+        data = copy.deepcopy(base)
+        params = {}
+        for k, v in zip(keys, combo, strict=True):
+            set_dotted(data, k, v, where=f"{source}: matrix")
+            params[sweep_column(k, keys)] = v
+        yield params, data

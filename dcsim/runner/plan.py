@@ -1,0 +1,115 @@
+"""Expand an experiment into independent runs: sweep points × allocators × seeds.
+
+Each :class:`RunPlan` is self-contained (plain data, picklable) so any executor can run it,
+and its ``run_id`` hashes everything that determines its rows, so a finished run is never
+confused with a run of a changed config.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dcsim.errors import ConfigError
+from dcsim.plugins import get_allocator_class
+from dcsim.runner.config import (
+    ExperimentSpec,
+    parse_set,
+    read_yaml,
+    set_dotted,
+    sweep_points,
+    validate_spec,
+)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """One simulation to run: a resolved config with exactly one allocator and one seed."""
+
+    experiment: str
+    run_id: str
+    seed: int
+    label: str
+    allocator: dict[str, Any]  # {"name", "options"}
+    params: dict[str, Any]
+    config: dict[str, Any]  # resolved experiment config of this sweep point
+    base_dir: str
+    where: str = field(default="allocators")  # field path of this allocator, for errors
+
+
+@dataclass
+class Experiment:
+    """A loaded, validated experiment and its runs."""
+
+    name: str
+    source: str
+    raw: dict[str, Any]
+    spec: ExperimentSpec
+    runs: list[RunPlan]
+
+
+def load_experiment(
+    path: str | Path, seeds: int | None = None, sets: tuple[str, ...] | list[str] = ()
+) -> Experiment:
+    """Read, override, validate and expand ``path``; raise :class:`ConfigError` on any problem."""
+    path = Path(path)
+    source = str(path)
+    raw = read_yaml(path)
+    for item in sets:
+        key, value = parse_set(item)
+        set_dotted(raw, key, value, where=f"--set {item}")
+    if seeds is not None:
+        if seeds < 1:
+            raise ConfigError("--seeds: must be at least 1")
+        raw["seeds"] = seeds
+    spec = validate_spec(raw, source)
+    base_dir = str(path.resolve().parent)
+    runs: list[RunPlan] = []
+    for params, data in sweep_points(spec, raw, source):
+        point = validate_spec(data, source)
+        _check_point(point, data, source, base_dir)
+        labels: dict[str, int] = {}
+        for i, a in enumerate(point.allocator_specs()):
+            where = f"allocators.{i}"
+            cls = get_allocator_class(a.name)
+            options = cls.parse_options(a.options, where=f"{source}: {where}.options")
+            label = a.label or cls(options).label
+            if label in labels:
+                raise ConfigError(
+                    f"{source}: {where}: label {label!r} is used by allocators.{labels[label]} "
+                    "too; give one of them a distinct `label:`"
+                )
+            labels[label] = i
+            alloc = {"name": a.name, "options": options.model_dump(mode="json")}
+            for s in range(point.seeds):
+                key = json.dumps(
+                    {"config": {k: v for k, v in data.items() if k not in ("seeds", "allocators")},
+                     "allocator": alloc, "label": label, "seed": s},
+                    sort_keys=True, default=str,
+                )
+                digest = hashlib.sha1(key.encode()).hexdigest()[:10]
+                run_id = f"{_slug(label)}-s{s}-{digest}"
+                runs.append(
+                    RunPlan(spec.name, run_id, s, label, alloc, params, data, base_dir, where)
+                )
+    return Experiment(spec.name, source, raw, spec, runs)
+
+
+def _check_point(point: ExperimentSpec, data: dict[str, Any], source: str, base_dir: str) -> None:
+    """Build the topology and workload once so that errors surface before anything runs."""
+    from dcsim.model.topologies import build_topology
+    from dcsim.workload.spec import build_source
+
+    try:
+        topology = build_topology(point.topology)
+        build_source(point.workload, topology, Path(base_dir))
+    except ConfigError as e:
+        raise ConfigError(f"{source}: {e}") from None
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_") or "run"

@@ -1,0 +1,54 @@
+"""Shared fixtures: tiny topologies and request streams built without any YAML."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from dcsim.model import Topology
+from dcsim.workload import RequestBatch
+
+
+def star_topology(n: int = 6, cpu: float = 8, mem: float = 8, link: float = 10) -> Topology:
+    """``n`` servers under one switch, two racks' worth of locality labels."""
+    g = nx.Graph()
+    g.add_node("sw", kind="switch", tier=1)
+    for i in range(n):
+        g.add_node(f"h{i}", kind="server", cpu=cpu, mem=mem, rack=i * 2 // n, pod=0)
+        g.add_edge(f"h{i}", "sw", capacity=link)
+    return Topology.from_graph(g, name="star")
+
+
+class ListSource:
+    """Requests given as arrays, yielded in batches of ``batch``."""
+
+    def __init__(self, arrival, duration, demand, bandwidth=None, batch=7, attrs=None):
+        self.arrival = np.asarray(arrival, dtype=float)
+        self.duration = np.asarray(duration, dtype=float)
+        self.demand = np.asarray(demand, dtype=float)
+        n = len(self.arrival)
+        self.bandwidth = np.zeros(n) if bandwidth is None else np.asarray(bandwidth, float)
+        self.attrs = attrs or {}
+        self.batch = batch
+
+    def batches(self, rng):
+        for i in range(0, len(self.arrival), self.batch):
+            sl = slice(i, i + self.batch)
+            yield RequestBatch(
+                self.arrival[sl], self.duration[sl], self.demand[sl], self.bandwidth[sl],
+                {k: np.asarray(v)[sl] for k, v in self.attrs.items()},
+            )
+
+
+def random_source(rng: np.random.Generator, n: int, rate: float = 2.0, hold: float = 5.0,
+                  max_demand: int = 5) -> ListSource:
+    arrival = np.cumsum(rng.exponential(1 / rate, n))
+    duration = rng.exponential(hold, n)
+    demand = rng.integers(0, max_demand + 1, size=(n, 2))
+    return ListSource(arrival, duration, demand)
+
+
+@pytest.fixture
+def star():
+    return star_topology()
