@@ -129,7 +129,9 @@ class Recording(Allocator):
         self.check(view)
         choice = self.inner.allocate(request, view)
         if choice is not None:
-            p = choice if isinstance(choice, Placement) else Placement.single(choice, request.demand)
+            p = choice
+            if not isinstance(choice, Placement):
+                p = Placement.single(choice, request.demand)
             self.held[request.id] = p
         return choice
 

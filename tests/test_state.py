@@ -104,7 +104,8 @@ def test_random_operation_sequences_keep_the_invariant(seq):
         if is_release and held:
             s.release(held.pop(0))
         else:
-            p = Placement.build(servers, [[amount, amount / 2]] * len(servers), links, [bw] * len(links))
+            amounts = [[amount, amount / 2]] * len(servers)
+            p = Placement.build(servers, amounts, links, [bw] * len(links))
             if s.check(p) is None:
                 s.reserve(p)
                 held.append(p)

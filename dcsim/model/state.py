@@ -87,7 +87,8 @@ class ClusterState:
         if release:
             if s.size and np.any(self.free[s] + a > self.capacity[s] + self._tol[s]):
                 return "release would exceed server capacity (released twice?)"
-            if ln.size and np.any(self.link_free[ln] + bw > self.link_capacity[ln] + self._ltol[ln]):
+            over = self.link_free[ln] + bw > self.link_capacity[ln] + self._ltol[ln]
+            if ln.size and np.any(over):
                 return "release would exceed link capacity (released twice?)"
         else:
             if s.size and np.any(self.free[s] - a < -self._tol[s]):
@@ -98,7 +99,7 @@ class ClusterState:
 
     # ------------------------------------------------------------------ mutation
     def reserve(self, p: Placement) -> None:
-        """Take ``p``'s resources; raise :class:`StateError` (state unchanged) if it does not fit."""
+        """Take ``p``'s resources; raise :class:`StateError` (nothing changed) if it cannot."""
         why = self._check(p, release=False)
         if why is not None:
             raise StateError(f"cannot reserve placement: {why}")

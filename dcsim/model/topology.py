@@ -58,8 +58,13 @@ class Topology:
         tier_names: dict[int, str] | None = None,
         params: dict[str, Any] | None = None,
         source: str = "topology",
+        allow_disconnected: bool = False,
     ) -> Topology:
-        """Index and validate ``graph``; ``source`` names the file or builder in errors."""
+        """Index and validate ``graph``; ``source`` names the file or builder in errors.
+
+        ``allow_disconnected`` admits a graph of several components (the ``flat`` topology:
+        servers and no network); every other topology must be connected.
+        """
         if graph.is_directed():
             graph = graph.to_undirected()
         if graph.number_of_nodes() == 0:
@@ -80,7 +85,7 @@ class Topology:
                 if v < 0:
                     raise ConfigError(f"{source}: server {n!r} resource {r!r} is negative ({v})")
                 cap[i, j] = v
-        if graph.number_of_nodes() > 1 and not nx.is_connected(graph):
+        if not allow_disconnected and graph.number_of_nodes() > 1 and not nx.is_connected(graph):
             raise ConfigError(
                 f"{source}: the topology is not connected "
                 f"({nx.number_connected_components(graph)} components)"

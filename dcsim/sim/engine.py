@@ -166,7 +166,8 @@ class Engine:
             s = int(choice)
             if not 0 <= s < self.topology.n_servers:
                 raise PluginError(
-                    f"allocator {label!r} chose server {s}, outside 0..{self.topology.n_servers - 1}"
+                    f"allocator {label!r} chose server {s}, "
+                    f"outside 0..{self.topology.n_servers - 1}"
                 )
             if (self.state.free[s] - req.demand < -self._tol[s]).any():
                 raise PluginError(

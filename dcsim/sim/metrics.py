@@ -22,7 +22,9 @@ class Meter:
         self.capacity = topology.total_capacity().astype(np.float64)
         self.tiers = topology.tiers()
         tier_pos = {t: i for i, t in enumerate(self.tiers)}
-        self.link_tier_pos = np.array([tier_pos[int(t)] for t in topology.link_tier], dtype=np.int64)
+        self.link_tier_pos = np.array(
+            [tier_pos[int(t)] for t in topology.link_tier], dtype=np.int64
+        )
         self.tier_capacity = np.zeros(len(self.tiers))
         if topology.n_links:
             np.add.at(self.tier_capacity, self.link_tier_pos, topology.link_capacity)

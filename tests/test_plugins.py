@@ -1,0 +1,112 @@
+"""Plugin discovery: built-ins via the same hooks, entry points, DCSIM_PLUGINS filtering."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from dcsim import plugins
+from dcsim.allocators import Allocator
+from dcsim.errors import ConfigError, PluginError
+from dcsim.hookspecs import hookimpl
+
+
+class Spread(Allocator):
+    name = "spread_test"
+    description = "test allocator"
+
+    def allocate(self, request, view):
+        return int(view.free[:, 0].argmax())
+
+
+def _module(cls):
+    mod = types.ModuleType(f"fake_{cls.name}")
+
+    @hookimpl
+    def register_allocators(register):
+        register(cls)
+
+    mod.register_allocators = register_allocators
+    return mod
+
+
+class FakeEntryPoint:
+    def __init__(self, name, module, dist="fake-dist"):
+        self.name = name
+        self._module = module
+        self.dist = types.SimpleNamespace(name=dist)
+
+    def load(self):
+        if isinstance(self._module, Exception):
+            raise self._module
+        return self._module
+
+
+@pytest.fixture
+def fake_eps(monkeypatch):
+    eps: list[FakeEntryPoint] = []
+    monkeypatch.setattr(plugins, "entry_points", lambda group: eps if group == "dcsim" else [])
+    plugins.reset()
+    yield eps
+    plugins.reset()
+
+
+def test_builtins_register_through_the_hook(fake_eps):
+    """random, first_fit and best_fit are found via register_allocators, package 'dcsim'."""
+    found = plugins.registered("allocator")
+    assert {"random", "first_fit", "best_fit"} <= set(found)
+    assert found["first_fit"].package == "dcsim"
+
+
+def test_entry_point_plugin_is_listed_with_its_package(fake_eps):
+    """An installed entry point's allocator appears beside the built-ins."""
+    fake_eps.append(FakeEntryPoint("spread", _module(Spread), dist="dcsim-spread"))
+    found = plugins.registered("allocator")
+    assert found["spread_test"].cls is Spread
+    assert found["spread_test"].package == "dcsim-spread"
+
+
+def test_env_var_restricts_plugins(fake_eps, monkeypatch):
+    """DCSIM_PLUGINS="" loads no third-party plugin; naming one loads just that one."""
+    fake_eps.append(FakeEntryPoint("spread", _module(Spread)))
+    monkeypatch.setenv("DCSIM_PLUGINS", "")
+    assert "spread_test" not in plugins.registered("allocator")
+    plugins.reset()
+    monkeypatch.setenv("DCSIM_PLUGINS", "spread")
+    assert "spread_test" in plugins.registered("allocator")
+
+
+def test_broken_plugin_is_named(fake_eps):
+    """A plugin that fails to import raises PluginError naming the entry point."""
+    fake_eps.append(FakeEntryPoint("broken", ImportError("no module named zzz")))
+    with pytest.raises(PluginError, match="plugin 'broken' failed to load"):
+        plugins.get_plugin_manager()
+
+
+def test_duplicate_names_are_refused(fake_eps):
+    """Two different classes under one name is an error naming both packages."""
+
+    class Clash(Spread):
+        name = "first_fit"
+
+    fake_eps.append(FakeEntryPoint("clash", _module(Clash), dist="dcsim-clash"))
+    with pytest.raises(PluginError, match="registered twice.*dcsim-clash"):
+        plugins.registered("allocator")
+
+
+def test_unknown_allocator_lists_available(fake_eps):
+    """Asking for a name nobody registered lists the registered ones."""
+    with pytest.raises(PluginError, match="unknown allocator 'nope'; available: best_fit"):
+        plugins.get_allocator_class("nope")
+
+
+def test_options_are_typed_and_strict():
+    """Allocator options are validated; unknown keys and bad values name the field."""
+    from dcsim.allocators.builtin import BestFitAllocator
+
+    assert BestFitAllocator.parse_options({"score": "max"}).score == "max"
+    with pytest.raises(ConfigError, match=r"allocators.0.options.scor: Extra inputs"):
+        BestFitAllocator.parse_options({"scor": "max"}, where="allocators.0.options")
+    with pytest.raises(ConfigError, match=r"options.score: Input should be 'sum' or 'max'"):
+        BestFitAllocator.parse_options({"score": "min"})
