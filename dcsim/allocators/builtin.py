@@ -11,12 +11,10 @@ from dcsim.allocators.base import Allocator, Choice
 from dcsim.hookspecs import hookimpl
 from dcsim.model import Request, StateView
 
-_TOL = 1e-9
-
 
 def feasible_servers(request: Request, view: StateView) -> np.ndarray:
     """Boolean mask of servers whose free resources cover the whole demand."""
-    return np.all(view.free >= request.demand - _TOL, axis=1)
+    return view.fits(request.demand)
 
 
 class RandomAllocator(Allocator):
@@ -63,10 +61,10 @@ class BestFitAllocator(Allocator):
         self._inv_cap = np.divide(1.0, cap, out=np.zeros_like(cap), where=cap > 0)
 
     def allocate(self, request: Request, view: StateView) -> Choice:
-        left = view.free - request.demand
-        ok = np.all(left >= -_TOL, axis=1)
+        ok = view.fits(request.demand)
         if not ok.any():
             return None
+        left = view.free - request.demand
         norm = left * self._inv_cap
         score = norm.sum(axis=1) if self.options.score == "sum" else norm.max(axis=1)
         score[~ok] = np.inf

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 _EMPTY_INT = np.zeros(0, dtype=np.int64)
@@ -12,18 +10,34 @@ _EMPTY_FLOAT = np.zeros(0, dtype=np.float64)
 _EMPTY_FLOAT.flags.writeable = False
 
 
-@dataclass(frozen=True, slots=True)
 class Placement:
     """Resources taken by one request.
 
     ``servers[i]`` gives ``amounts[i]`` (one value per topology resource); ``links[j]`` carries
-    ``bandwidth[j]``. Server and link indices are unique within a placement.
+    ``bandwidth[j]``. Server and link indices are unique within a placement. Treat it as
+    immutable: the engine keeps it until the request departs. (A plain slotted class rather
+    than a frozen dataclass: one is built per accepted request, on the hot path.)
     """
 
-    servers: np.ndarray  # (k,) int64
-    amounts: np.ndarray  # (k, n_resources) float64
-    links: np.ndarray = field(default_factory=lambda: _EMPTY_INT)  # (m,) int64
-    bandwidth: np.ndarray = field(default_factory=lambda: _EMPTY_FLOAT)  # (m,) float64
+    __slots__ = ("servers", "amounts", "links", "bandwidth")
+
+    def __init__(
+        self,
+        servers: np.ndarray,
+        amounts: np.ndarray,
+        links: np.ndarray = _EMPTY_INT,
+        bandwidth: np.ndarray = _EMPTY_FLOAT,
+    ):
+        self.servers = servers  # (k,) int64
+        self.amounts = amounts  # (k, n_resources) float64
+        self.links = links  # (m,) int64
+        self.bandwidth = bandwidth  # (m,) float64
+
+    def __repr__(self) -> str:
+        return (
+            f"Placement(servers={self.servers.tolist()}, amounts={self.amounts.tolist()}, "
+            f"links={self.links.tolist()}, bandwidth={self.bandwidth.tolist()})"
+        )
 
     @classmethod
     def single(cls, server: int, demand: np.ndarray) -> Placement:

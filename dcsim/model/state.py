@@ -25,16 +25,20 @@ EPS = 1e-9
 class ClusterState:
     """Mutable free-capacity arrays of one topology."""
 
-    __slots__ = ("topology", "capacity", "link_capacity", "free", "link_free", "_tol", "_ltol")
+    __slots__ = ("topology", "capacity", "link_capacity", "free", "link_free", "_tol", "_ltol",
+                 "_cap_max")
 
     def __init__(self, topology: Topology):
         self.topology = topology
         self.capacity = topology.server_capacity
         self.link_capacity = topology.link_capacity
-        self.free = np.array(topology.server_capacity, dtype=np.float64)
+        # column-major: one resource's free column is contiguous, so per-resource scans over
+        # all servers (the hot path of most allocators) are fast
+        self.free = np.array(topology.server_capacity, dtype=np.float64, order="F")
         self.link_free = np.array(topology.link_capacity, dtype=np.float64)
         self._tol = EPS * np.maximum(self.capacity, 1.0)
         self._ltol = EPS * np.maximum(self.link_capacity, 1.0)
+        self._cap_max = max(float(self.capacity.max(initial=1.0)), 1.0)
 
     def copy(self) -> ClusterState:
         """An independent state with the same free capacities."""
@@ -42,10 +46,11 @@ class ClusterState:
         new.topology = self.topology
         new.capacity = self.capacity
         new.link_capacity = self.link_capacity
-        new.free = self.free.copy()
+        new.free = self.free.copy(order="F")
         new.link_free = self.link_free.copy()
         new._tol = self._tol
         new._ltol = self._ltol
+        new._cap_max = self._cap_max
         return new
 
     # ------------------------------------------------------------------ derived
@@ -112,8 +117,42 @@ class ClusterState:
             raise StateError(f"cannot release placement: {why}")
         self._apply(p, 1.0)
 
+    def fits(self, demand: np.ndarray) -> np.ndarray:
+        """Boolean mask of servers whose free resources cover ``demand``."""
+        return fits(self.free, demand)
+
+    def take_one(self, server: int, demand: np.ndarray) -> bool:
+        """Reserve ``demand`` on one server if it fits (the engine's single-server fast path).
+
+        Returns False, changing nothing, if it does not fit. Works on Python floats: for a
+        handful of resources that is several times cheaper than numpy calls.
+        """
+        row = self.free[server]
+        tol = EPS * self._cap_max
+        new = [f - d for f, d in zip(row.tolist(), demand.tolist(), strict=True)]
+        if min(new) < -tol:
+            return False
+        row[:] = [x if x > 0.0 else 0.0 for x in new]
+        return True
+
+    def give_one(self, server: int, amount: np.ndarray) -> None:
+        """Release ``amount`` on one server that ``take_one`` reserved (clamped to capacity)."""
+        row = self.free[server]
+        cap = self.capacity[server].tolist()
+        row[:] = [min(f + a, c) for f, a, c in zip(row.tolist(), amount.tolist(), cap, strict=True)]
+
     def _apply(self, p: Placement, sign: float) -> None:
         s = p.servers
+        if s.size == 1 and not p.links.size:  # fast path: one server, no network
+            i = int(s[0])
+            row = self.free[i]
+            if sign < 0:
+                row -= p.amounts[0]
+                np.maximum(row, 0.0, out=row)
+            else:
+                row += p.amounts[0]
+                np.minimum(row, self.capacity[i], out=row)
+            return
         if s.size:
             free = self.free[s] + sign * p.amounts
             # absorb float round-off so that 0 <= free <= capacity holds exactly
@@ -124,6 +163,18 @@ class ClusterState:
             lf = self.link_free[ln] + sign * p.bandwidth
             np.clip(lf, 0.0, self.link_capacity[ln], out=lf)
             self.link_free[ln] = lf
+
+
+def fits(free: np.ndarray, demand: np.ndarray) -> np.ndarray:
+    """Servers (rows of ``free``) that can hold ``demand``, within float tolerance.
+
+    Compares one resource column at a time: on column-major state that is several times
+    faster than ``np.all(free >= demand, axis=1)``.
+    """
+    mask = free[:, 0] >= demand[0] - EPS
+    for j in range(1, free.shape[1]):
+        mask &= free[:, j] >= demand[j] - EPS
+    return mask
 
 
 class StateView:
@@ -148,6 +199,10 @@ class StateView:
         self.now = 0.0
         #: engine-provided context for allocators (e.g. the workload's samplers)
         self.extra: dict[str, Any] = {}
+
+    def fits(self, demand: np.ndarray) -> np.ndarray:
+        """Boolean mask of servers whose free resources cover ``demand`` (vectorised)."""
+        return fits(self.free, demand)
 
     def fork(self) -> ClusterState:
         """A private mutable copy of the current state."""

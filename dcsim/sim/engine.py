@@ -23,12 +23,11 @@ import numpy as np
 import simpy
 
 from dcsim.allocators.base import Allocator
-from dcsim.errors import PluginError
+from dcsim.errors import DcsimError, PluginError
 from dcsim.model import ClusterState, Placement, Request, StateView, Topology
-from dcsim.model.state import EPS
 from dcsim.sim.metrics import Meter
 from dcsim.sim.records import ColumnBuffer
-from dcsim.workload.base import RequestSource
+from dcsim.workload.base import RequestBatch, RequestSource
 
 
 @dataclass
@@ -39,10 +38,12 @@ class EngineConfig:
     warmup_time: float = 0.0  # arrivals before this time are not measured
     sample_interval: float | None = None  # time-series period (simulated time)
     sample_every: int = 100  # ... or one sample per this many arrivals when no interval
-    flush_rows: int = 65536  # records per batch handed to the sink
+    flush_rows: int = 65536  # time-series rows per batch handed to the sink
 
 
-#: Receives column batches: ``sink(kind, columns)`` with kind "requests" or "timeseries".
+#: Receives column batches: ``sink(kind, columns)`` with kind "requests" (one call per
+#: workload batch, numpy arrays or lists) or "timeseries". The sink decides how to group
+#: them into files.
 Sink = Callable[[str, dict[str, list]], None]
 
 
@@ -76,9 +77,12 @@ class Engine:
         self._footprint_sum = 0.0
         self._decision_sum = 0.0
         self._arrivals_done = False
-        self._requests = ColumnBuffer(_request_columns(topology))
         self._samples = ColumnBuffer(None)
-        self._tol = EPS * np.maximum(self.state.capacity, 1.0)
+        self._n_servers = topology.n_servers
+        # one read-only index array per server, shared by single-server placements
+        self._server_ids = [np.array([i], dtype=np.int64) for i in range(topology.n_servers)]
+        for a in self._server_ids:
+            a.flags.writeable = False
 
     # ------------------------------------------------------------------ processes
     def run(self) -> dict[str, Any]:
@@ -94,32 +98,37 @@ class Engine:
     def _arrivals(self):
         env = self.env
         cfg = self.config
-        resources = self.topology.resources
+        n_res = len(self.topology.resources)
         for batch in self.source.batches(self.rng):
-            arrival = batch.arrival.tolist()
+            demand = np.ascontiguousarray(batch.demand, dtype=np.float64)
+            if demand.ndim != 2 or demand.shape[1] != n_res:
+                raise DcsimError(
+                    f"workload yields demand of shape {demand.shape}; expected "
+                    f"(n, {n_res}) for resources {self.topology.resources}"
+                )
             duration = batch.duration.tolist()
             bandwidth = batch.bandwidth.tolist()
-            demand = np.ascontiguousarray(batch.demand, dtype=np.float64)
-            if demand.ndim != 2 or demand.shape[1] != len(resources):
-                raise PluginError(
-                    f"workload yields demand of shape {demand.shape}; "
-                    f"expected (n, {len(resources)}) for resources {resources}"
-                )
             attrs = {k: v.tolist() for k, v in batch.attrs.items()}
-            for i, t in enumerate(arrival):
+            first_id = self.received
+            placements: list[Placement | None] = []
+            decisions: list[float] = []
+            for i, t in enumerate(batch.arrival.tolist()):
                 if t > env.now:
                     yield env.timeout(t - env.now)
+                if not cfg.sample_interval and self.received % cfg.sample_every == 0:
+                    self._sample()
                 req = Request(
                     self.received,
                     t,
                     duration[i],
                     demand[i],
                     bandwidth[i],
-                    {k: v[i] for k, v in attrs.items()},
+                    {k: v[i] for k, v in attrs.items()} if attrs else {},
                 )
-                if not cfg.sample_interval and self.received % cfg.sample_every == 0:
-                    self._sample()
-                self._arrive(req)
+                p, dt = self._arrive(req)
+                placements.append(p)
+                decisions.append(dt)
+            self._record_batch(batch, first_id, placements, decisions)
         self._arrivals_done = True
         self.meter.close_window(env.now)
 
@@ -129,7 +138,7 @@ class Engine:
             yield self.env.timeout(interval)
 
     # ------------------------------------------------------------------ decisions
-    def _arrive(self, req: Request) -> None:
+    def _arrive(self, req: Request) -> tuple[Placement | None, float]:
         now = self.env.now
         cfg = self.config
         measured = req.id >= cfg.warmup_requests and now >= cfg.warmup_time
@@ -144,9 +153,7 @@ class Engine:
         decision = time.perf_counter() - t0
         placement = self._admit(req, choice)
         if placement is not None:
-            self.meter.advance(now)
-            self.state._apply(placement, -1.0)
-            self.meter.add(placement, +1.0)
+            self.meter.accepted(req.id, now, now + req.duration, placement)
             self.accepted += 1
             if measured:
                 self._measured_accepted += 1
@@ -155,27 +162,26 @@ class Engine:
             ev.callbacks.append(partial(self._depart, req, placement))
         if measured:
             self._decision_sum += decision
-        self._record(req, placement, measured, decision)
+        return placement, decision
 
     def _admit(self, req: Request, choice: Any) -> Placement | None:
-        """Turn an allocator's choice into a validated placement (loss mode: None = drop)."""
+        """Validate an allocator's choice and reserve it (loss mode: None = drop)."""
         if choice is None:
             return None
         label = self.allocator.label
-        if isinstance(choice, (int, np.integer)) and not isinstance(choice, bool):
+        if type(choice) is int or isinstance(choice, np.integer):
             s = int(choice)
-            if not 0 <= s < self.topology.n_servers:
+            if not 0 <= s < self._n_servers:
                 raise PluginError(
-                    f"allocator {label!r} chose server {s}, "
-                    f"outside 0..{self.topology.n_servers - 1}"
+                    f"allocator {label!r} chose server {s}, outside 0..{self._n_servers - 1}"
                 )
-            if (self.state.free[s] - req.demand < -self._tol[s]).any():
+            if not self.state.take_one(s, req.demand):
                 raise PluginError(
                     f"allocator {label!r} chose server {s} for request {req.id}, which lacks "
                     f"free resources (free {self.state.free[s].tolist()}, "
                     f"demand {req.demand.tolist()})"
                 )
-            return Placement(np.array([s], dtype=np.int64), req.demand.reshape(1, -1))
+            return Placement(self._server_ids[s], req.demand[None])
         if isinstance(choice, Placement):
             total = choice.amounts.sum(axis=0) if choice.amounts.size else None
             if total is None or total.shape != req.demand.shape or not np.allclose(
@@ -188,6 +194,7 @@ class Engine:
             why = self.state.check(choice)
             if why is not None:
                 raise PluginError(f"allocator {label!r} returned an invalid placement: {why}")
+            self.state._apply(choice, -1.0)
             return choice
         raise PluginError(
             f"allocator {label!r} returned {type(choice).__name__}; "
@@ -195,66 +202,82 @@ class Engine:
         )
 
     def _depart(self, req: Request, placement: Placement, _event: simpy.Event) -> None:
-        self.meter.advance(self.env.now)
-        self.state.release(placement)
-        self.meter.add(placement, -1.0)
+        # one callback per accepted request, so each is released exactly once; the state
+        # clamps to capacity against float round-off
+        if placement.servers.shape[0] == 1 and not placement.links.shape[0]:
+            self.state.give_one(int(placement.servers[0]), placement.amounts[0])
+        else:
+            self.state._apply(placement, 1.0)
+        self.meter.departed(req.id)
         self.released += 1
         self.view.now = self.env.now
         self.allocator.released(req, placement, self.view)
 
     # ------------------------------------------------------------------ records
-    def _record(self, req: Request, p: Placement | None, measured: bool, decision: float) -> None:
-        buf = self._requests
-        cols = buf.columns
-        cols["id"].append(req.id)
-        cols["arrival"].append(req.arrival)
-        cols["duration"].append(req.duration)
-        for name, v in zip(self.topology.resources, req.demand.tolist(), strict=True):
-            cols[name].append(v)
-        cols["bandwidth"].append(req.bandwidth)
-        for k, v in req.attrs.items():
-            cols[k].append(v)
-        if p is None:
-            cols["accepted"].append(False)
-            cols["start"].append(math.nan)
-            cols["end"].append(math.nan)
-            cols["n_servers"].append(0)
-            cols["servers"].append([])
-            cols["locality"].append(-1)
-            cols["footprint"].append(math.nan)
-        else:
-            servers = p.servers.tolist()
-            cols["accepted"].append(True)
-            cols["start"].append(req.arrival)
-            cols["end"].append(req.arrival + req.duration)
-            cols["n_servers"].append(len(servers))
-            cols["servers"].append(servers)
-            cols["locality"].append(self.topology.locality(p.servers))
-            cols["footprint"].append(p.footprint)
-        cols["measured"].append(measured)
-        cols["decision_s"].append(decision)
-        buf.rows += 1
-        if buf.rows >= self.config.flush_rows:
-            self._flush()
+    def _record_batch(
+        self,
+        batch: RequestBatch,
+        first_id: int,
+        placements: list[Placement | None],
+        decisions: list[float],
+    ) -> None:
+        """Hand one batch's request rows to the sink, built column-wise."""
+        if self.sink is None:
+            return
+        n = len(placements)
+        topo = self.topology
+        ids = np.arange(first_id, first_id + n, dtype=np.int64)
+        accepted = np.fromiter((p is not None for p in placements), dtype=bool, count=n)
+        arrival = np.asarray(batch.arrival, dtype=np.float64)
+        duration = np.asarray(batch.duration, dtype=np.float64)
+        cols: dict[str, Any] = {"id": ids, "arrival": arrival, "duration": duration}
+        for j, name in enumerate(topo.resources):
+            cols[name] = batch.demand[:, j]
+        cols["bandwidth"] = batch.bandwidth
+        for k, v in batch.attrs.items():
+            cols[k] = v
+        cols["accepted"] = accepted
+        cols["start"] = np.where(accepted, arrival, np.nan)
+        cols["end"] = np.where(accepted, arrival + duration, np.nan)
+        servers: list[list[int]] = []
+        locality = np.full(n, -1, dtype=np.int64)
+        footprint = np.full(n, np.nan)
+        for i, p in enumerate(placements):
+            if p is None:
+                servers.append([])
+            elif p.servers.shape[0] == 1 and not p.links.shape[0]:
+                servers.append(p.servers.tolist())
+                locality[i] = 0
+                footprint[i] = 0.0
+            else:
+                servers.append(p.servers.tolist())
+                locality[i] = topo.locality(p.servers)
+                footprint[i] = p.footprint
+        cols["n_servers"] = np.fromiter(map(len, servers), dtype=np.int64, count=n)
+        cols["servers"] = servers
+        cols["locality"] = locality
+        cols["footprint"] = footprint
+        cols["measured"] = (ids >= self.config.warmup_requests) & (
+            arrival >= self.config.warmup_time
+        )
+        cols["decision_s"] = np.asarray(decisions, dtype=np.float64)
+        self.sink("requests", cols)
 
     def _sample(self) -> None:
-        self.meter.advance(self.env.now)
         row = {
             "time": float(self.env.now),
             "received": self.received,
             "accepted": self.accepted,
-            **self.meter.instant(),
+            **self.meter.instant(self.state),
         }
         self._samples.append_row(row)
         if self._samples.rows >= self.config.flush_rows:
             self._flush()
 
     def _flush(self, final: bool = False) -> None:
-        for kind, buf in (("requests", self._requests), ("timeseries", self._samples)):
-            if buf.rows and self.sink is not None:
-                self.sink(kind, buf.columns)
-            if buf.rows or final:
-                buf.clear()
+        if self._samples.rows and self.sink is not None:
+            self.sink("timeseries", self._samples.columns)
+        self._samples.clear()
 
     # ------------------------------------------------------------------ summary
     def summary(self) -> dict[str, Any]:
@@ -270,23 +293,3 @@ class Engine:
         out["mean_decision_s"] = self._decision_sum / rec if rec else math.nan
         out["sim_time"] = float(self.env.now)
         return out
-
-
-def _request_columns(topology: Topology) -> list[str]:
-    """Fixed leading columns; a workload's extra ``attrs`` columns follow them."""
-    return [
-        "id",
-        "arrival",
-        "duration",
-        *topology.resources,
-        "bandwidth",
-        "accepted",
-        "start",
-        "end",
-        "n_servers",
-        "servers",
-        "locality",
-        "footprint",
-        "measured",
-        "decision_s",
-    ]

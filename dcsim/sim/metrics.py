@@ -1,8 +1,10 @@
 """Time-weighted accounting of what the cluster holds, over the measured window.
 
-The engine calls :meth:`Meter.advance` before every state change; the meter integrates used
-resources, per-tier link bandwidth and the number of active requests over simulated time,
-but only while the measured window (after warm-up, until the last arrival) is open.
+Rather than integrating usage at every event, each accepted request adds its own
+``amount × holding time`` once, when it is accepted; the few requests that straddle the
+window's edges are corrected when the window opens (after warm-up) and closes (at the last
+arrival). That is exact and costs one small numpy operation per request instead of several
+per event.
 """
 
 from __future__ import annotations
@@ -11,11 +13,11 @@ import math
 
 import numpy as np
 
-from dcsim.model import Placement, Topology
+from dcsim.model import ClusterState, Placement, Topology
 
 
 class Meter:
-    """Running totals of used capacity and their time integrals."""
+    """Time integrals of used resources, per-tier bandwidth and active requests."""
 
     def __init__(self, topology: Topology):
         self.topology = topology
@@ -25,62 +27,76 @@ class Meter:
         self.link_tier_pos = np.array(
             [tier_pos[int(t)] for t in topology.link_tier], dtype=np.int64
         )
-        self.tier_capacity = np.zeros(len(self.tiers))
-        if topology.n_links:
-            np.add.at(self.tier_capacity, self.link_tier_pos, topology.link_capacity)
-        self.used = np.zeros_like(self.capacity)
-        self.tier_used = np.zeros(len(self.tiers))
-        self.active = 0
+        self.tier_capacity = np.bincount(
+            self.link_tier_pos, weights=topology.link_capacity, minlength=len(self.tiers)
+        ).astype(np.float64)
+        # request id -> (start, end, resources taken, per-tier bandwidth or None)
+        self.active: dict[int, tuple[float, float, np.ndarray, np.ndarray | None]] = {}
         self._area = np.zeros_like(self.capacity)
         self._tier_area = np.zeros(len(self.tiers))
         self._active_area = 0.0
-        self._last = 0.0
         self.open = False
         self.closed = False
         self.start = math.nan
         self.end = math.nan
 
-    def advance(self, now: float) -> None:
-        """Integrate the current usage from the last event up to ``now``."""
+    def _tier_bw(self, p: Placement) -> np.ndarray | None:
+        if not p.links.size:
+            return None
+        return np.bincount(
+            self.link_tier_pos[p.links], weights=p.bandwidth, minlength=len(self.tiers)
+        )
+
+    def _add(self, amount: np.ndarray, tier_bw: np.ndarray | None, span: float) -> None:
+        self._area += amount * span
+        if tier_bw is not None:
+            self._tier_area += tier_bw * span
+        self._active_area += span
+
+    def accepted(self, rid: int, start: float, end: float, p: Placement) -> None:
+        """Count ``p`` from ``start`` to ``end`` (clipped to the window when it closes)."""
+        amount = p.amounts[0] if p.amounts.shape[0] == 1 else p.amounts.sum(axis=0)
+        tier_bw = self._tier_bw(p)
+        self.active[rid] = (start, end, amount, tier_bw)
         if self.open:
-            dt = now - self._last
-            if dt > 0.0:
-                self._area += self.used * dt
-                if self.tiers:
-                    self._tier_area += self.tier_used * dt
-                self._active_area += self.active * dt
-        self._last = now
+            self._add(amount, tier_bw, end - start)
+
+    def departed(self, rid: int) -> None:
+        del self.active[rid]
 
     def open_window(self, now: float) -> None:
-        self.advance(now)
+        """Start measuring; requests held since warm-up count from ``now``."""
+        for _start, end, amount, tier_bw in self.active.values():
+            self._add(amount, tier_bw, end - now)
         self.open = True
         self.start = now
 
     def close_window(self, now: float) -> None:
-        self.advance(now)
+        """Stop measuring; requests still held count only up to ``now``."""
         if self.open:
+            for start, end, amount, tier_bw in self.active.values():
+                # each was counted up to ``end`` from max(start, window start)
+                self._add(amount, tier_bw, -(end - max(now, start)))
             self.end = now
         self.open = False
         self.closed = True
-
-    def add(self, p: Placement, sign: float) -> None:
-        """Account for ``p`` being reserved (sign +1) or released (sign -1)."""
-        self.used += sign * p.amounts.sum(axis=0)
-        if p.links.size:
-            np.add.at(self.tier_used, self.link_tier_pos[p.links], sign * p.bandwidth)
-        self.active += 1 if sign > 0 else -1
 
     # ------------------------------------------------------------------ results
     def tier_label(self, tier: int) -> str:
         return self.topology.tier_name(tier).replace("-", "_").replace(" ", "_")
 
-    def instant(self) -> dict[str, float]:
-        """Current used fractions (for time series)."""
-        out: dict[str, float] = {"active": float(self.active)}
-        for name, u, c in zip(self.topology.resources, self.used, self.capacity, strict=True):
+    def instant(self, state: ClusterState) -> dict[str, float]:
+        """Used fractions right now (for time series), read from the state."""
+        out: dict[str, float] = {"active": float(len(self.active))}
+        used = self.capacity - state.free.sum(axis=0)
+        for name, u, c in zip(self.topology.resources, used, self.capacity, strict=True):
             out[f"util_{name}"] = float(u / c) if c > 0 else math.nan
-        for t, u, c in zip(self.tiers, self.tier_used, self.tier_capacity, strict=True):
-            out[f"util_bw_{self.tier_label(t)}"] = float(u / c) if c > 0 else math.nan
+        if self.tiers:
+            tier_used = np.bincount(
+                self.link_tier_pos, weights=state.link_used, minlength=len(self.tiers)
+            )
+            for t, u, c in zip(self.tiers, tier_used, self.tier_capacity, strict=True):
+                out[f"util_bw_{self.tier_label(t)}"] = float(u / c) if c > 0 else math.nan
         return out
 
     def averages(self) -> dict[str, float]:

@@ -1,0 +1,134 @@
+"""Engine throughput: dcsim with first_fit vs bare SimPy on the same arrival/departure stream.
+
+    python benchmarks/bench_engine.py [--requests 50000] [--repeat 3]
+
+Both sides process the identical stream of Poisson arrivals and exponential holding times
+(load kept low enough that first_fit accepts every request, so both handle the same events).
+Two bare-SimPy baselines are measured in the same run:
+
+* ``callbacks``: one arrival process, each departure a Timeout with a callback — the
+  cheapest way to drive SimPy, and the scheme dcsim's engine uses;
+* ``processes``: the textbook idiom, one SimPy process per request.
+
+The printed ratio is dcsim's requests/s over the baseline's (1.0 = no overhead). Goal from
+issue #2: >= 0.5 of bare SimPy at 1k servers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import networkx as nx
+import numpy as np
+import simpy
+
+from dcsim.allocators.builtin import FirstFitAllocator
+from dcsim.model import Topology
+from dcsim.sim import Engine, EngineConfig
+from dcsim.workload import RequestBatch
+
+
+def flat_topology(n: int) -> Topology:
+    g = nx.Graph()
+    for i in range(n):
+        g.add_node(f"h{i}", kind="server", cpu=16.0, mem=64.0)
+    return Topology.from_graph(g, name=f"flat{n}", allow_disconnected=True)
+
+
+def stream(n_requests: int, n_servers: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    rate = 10.0
+    demand = np.column_stack([rng.integers(1, 5, n_requests), rng.integers(1, 16, n_requests)])
+    # mean cpu 2.5 per request; aim at 40 % of total cpu so that nothing is rejected
+    hold = 0.4 * 16.0 * n_servers / (rate * 2.5)
+    arrival = np.cumsum(rng.exponential(1 / rate, n_requests))
+    duration = rng.exponential(hold, n_requests)
+    return arrival, duration, demand.astype(float)
+
+
+class Source:
+    def __init__(self, arrival, duration, demand, batch=4096):
+        self.a, self.d, self.m, self.batch = arrival, duration, demand, batch
+
+    def batches(self, rng):
+        for i in range(0, len(self.a), self.batch):
+            s = slice(i, i + self.batch)
+            yield RequestBatch(self.a[s], self.d[s], self.m[s], np.zeros(len(self.a[s])))
+
+
+def bare_callbacks(arrival, duration) -> float:
+    env = simpy.Environment()
+    counter = {"active": 0, "done": 0}
+
+    def depart(_ev):
+        counter["active"] -= 1
+        counter["done"] += 1
+
+    def arrivals():
+        for t, d in zip(arrival.tolist(), duration.tolist(), strict=True):
+            if t > env.now:
+                yield env.timeout(t - env.now)
+            counter["active"] += 1
+            env.timeout(d).callbacks.append(depart)
+
+    t0 = time.perf_counter()
+    env.process(arrivals())
+    env.run()
+    assert counter["done"] == len(arrival)
+    return time.perf_counter() - t0
+
+
+def bare_processes(arrival, duration) -> float:
+    env = simpy.Environment()
+    counter = {"done": 0}
+
+    def request(d):
+        yield env.timeout(d)
+        counter["done"] += 1
+
+    def arrivals():
+        for t, d in zip(arrival.tolist(), duration.tolist(), strict=True):
+            if t > env.now:
+                yield env.timeout(t - env.now)
+            env.process(request(d))
+
+    t0 = time.perf_counter()
+    env.process(arrivals())
+    env.run()
+    assert counter["done"] == len(arrival)
+    return time.perf_counter() - t0
+
+
+def dcsim_run(topo, arrival, duration, demand) -> float:
+    eng = Engine(topo, Source(arrival, duration, demand), FirstFitAllocator(),
+                 np.random.default_rng(0), EngineConfig(), sink=lambda kind, cols: None)
+    t0 = time.perf_counter()
+    summary = eng.run()
+    elapsed = time.perf_counter() - t0
+    assert summary["accepted"] == len(arrival), "first_fit rejected requests: raise capacity"
+    return elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=50_000)
+    ap.add_argument("--repeat", type=int, default=3, help="best of N timings")
+    ap.add_argument("--servers", type=int, nargs="+", default=[1000, 10000])
+    args = ap.parse_args()
+    n = args.requests
+    print(f"requests per run: {n}; best of {args.repeat}")
+    print(f"{'servers':>8} {'dcsim req/s':>12} {'simpy-cb req/s':>15} {'ratio':>6} "
+          f"{'simpy-proc req/s':>17} {'ratio':>6}")
+    for n_servers in args.servers:
+        topo = flat_topology(n_servers)
+        a, d, m = stream(n, n_servers)
+        t_dc = min(dcsim_run(topo, a, d, m) for _ in range(args.repeat))
+        t_cb = min(bare_callbacks(a, d) for _ in range(args.repeat))
+        t_pr = min(bare_processes(a, d) for _ in range(args.repeat))
+        print(f"{n_servers:>8} {n / t_dc:>12,.0f} {n / t_cb:>15,.0f} {t_cb / t_dc:>6.2f} "
+              f"{n / t_pr:>17,.0f} {t_pr / t_dc:>6.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Arrival processes: when requests arrive, drawn a batch at a time.
+
+Each process is a pydantic model selected by its ``process`` key, with a vectorised
+``times(rng, n, start)`` giving the next ``n`` arrival times after ``start`` (the previous
+arrival, 0 at the beginning) and a ``rate`` in arrivals per time unit.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat
+
+
+class PoissonArrivals(BaseModel):
+    """Exponential gaps of mean ``1/rate``; the first arrival is one gap after ``start``."""
+
+    model_config = ConfigDict(extra="forbid")
+    process: Literal["poisson"] = "poisson"
+    rate: PositiveFloat
+
+    def times(self, rng: np.random.Generator, n: int, start: float = 0.0) -> np.ndarray:
+        return start + np.cumsum(rng.exponential(1.0 / self.rate, n))
+
+
+class TickArrivals(BaseModel):
+    """One arrival per tick, at ``start + interval, start + 2*interval, ...`` (no randomness);
+    Nara's "one arrival per tick" with holding times counted in arrivals."""
+
+    model_config = ConfigDict(extra="forbid")
+    process: Literal["tick"] = "tick"
+    interval: PositiveFloat = 1.0
+
+    @property
+    def rate(self) -> float:
+        return 1.0 / self.interval
+
+    def times(self, rng: np.random.Generator, n: int, start: float = 0.0) -> np.ndarray:
+        return start + self.interval * np.arange(1, n + 1, dtype=np.float64)
+
+
+class BernoulliArrivals(BaseModel):
+    """At each tick (multiples of ``interval``) a request arrives with probability ``p``, at
+    most one per tick (DeepRM's ``new_job_rate``): gaps are geometric numbers of ticks."""
+
+    model_config = ConfigDict(extra="forbid")
+    process: Literal["bernoulli"] = "bernoulli"
+    p: float = Field(gt=0.0, le=1.0)
+    interval: PositiveFloat = 1.0
+
+    @property
+    def rate(self) -> float:
+        return self.p / self.interval
+
+    def times(self, rng: np.random.Generator, n: int, start: float = 0.0) -> np.ndarray:
+        return start + self.interval * np.cumsum(rng.geometric(self.p, n)).astype(np.float64)
+
+
+Arrival = Annotated[
+    PoissonArrivals | TickArrivals | BernoulliArrivals, Field(discriminator="process")
+]
+ArrivalProcess = PoissonArrivals | TickArrivals | BernoulliArrivals

@@ -1,0 +1,396 @@
+"""Request distributions declared in YAML: vectorised samplers that know their exact mean.
+
+Each kind is a pydantic model selected by its ``dist`` key; all share the modifiers ``min``,
+``max``, ``mode`` (``truncate`` | ``clip``) and ``integer`` and compute ``mean()`` exactly
+(see :mod:`dcsim.workload.dist_base`). A bare number means ``constant``; a string such as
+``"N*S"`` is an :class:`AttrProduct`, a demand derived from other per-request attributes
+(see :mod:`dcsim.workload.synthetic`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PrivateAttr,
+    TypeAdapter,
+    ValidationError,
+)
+from scipy import special, stats
+
+from dcsim.errors import ConfigError
+from dcsim.workload.dist_base import _Dist, _Scalable
+
+__all__ = ["AttrProduct", "Constant", "Discrete", "Dist", "Distribution", "Empirical",
+           "Exponential", "LogNormal", "Normal", "Uniform", "UniformInt", "_Dist", "_Scalable",
+           "parse_distribution", "validation_message"]
+
+
+class Constant(_Scalable):
+    dist: Literal["constant"]
+    value: float | None = None
+
+    def _check(self) -> None:
+        if (self.value is None) == (self.offered_load is None):
+            raise ValueError("give exactly one of 'value' or 'offered_load'")
+
+    def _draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return np.full(n, self.value, dtype=np.float64)
+
+    def _support(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.array([self.value], np.float64), np.ones(1)
+
+    def _scale_update(self, c: float) -> dict[str, Any]:
+        return {"value": c}
+
+    def _unit_mean(self) -> float:
+        return 1.0
+
+
+class Uniform(_Scalable):
+    """Continuous uniform on [low, high]; with ``offered_load`` both ends scale together."""
+
+    dist: Literal["uniform"]
+    low: float
+    high: float
+
+    def _check(self) -> None:
+        if not self.low < self.high:
+            raise ValueError(f"low ({self.low}) must be less than high ({self.high})")
+        if self.offered_load is not None and self.low < 0:
+            raise ValueError("offered_load needs low >= 0")
+
+    def _draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.uniform(self.low, self.high, n)
+
+    def _rv(self) -> Any:
+        return stats.uniform(loc=self.low, scale=self.high - self.low)
+
+    def _partial_mean(self, a: float, b: float) -> float:
+        a, b = np.clip([a, b], self.low, self.high)
+        return float((b * b - a * a) / (2.0 * (self.high - self.low)))
+
+    def _scale_update(self, c: float) -> dict[str, Any]:
+        return {"low": self.low * c, "high": self.high * c}
+
+    def _unit_mean(self) -> float:
+        return (self.low + self.high) / 2.0
+
+
+class UniformInt(_Dist):
+    """Integers low..high inclusive, equally likely."""
+
+    dist: Literal["uniform_int"]
+    low: int
+    high: int
+    _always_integer: ClassVar[bool] = True
+
+    def _check(self) -> None:
+        if self.low > self.high:
+            raise ValueError(f"low ({self.low}) is greater than high ({self.high})")
+
+    def _draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.integers(self.low, self.high, n, endpoint=True).astype(np.float64)
+
+    def _rv(self) -> Any:  # round(U(low - .5, high + .5)) is uniform on low..high
+        return stats.uniform(loc=self.low - 0.5, scale=self.high - self.low + 1)
+
+    def _partial_mean(self, a: float, b: float) -> float:
+        lo, hi = self.low - 0.5, self.high + 0.5
+        a, b = np.clip([a, b], lo, hi)
+        return float((b * b - a * a) / (2.0 * (hi - lo)))
+
+
+class Exponential(_Scalable):
+    dist: Literal["exponential"]
+    mean_: PositiveFloat | None = Field(None, alias="mean")
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+    def _check(self) -> None:
+        if (self.mean_ is None) == (self.offered_load is None):
+            raise ValueError("give exactly one of 'mean' or 'offered_load'")
+
+    def _draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.exponential(self.mean_, n)
+
+    def _rv(self) -> Any:
+        return stats.expon(scale=self.mean_)
+
+    def _partial_mean(self, a: float, b: float) -> float:
+        m = self.mean_
+
+        def g(x: float) -> float:  # E[X; X > x] for x >= 0
+            return 0.0 if x == math.inf else (x + m) * math.exp(-x / m)
+
+        return g(max(a, 0.0)) - g(max(b, 0.0))
+
+    def _scale_update(self, c: float) -> dict[str, Any]:
+        return {"mean": c}
+
+    def _unit_mean(self) -> float:
+        return 1.0
+
+
+class Normal(_Dist):
+    dist: Literal["normal"]
+    mean_: float = Field(alias="mean")
+    std: PositiveFloat
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+    def _draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.normal(self.mean_, self.std, n)
+
+    def _rv(self) -> Any:
+        return stats.norm(loc=self.mean_, scale=self.std)
+
+    def _partial_mean(self, a: float, b: float) -> float:
+        al, be = (a - self.mean_) / self.std, (b - self.mean_) / self.std
+        phi = stats.norm.pdf
+        return float(self.mean_ * (special.ndtr(be) - special.ndtr(al))
+                     - self.std * (phi(be) - phi(al)))
+
+
+class LogNormal(_Scalable):
+    """exp(Normal(mu, sigma)); give ``mu`` (log-space mean) or ``mean`` (of the values)."""
+
+    dist: Literal["lognormal"]
+    mu: float | None = None
+    mean_: PositiveFloat | None = Field(None, alias="mean")
+    sigma: PositiveFloat
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+    def _check(self) -> None:
+        if sum(x is not None for x in (self.mu, self.mean_, self.offered_load)) != 1:
+            raise ValueError("give exactly one of 'mu', 'mean' or 'offered_load'")
+
+    @property
+    def _mu(self) -> float:
+        return self.mu if self.mu is not None else math.log(self.mean_) - self.sigma**2 / 2
+
+    def _draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.lognormal(self._mu, self.sigma, n)
+
+    def _rv(self) -> Any:
+        return stats.lognorm(s=self.sigma, scale=math.exp(self._mu))
+
+    def _partial_mean(self, a: float, b: float) -> float:
+        if b <= 0:
+            return 0.0
+        s, mu = self.sigma, self._mu
+
+        def cdf1(x: float) -> float:  # E[X; X <= x] / E[X]
+            return 0.0 if x <= 0 else float(special.ndtr((math.log(x) - mu - s * s) / s))
+
+        return math.exp(mu + s * s / 2) * (cdf1(b) - cdf1(a))
+
+    def _scale_update(self, c: float) -> dict[str, Any]:
+        return {"mean": c, "mu": None}
+
+    def _unit_mean(self) -> float:
+        return 1.0
+
+
+class Discrete(_Dist):
+    """``values`` with probabilities ``probs`` (equally likely when omitted)."""
+
+    dist: Literal["discrete"]
+    values: list[float] = Field(min_length=1)
+    probs: list[float] | None = None
+
+    def _check(self) -> None:
+        if self.probs is None:
+            return
+        if len(self.probs) != len(self.values):
+            raise ValueError(f"probs has {len(self.probs)} entries but values has "
+                             f"{len(self.values)}")
+        if any(p < 0 for p in self.probs):
+            raise ValueError("probs must be non-negative")
+        if abs(sum(self.probs) - 1.0) > 1e-6:
+            raise ValueError(f"probs must sum to 1 (they sum to {sum(self.probs):.9g})")
+
+    def _support(self) -> tuple[np.ndarray, np.ndarray]:
+        v = np.asarray(self.values, np.float64)
+        if self.probs is None:
+            return v, np.full(len(v), 1.0 / len(v))
+        p = np.asarray(self.probs, np.float64)
+        return v, p / p.sum()
+
+    def _draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        v, p = self._support()
+        return v[np.minimum(np.searchsorted(np.cumsum(p), rng.random(n), side="right"),
+                            len(v) - 1)]
+
+
+class Empirical(_Dist):
+    """Resample (uniformly, with replacement) ``values`` or one ``column`` of a CSV/Parquet
+    file; ``scale`` multiplies the file's values. Relative paths are resolved by
+    :meth:`load` (against the experiment's folder in :func:`dcsim.workload.spec.build_source`,
+    else the working directory on first use)."""
+
+    dist: Literal["empirical"]
+    values: list[float] | None = None
+    path: str | None = None
+    column: str | None = None
+    scale: float = 1.0
+    _data: np.ndarray | None = PrivateAttr(default=None)
+
+    def _check(self) -> None:
+        if (self.values is None) == (self.path is None):
+            raise ValueError("give exactly one of 'values' or 'path'")
+        if self.values is not None and not self.values:
+            raise ValueError("values is empty")
+        if self.path is not None and self.column is None:
+            raise ValueError("'path' needs 'column'")
+
+    def _ready(self) -> bool:
+        return self.values is not None or self._data is not None
+
+    def load(self, base_dir: Path | None = None) -> Empirical:
+        """A copy holding the file's column (bounds re-checked); no-op for inline values."""
+        if self.values is not None or self._data is not None:
+            return self
+        path = Path(self.path)
+        if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
+            path = base_dir / path
+        data = _read_column(path, self.column) * self.scale
+        out = self.model_copy()
+        out._data = data
+        try:
+            out._check_truncation()
+        except ValueError as e:
+            raise ConfigError(f"{path}: column {self.column!r}: {e}") from None
+        return out
+
+    def _values(self) -> np.ndarray:
+        if self.values is not None:
+            return np.asarray(self.values, np.float64)
+        if self._data is None:
+            self._data = self.load()._data
+        return self._data
+
+    def _support(self) -> tuple[np.ndarray, np.ndarray]:
+        v = self._values()
+        return v, np.full(len(v), 1.0 / len(v))
+
+    def _draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        v = self._values()
+        return v[rng.integers(0, len(v), n)]
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        self._values()
+        return super().sample(rng, n)
+
+    def _stats(self) -> tuple[float, float]:
+        self._values()
+        return super()._stats()
+
+
+def _read_column(path: Path, column: str) -> np.ndarray:
+    import pandas as pd
+
+    if not path.exists():
+        raise ConfigError(f"{path}: no such file")
+    try:
+        if path.suffix in (".parquet", ".pq"):
+            frame = pd.read_parquet(path, columns=[column])
+        else:
+            frame = pd.read_csv(path, usecols=[column])
+    except (KeyError, ValueError) as e:
+        raise ConfigError(f"{path}: cannot read column {column!r} ({e})") from None
+    col = pd.to_numeric(frame[column], errors="coerce").to_numpy(np.float64)
+    col = col[~np.isnan(col)]
+    if len(col) == 0:
+        raise ConfigError(f"{path}: column {column!r} has no numeric values")
+    return col
+
+
+class AttrProduct(BaseModel):
+    """A value derived per request: ``factor`` × the product of attribute columns (``"N*S"``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    dist: Literal["product"]
+    of: list[str] = Field(min_length=1)
+    factor: float = 1.0
+
+    def mean_from(self, attrs: dict[str, _Dist]) -> float:
+        return self.factor * math.prod(attrs[a].mean() for a in self.of)
+
+
+Distribution = Annotated[
+    Constant | Uniform | UniformInt | Exponential | Normal | LogNormal | Discrete | Empirical
+    | AttrProduct,
+    Field(discriminator="dist"),
+]
+KINDS = ("constant", "uniform", "uniform_int", "exponential", "normal", "lognormal",
+         "discrete", "empirical", "product")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _coerce(value: Any) -> Any:
+    """YAML shorthands: a number is a constant, ``"2*N*S"`` a product of attributes."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number or a distribution, got {value!r}")
+    if isinstance(value, int | float):
+        return {"dist": "constant", "value": value}
+    if isinstance(value, str):
+        factor, names = 1.0, []
+        for tok in (t.strip() for t in value.split("*")):
+            if _NAME.match(tok):
+                names.append(tok)
+            else:
+                try:
+                    factor *= float(tok)
+                except ValueError:
+                    raise ValueError(f"{value!r} is not a number, a distribution, or a product "
+                                     "of attribute names like 'N*S'") from None
+        if not names:
+            return {"dist": "constant", "value": factor}
+        return {"dist": "product", "of": names, "factor": factor}
+    if isinstance(value, dict) and "dist" not in value:
+        raise ValueError(f"missing 'dist' (one of: {', '.join(KINDS)})")
+    return value
+
+
+Dist = Annotated[Distribution, BeforeValidator(_coerce)]
+_ADAPTER: TypeAdapter[Any] = TypeAdapter(Dist)
+
+
+def parse_distribution(obj: Any, where: str) -> _Dist | AttrProduct:
+    """Parse a YAML value (number, ``"N*S"`` or mapping); errors name ``where``."""
+    try:
+        return _ADAPTER.validate_python(obj)
+    except ValidationError as e:
+        raise ConfigError(validation_message(e, where, obj)) from None
+
+
+def validation_message(err: ValidationError, where: str, data: Any = None) -> str:
+    """One line per pydantic error, as ``where.field.path: reason``; discriminator tags are
+    dropped from the path (``demand.cpu.exponential.mean`` reads ``demand.cpu.mean``)."""
+    lines = []
+    for e in err.errors()[:3]:
+        parts, node = [where] if where else [], data
+        for key in e["loc"]:
+            if isinstance(node, dict) and key not in node and node.get("dist") == key:
+                continue  # the union's tag, not a field
+            if isinstance(node, dict) and key not in node and node.get("process") == key:
+                continue
+            parts.append(f"[{key}]" if isinstance(key, int) else str(key))
+            node = node.get(key) if isinstance(node, dict) else (
+                node[key] if isinstance(node, list) and isinstance(key, int)
+                and key < len(node) else None)
+        msg = e["msg"].removeprefix("Value error, ")
+        lines.append(f"{'.'.join(parts).replace('.[', '[')}: {msg}")
+    more = len(err.errors()) - 3
+    return "; ".join(lines) + (f" (and {more} more)" if more > 0 else "")

@@ -1,0 +1,161 @@
+"""The ``workload:`` section of an experiment file, and :func:`build_source` from it.
+
+A workload is either synthetic (``arrival`` + ``duration`` [+ ``demand``, ``bandwidth``,
+``attrs``]) or a ``trace`` (optionally with synthetic ``bandwidth`` / ``attrs`` drawn per
+request on top of it, e.g. Nara's random bandwidth on Azure-derived requests).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError
+
+from dcsim.errors import ConfigError
+from dcsim.model.topology import Topology
+from dcsim.workload.arrivals import Arrival
+from dcsim.workload.base import RequestSource
+from dcsim.workload.distributions import Dist, Empirical, validation_message
+from dcsim.workload.importers import import_trace
+from dcsim.workload.synthetic import AugmentedSource, SyntheticSource
+from dcsim.workload.traces import TraceSource
+
+
+class TraceSpec(BaseModel):
+    """Replay a table (``format: table``, CSV or Parquet) or a raw trace through its importer.
+
+    ``path`` is relative to the experiment file's folder (then the working directory); for
+    ``azure2017`` it is the folder of the rnn files. ``columns`` maps standard names to file
+    columns (or numbers), ``scale`` multiplies columns, ``cap`` bounds them from above,
+    ``time_scale`` multiplies arrival and duration, ``limit`` caps the number of requests
+    (default: ``workload.requests``). ``split`` (azure2017) and ``options`` (other importer
+    keywords, e.g. ``lifetime: lower``, ``statuses: null``, ``horizon_days: 14``) go to the
+    importer.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    path: str
+    format: Literal["table", "azure2017", "alibaba2018", "azure2020"] = "table"
+    columns: dict[str, str | float] = Field(default_factory=dict)
+    scale: dict[str, float] = Field(default_factory=dict)
+    cap: dict[str, float] = Field(default_factory=dict)
+    time_scale: PositiveFloat = 1.0
+    start_at_zero: bool = True
+    limit: int | None = Field(None, ge=0)
+    split: Literal["dev", "test"] | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    sort: bool = False
+    dropna: bool = False
+    batch_size: int = Field(65536, ge=1)
+
+
+class WorkloadSpec(BaseModel):
+    """Synthetic (``arrival`` + ``duration`` + ``demand``) or ``trace``, never both."""
+
+    model_config = ConfigDict(extra="forbid")
+    requests: int | None = Field(None, ge=0)
+    arrival: Arrival | None = None
+    demand: dict[str, Dist] = Field(default_factory=dict)
+    bandwidth: Dist | None = None
+    duration: Dist | None = None
+    attrs: dict[str, Dist] = Field(default_factory=dict)
+    trace: TraceSpec | None = None
+    batch_size: int = Field(4096, ge=1)
+
+
+def parse_workload(spec: WorkloadSpec | dict[str, Any], where: str = "workload") -> WorkloadSpec:
+    """Validate a ``workload:`` mapping; ConfigError names the field path and the reason."""
+    if isinstance(spec, WorkloadSpec):
+        ws = spec
+    else:
+        if not isinstance(spec, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {type(spec).__name__}")
+        try:
+            ws = WorkloadSpec.model_validate(spec)
+        except ValidationError as e:
+            raise ConfigError(validation_message(e, where, spec)) from None
+    if ws.trace is not None:
+        extra = [k for k in ("arrival", "duration") if getattr(ws, k) is not None]
+        if ws.demand:
+            extra.append("demand")
+        if extra:
+            raise ConfigError(f"{where}: give either trace or {'/'.join(extra)}, not both "
+                              f"(a trace's demand comes from workload.trace.columns)")
+        if ws.trace.split is not None and ws.trace.format != "azure2017":
+            raise ConfigError(f"{where}.trace.split: only for format azure2017")
+    else:
+        missing = [k for k in ("arrival", "duration") if getattr(ws, k) is None]
+        if missing:
+            raise ConfigError(f"{where}: a synthetic workload needs {' and '.join(missing)} "
+                              "(or give a trace)")
+        if ws.requests is None:
+            raise ConfigError(f"{where}.requests: required for a synthetic workload")
+    return ws
+
+
+def resolve_path(path: str | Path, base_dir: Path | None, where: str) -> Path:
+    """``path`` if absolute, else under ``base_dir`` if it exists there, else under the CWD."""
+    p = Path(path).expanduser()
+    if p.is_absolute():
+        candidates = [p]
+    else:
+        candidates = ([Path(base_dir) / p] if base_dir is not None else []) + [Path.cwd() / p]
+    for c in candidates:
+        if c.exists():
+            return c
+    raise ConfigError(f"{where}: {str(path)!r} not found (looked in "
+                      f"{', '.join(str(c.parent) for c in candidates)})")
+
+
+def _load(d: Any, base_dir: Path | None, where: str) -> Any:
+    if isinstance(d, Empirical) and d.path is not None:
+        d = d.model_copy(update={"path": str(resolve_path(d.path, base_dir, f"{where}.path"))})
+        return d.load()
+    return d
+
+
+def build_source(spec: WorkloadSpec | dict[str, Any], topology: Topology,
+                 base_dir: Path | str | None = None, where: str = "workload") -> RequestSource:
+    """The request source an experiment's ``workload:`` section describes, for ``topology``."""
+    ws = parse_workload(spec, where)
+    base = Path(base_dir) if base_dir is not None else None
+    attrs = {k: _load(d, base, f"{where}.attrs.{k}") for k, d in ws.attrs.items()}
+    bandwidth = _load(ws.bandwidth, base, f"{where}.bandwidth")
+    resources = tuple(topology.resources)
+    if ws.trace is None:
+        demand = {k: _load(d, base, f"{where}.demand.{k}") for k, d in ws.demand.items()}
+        capacity = dict(zip(resources, map(float, topology.total_capacity()), strict=True))
+        return SyntheticSource(
+            arrival=ws.arrival, n_requests=ws.requests, demand=demand,
+            duration=_load(ws.duration, base, f"{where}.duration"), bandwidth=bandwidth,
+            resources=resources, attrs=attrs, batch_size=ws.batch_size,
+            total_capacity=capacity, where=where)
+    tr = ws.trace
+    w = f"{where}.trace"
+    path = resolve_path(tr.path, base, f"{w}.path")
+    limit = tr.limit if tr.limit is not None else ws.requests
+    if tr.format == "table":
+        if tr.options:
+            raise ConfigError(f"{w}.options: only for importer formats")
+        table: Any = path
+        name = str(tr.path)
+    else:
+        opts = dict(tr.options)
+        if tr.format == "azure2017":
+            opts["split"] = tr.split or "dev"
+        try:
+            table = import_trace(tr.format, path, **opts)
+        except ConfigError as e:
+            raise ConfigError(f"{w}: {e}") from None
+        name = f"{tr.path} ({tr.format})"
+    try:
+        source: RequestSource = TraceSource(
+            table, columns=tr.columns, scale=tr.scale, time_scale=tr.time_scale,
+            start_at_zero=tr.start_at_zero, limit=limit, resources=resources,
+            batch_size=tr.batch_size, sort=tr.sort, dropna=tr.dropna, cap=tr.cap, name=name)
+    except ConfigError as e:
+        raise ConfigError(f"{w}: {e}") from None
+    if bandwidth is not None or attrs:
+        source = AugmentedSource(source, bandwidth=bandwidth, attrs=attrs, where=where)
+    return source

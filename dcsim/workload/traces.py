@@ -1,0 +1,246 @@
+"""Trace replay: requests read from a CSV or Parquet table, a chunk at a time.
+
+A table has one row per request. ``columns`` maps the standard names — ``arrival``,
+``duration`` (or ``end``, then duration = end − arrival), one per resource, ``bandwidth``, and
+any attribute to carry — to the file's column names; an unmapped standard name is looked up
+under its own name, and a number instead of a name gives a constant column (e.g. ``gpu: 0``).
+``bandwidth`` defaults to the file's ``bandwidth`` column, else 0. Other keys of ``columns``
+become per-request attributes (``priority: priority`` carries ``priority``).
+
+Per row: each mapped column is multiplied by ``scale[name]``, then duration = end − arrival
+when ``end`` is mapped, then arrival and duration are multiplied by ``time_scale``, then
+``cap[name]`` bounds a column from above, then arrivals shift so the first is 0
+(``start_at_zero``).
+
+Memory stays flat: CSV is read with ``pandas.read_csv(chunksize=...)``, Parquet with
+``ParquetFile.iter_batches`` (one row group at a time: write big files with several row
+groups). Arrival times must be non-decreasing across the file; ``sort: true`` instead loads
+the whole file and sorts it (stable) — that mode does not stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dcsim.errors import ConfigError
+from dcsim.model.topology import DEFAULT_RESOURCES
+from dcsim.workload.base import RequestBatch
+
+_CSV = (".csv", ".csv.gz", ".csv.bz2", ".csv.xz", ".csv.zip", ".csv.zst")
+_PARQUET = (".parquet", ".pq")
+
+
+def table_format(path: Path | str) -> str:
+    """``csv`` or ``parquet`` from the file name; ConfigError otherwise."""
+    name = str(path).lower()
+    if name.endswith(_CSV):
+        return "csv"
+    if name.endswith(_PARQUET):
+        return "parquet"
+    raise ConfigError(f"{path}: unknown table format (use .csv, .csv.gz or .parquet)")
+
+
+class TraceSource:
+    """Replay the requests of a table (a path, or an in-memory DataFrame)."""
+
+    def __init__(
+        self,
+        path: str | Path | pd.DataFrame,
+        columns: Mapping[str, str | float] | None = None,
+        scale: Mapping[str, float] | None = None,
+        time_scale: float = 1.0,
+        start_at_zero: bool = True,
+        limit: int | None = None,
+        resources: tuple[str, ...] = DEFAULT_RESOURCES,
+        batch_size: int = 65536,
+        sort: bool = False,
+        dropna: bool = False,
+        cap: Mapping[str, float] | None = None,
+        name: str | None = None,
+    ) -> None:
+        if isinstance(path, pd.DataFrame):
+            self._frame, self.path, self.format = path, None, "frame"
+            self.name = name or "<table>"
+        else:
+            self._frame, self.path = None, Path(path)
+            self.name = name or str(path)
+            self.format = table_format(self.path)
+            if not self.path.is_file():
+                raise ConfigError(f"{self.name}: no such file")
+        if not time_scale > 0:
+            raise ConfigError(f"{self.name}: time_scale must be positive")
+        if batch_size < 1 or (limit is not None and limit < 0):
+            raise ConfigError(f"{self.name}: batch_size must be >= 1 and limit >= 0")
+        self.resources = tuple(resources)
+        self.scale = dict(scale or {})
+        self.cap = dict(cap or {})
+        self.time_scale, self.start_at_zero = float(time_scale), bool(start_at_zero)
+        self.limit, self.batch_size = limit, int(batch_size)
+        self.sort, self.dropna = bool(sort), bool(dropna)
+        self.dropped = 0  # rows dropped for missing values by the last replay
+        self._plan(dict(columns or {}), self.file_columns())
+
+    # ------------------------------------------------------------------ columns
+    def file_columns(self) -> list[str]:
+        """Column names of the table (read from the header / schema only)."""
+        if self._frame is not None:
+            return [str(c) for c in self._frame.columns]
+        try:
+            if self.format == "csv":
+                return [str(c) for c in pd.read_csv(self.path, nrows=0).columns]
+            import pyarrow.parquet as pq
+
+            return list(pq.ParquetFile(self.path).schema_arrow.names)
+        except Exception as e:  # unreadable, empty, not a table
+            raise ConfigError(f"{self.name}: cannot read the table ({e})") from None
+
+    def _plan(self, columns: dict[str, str | float], have: list[str]) -> None:
+        if "end" in columns and "duration" in columns:
+            raise ConfigError(f"{self.name}: map either 'duration' or 'end', not both")
+        self._end = "end" in columns
+        num: dict[str, str | float] = {"arrival": columns.pop("arrival", "arrival")}
+        key = "end" if self._end else "duration"
+        num[key] = columns.pop(key, key)
+        for r in self.resources:
+            num[r] = columns.pop(r, r)
+        num["bandwidth"] = columns.pop("bandwidth", "bandwidth" if "bandwidth" in have else 0.0)
+        self._num, self._attrs = num, columns
+        if not isinstance(num["arrival"], str):
+            raise ConfigError(f"{self.name}: 'arrival' must name a column")
+        explicit = set(self._attrs)
+        for std, src in [*num.items(), *self._attrs.items()]:
+            if isinstance(src, bool) or not isinstance(src, str | int | float):
+                raise ConfigError(f"{self.name}: columns.{std} must be a column name or number")
+            if isinstance(src, str) and src not in have:
+                how = (f"(mapped from {std!r})" if src != std or std in explicit
+                       else "(map it in columns, or give a number)")
+                raise ConfigError(f"{self.name}: column {src!r} {how} not found; columns "
+                                  f"are: {', '.join(have)}")
+        known = set(num) | set(self._attrs) | {"duration"}
+        for what, d in (("scale", self.scale), ("cap", self.cap)):
+            for k in d:
+                if k not in known:
+                    raise ConfigError(f"{self.name}: {what}.{k}: not a mapped column "
+                                      f"({', '.join(sorted(known))})")
+        self._needed = sorted({s for s in [*num.values(), *self._attrs.values()]
+                               if isinstance(s, str)})
+
+    # ------------------------------------------------------------------ reading
+    def _chunks(self) -> Iterator[pd.DataFrame]:
+        bs = self.batch_size
+        if self.sort:
+            whole = self._read_all()
+            key = pd.to_numeric(whole[self._num["arrival"]], errors="coerce")
+            whole = whole.iloc[np.argsort(key.to_numpy(np.float64), kind="stable")]
+            for i in range(0, len(whole), bs):
+                yield whole.iloc[i:i + bs]
+        elif self._frame is not None:
+            for i in range(0, len(self._frame), bs):
+                yield self._frame.iloc[i:i + bs][self._needed]
+        elif self.format == "csv":
+            with pd.read_csv(self.path, usecols=self._needed, chunksize=bs) as reader:
+                yield from reader
+        else:
+            import pyarrow.parquet as pq
+
+            for rb in pq.ParquetFile(self.path).iter_batches(batch_size=bs,
+                                                             columns=self._needed):
+                yield rb.to_pandas()
+
+    def _read_all(self) -> pd.DataFrame:
+        if self._frame is not None:
+            return self._frame[self._needed]
+        if self.format == "csv":
+            return pd.read_csv(self.path, usecols=self._needed)
+        return pd.read_parquet(self.path, columns=self._needed)
+
+    def batches(self, rng: np.random.Generator | None = None) -> Iterator[RequestBatch]:
+        """Yield the table's requests in order; ``rng`` is not used (a trace is fixed)."""
+        self.dropped = 0
+        row0, sent, t0, last = 0, 0, None, -np.inf
+        for frame in self._chunks():
+            if self.limit is not None and sent >= self.limit:
+                return
+            batch = self._convert(frame, row0)
+            row0 += len(frame)
+            if batch is None:
+                continue
+            if self.limit is not None and sent + len(batch) > self.limit:
+                batch = _head(batch, self.limit - sent)
+            a = batch.arrival
+            if a[0] < last or np.any(a[1:] < a[:-1]):
+                i = 0 if a[0] < last else int(np.argmax(a[1:] < a[:-1])) + 1
+                raise ConfigError(
+                    f"{self.name}: arrival times are not sorted (request {sent + i + 1} arrives "
+                    f"before the one above it); sort the file by {self._num['arrival']!r} or "
+                    "set sort: true (which loads the whole file into memory)")
+            last = float(a[-1])
+            if self.start_at_zero:
+                t0 = float(a[0]) if t0 is None else t0
+                batch.arrival = a - t0
+            sent += len(batch)
+            yield batch
+
+    def _convert(self, frame: pd.DataFrame, row0: int) -> RequestBatch | None:
+        n = len(frame)
+        cols: dict[str, np.ndarray] = {}
+        bad = np.zeros(n, dtype=bool)
+        for std, src in self._num.items():
+            if not isinstance(src, str):
+                cols[std] = np.full(n, float(src))
+                continue
+            v = pd.to_numeric(frame[src], errors="coerce").to_numpy(np.float64, na_value=np.nan)
+            bad |= np.isnan(v)
+            cols[std] = v
+        if bad.any() and not self.dropna:
+            i = int(np.argmax(bad))
+            std, src = next((k, s) for k, s in self._num.items() if np.isnan(cols[k][i]))
+            raise ConfigError(
+                f"{self.name}: row {row0 + i + 1}: column {src!r} is empty or not a number "
+                f"({frame[src].iloc[i]!r}); fix the file or set dropna: true")
+        attrs = {k: (np.full(n, float(s)) if not isinstance(s, str) else frame[s].to_numpy())
+                 for k, s in self._attrs.items()}
+        if bad.any():
+            keep = ~bad
+            self.dropped += int(bad.sum())
+            cols = {k: v[keep] for k, v in cols.items()}
+            attrs = {k: v[keep] for k, v in attrs.items()}
+            rows = np.flatnonzero(keep)
+            n = len(rows)
+        else:
+            rows = np.arange(n)
+        if n == 0:
+            return None
+        for k, f in self.scale.items():
+            if k in attrs:
+                attrs[k] = pd.to_numeric(pd.Series(attrs[k]), errors="coerce").to_numpy(
+                    np.float64) * f
+            elif k in cols:
+                cols[k] = cols[k] * f
+        if self._end:
+            cols["duration"] = (cols.pop("end") - cols["arrival"]) * self.scale.get("duration", 1)
+        cols["arrival"] = cols["arrival"] * self.time_scale
+        cols["duration"] = cols["duration"] * self.time_scale
+        for k, c in self.cap.items():
+            if k in attrs:
+                attrs[k] = np.minimum(attrs[k], c)
+            else:
+                cols[k] = np.minimum(cols[k], c)
+        for k in ("duration", *self.resources, "bandwidth"):
+            neg = cols[k] < 0
+            if neg.any():
+                i = int(np.argmax(neg))
+                raise ConfigError(f"{self.name}: row {row0 + int(rows[i]) + 1}: {k} is negative "
+                                  f"({cols[k][i]:g})")
+        demand = np.column_stack([cols[r] for r in self.resources]) if self.resources else \
+            np.zeros((n, 0))
+        return RequestBatch(cols["arrival"], cols["duration"], demand, cols["bandwidth"], attrs)
+
+
+def _head(b: RequestBatch, m: int) -> RequestBatch:
+    return RequestBatch(b.arrival[:m], b.duration[:m], b.demand[:m], b.bandwidth[:m],
+                        {k: v[:m] for k, v in b.attrs.items()})
