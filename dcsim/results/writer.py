@@ -42,9 +42,14 @@ _REQUEST_TYPES: dict[str, pa.DataType] = {
     "footprint": pa.float64(),
     "measured": pa.bool_(),
     "decision_s": pa.float64(),
+}
+_SAMPLE_TYPES: dict[str, pa.DataType] = {
     "time": pa.float64(),
     "received": pa.int64(),
+    "accepted": pa.int64(),
+    "active": pa.float64(),
 }
+_TYPES = {"requests": _REQUEST_TYPES, "timeseries": _SAMPLE_TYPES}
 
 
 def partition_dir(label: str, seed: int) -> str:
@@ -66,8 +71,15 @@ def write_atomic(path: Path, data: bytes) -> None:
 class _Stream:
     """One Parquet file written in row groups to a hidden temporary name."""
 
-    def __init__(self, final: Path, constants: dict[str, Any]):
+    def __init__(
+        self, final: Path, constants: dict[str, Any], types: dict[str, pa.DataType],
+        row_group: int,
+    ):
         self.final = final
+        self.types = types
+        self.row_group = row_group
+        self.pending: list[pa.Table] = []
+        self.pending_rows = 0
         self.tmp = final.with_name(f".{final.name}.tmp")
         self.constants = constants
         self.writer: pq.ParquetWriter | None = None
@@ -81,7 +93,7 @@ class _Stream:
         if self.schema is None:
             fields = []
             for k, v in data.items():
-                typ = _REQUEST_TYPES.get(k)
+                typ = self.types.get(k)
                 arr = pa.array(v, type=typ) if typ is not None else pa.array(v)
                 if pa.types.is_null(arr.type):
                     arr = arr.cast(pa.float64())
@@ -92,10 +104,20 @@ class _Stream:
         table = pa.Table.from_pydict(
             {f.name: data.get(f.name, [None] * n) for f in self.schema}, schema=self.schema
         )
-        self.writer.write_table(table)
+        self.pending.append(table)
+        self.pending_rows += n
+        if self.pending_rows >= self.row_group:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        if self.pending:
+            self.writer.write_table(pa.concat_tables(self.pending))
+            self.pending = []
+            self.pending_rows = 0
 
     def commit(self) -> None:
         if self.writer is not None:
+            self._write_pending()
             self.writer.close()
             os.replace(self.tmp, self.final)
 
@@ -109,13 +131,16 @@ class RunWriter:
     """The sink of one run: streams records, then commits them with the summary row."""
 
     def __init__(
-        self, out: Path, run_id: str, label: str, seed: int, constants: dict[str, Any]
+        self, out: Path, run_id: str, label: str, seed: int, constants: dict[str, Any],
+        row_group: int = 65536,
     ):
         self.out = Path(out)
         self.run_id = run_id
         part = partition_dir(label, seed)
         self._streams = {
-            kind: _Stream(self.out / kind / part / f"{run_id}.parquet", constants)
+            kind: _Stream(
+                self.out / kind / part / f"{run_id}.parquet", constants, _TYPES[kind], row_group
+            )
             for kind in ("requests", "timeseries")
         }
 

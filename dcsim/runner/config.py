@@ -37,7 +37,7 @@ class WarmupSpec(_Strict):
 class MetricsSpec(_Strict):
     sample_interval: Annotated[float, Field(gt=0)] | None = None
     sample_every: Annotated[int, Field(gt=0)] = 100
-    flush_rows: Annotated[int, Field(gt=0)] = 65536
+    flush_rows: Annotated[int, Field(gt=0)] = 65536  # rows per Parquet row group
 
 
 class ExperimentSpec(_Strict):

@@ -60,7 +60,8 @@ def execute_run(plan: RunPlan, out: str | Path) -> dict[str, Any]:
         sample_every=spec.metrics.sample_every,
         flush_rows=spec.metrics.flush_rows,
     )
-    writer = RunWriter(Path(out), plan.run_id, plan.label, plan.seed, constants=plan.params)
+    writer = RunWriter(Path(out), plan.run_id, plan.label, plan.seed, constants=plan.params,
+                       row_group=spec.metrics.flush_rows)
     try:
         metrics = Engine(topology, source, allocator, workload_rng, config, sink=writer).run()
         row = {

@@ -1,0 +1,246 @@
+"""The dcsim command end to end: outputs, determinism, executors, sweeps and error paths."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import yaml
+from click.testing import CliRunner
+
+from dcsim.cli import main
+
+SMALL = {
+    "name": "small",
+    "seed": 7,
+    "seeds": 2,
+    "topology": {"kind": "fat_tree", "pods": 2, "racks": 2, "hosts": 4,
+                 "server": {"cpu": 8, "mem": 16}},
+    "workload": {
+        "requests": 400,
+        "arrival": {"process": "poisson", "rate": 5},
+        "demand": {"cpu": {"dist": "uniform_int", "low": 1, "high": 4},
+                   "mem": {"dist": "uniform_int", "low": 1, "high": 8}},
+        "duration": {"dist": "exponential", "offered_load": 0.9, "load_resource": "cpu"},
+    },
+    "warmup": {"requests": 50},
+    "allocators": ["random", "first_fit", {"name": "best_fit", "options": {"score": "max"}}],
+}
+
+VOLATILE = ["wall_time_s", "mean_decision_s"]
+
+
+def write(tmp_path: Path, cfg: dict, name: str = "exp.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return p
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def ok(*args: str):
+    r = invoke(*args)
+    assert r.exit_code == 0, r.output + (r.stderr or "")
+    return r
+
+
+def summary(out: Path) -> pd.DataFrame:
+    return pd.read_parquet(out / "summary.parquet").drop(columns=VOLATILE)
+
+
+def requests(out: Path) -> pd.DataFrame:
+    df = pd.read_parquet(out / "requests").drop(columns=["decision_s"])
+    df["allocator"] = df["allocator"].astype(str)
+    df["seed"] = df["seed"].astype(int)
+    return df.sort_values(["allocator", "seed", "id"]).reset_index(drop=True)
+
+
+def test_run_writes_the_documented_layout(tmp_path):
+    """summary, hive-partitioned requests/timeseries, resolved config and manifest."""
+    out = tmp_path / "out"
+    ok("run", write(tmp_path, SMALL), "--out", out)
+    s = pd.read_parquet(out / "summary.parquet")
+    assert len(s) == 6 and set(s["allocator"]) == {"random", "first_fit", "best_fit"}
+    for col in ["experiment", "seed", "received", "accepted", "acceptance_ratio", "util_cpu",
+                "util_mem", "mean_concurrent", "wall_time_s"]:
+        assert col in s.columns
+    assert (s["received"] == 350).all()
+    assert s["acceptance_ratio"].between(0, 1).all() and s["util_cpu"].between(0, 1).all()
+    r = pd.read_parquet(out / "requests")
+    assert len(r) == 6 * 400
+    assert (out / "requests" / "allocator=first_fit" / "seed=1").is_dir()
+    assert r.loc[r["accepted"], "n_servers"].eq(1).all()
+    assert pd.read_parquet(out / "timeseries")["util_cpu"].between(0, 1).all()
+    assert yaml.safe_load((out / "experiment.yaml").read_text())["name"] == "small"
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["runs_finished"] == manifest["runs_planned"] == 6
+    assert not list(out.rglob(".*tmp*")), "temporary files left behind"
+
+
+def test_every_allocator_sees_the_same_requests(tmp_path):
+    """Within a seed, the request stream does not depend on the allocator."""
+    out = tmp_path / "out"
+    ok("run", write(tmp_path, SMALL), "--out", out)
+    r = requests(out)
+    cols = ["id", "arrival", "duration", "cpu", "mem"]
+    first = r[(r.allocator == "random") & (r.seed == 0)][cols].reset_index(drop=True)
+    other = r[(r.allocator == "best_fit") & (r.seed == 0)][cols].reset_index(drop=True)
+    pd.testing.assert_frame_equal(first, other)
+    seed1 = r[(r.allocator == "random") & (r.seed == 1)][cols].reset_index(drop=True)
+    assert not first["arrival"].equals(seed1["arrival"])
+
+
+def test_same_seed_same_rows_and_jobs_2_matches_serial(tmp_path):
+    """Re-running, and running on a 2-process pool, reproduce summary and request rows."""
+    cfg = write(tmp_path, SMALL)
+    ok("run", cfg, "--out", tmp_path / "a")
+    ok("run", cfg, "--out", tmp_path / "b")
+    ok("run", cfg, "--out", tmp_path / "c", "--jobs", "2")
+    for other in ("b", "c"):
+        pd.testing.assert_frame_equal(summary(tmp_path / "a"), summary(tmp_path / other))
+        pd.testing.assert_frame_equal(requests(tmp_path / "a"), requests(tmp_path / other))
+
+
+def test_seeds_and_set_override_the_file(tmp_path):
+    """--seeds and --set dotted.key=value change the resolved config."""
+    out = tmp_path / "out"
+    ok("run", write(tmp_path, SMALL), "--out", out, "--seeds", "1",
+       "--set", "workload.requests=120", "--set", "allocators=[first_fit]")
+    s = pd.read_parquet(out / "summary.parquet")
+    assert len(s) == 1 and s["received"].iloc[0] == 70
+    assert yaml.safe_load((out / "experiment.yaml").read_text())["seeds"] == 1
+
+
+def test_matrix_sweeps_keys_and_adds_columns(tmp_path):
+    """matrix: runs every combination and records each swept value in its own column."""
+    cfg = dict(SMALL, seeds=1, allocators=["first_fit"],
+               matrix={"workload.arrival.rate": [2, 8], "topology.hosts": [2, 4]})
+    out = tmp_path / "out"
+    ok("run", write(tmp_path, cfg), "--out", out)
+    s = pd.read_parquet(out / "summary.parquet")
+    assert sorted(zip(s["rate"], s["hosts"], strict=True)) == [(2, 2), (2, 4), (8, 2), (8, 4)]
+    r = pd.read_parquet(out / "requests")
+    assert set(r["rate"]) == {2, 8}
+
+
+def test_rerun_resumes_and_refuses_a_changed_config(tmp_path):
+    """Finished runs are kept on re-run; other configs need --overwrite or another --out."""
+    cfg = write(tmp_path, SMALL)
+    out = tmp_path / "out"
+    ok("run", cfg, "--out", out)
+    before = {p: p.stat().st_mtime_ns for p in (out / "requests").rglob("*.parquet")}
+    ok("run", cfg, "--out", out, "--seeds", "3")
+    after = {p: p.stat().st_mtime_ns for p in (out / "requests").rglob("*.parquet")}
+    assert all(after[p] == t for p, t in before.items()) and len(after) == 9
+    r = invoke("run", cfg, "--out", out, "--set", "workload.requests=100")
+    assert r.exit_code == 1 and "--overwrite" in r.stderr
+    ok("run", cfg, "--out", out, "--set", "workload.requests=100", "--overwrite")
+    assert (pd.read_parquet(out / "summary.parquet")["received"] == 50).all()
+
+
+def test_validate_reports_the_run_count(tmp_path):
+    """validate checks without running and says how many runs the file expands to."""
+    r = ok("validate", write(tmp_path, SMALL))
+    assert "6 runs" in r.output
+
+
+def test_plugins_lists_builtins():
+    """dcsim plugins lists the built-in allocators and their package."""
+    r = ok("plugins")
+    assert "first_fit" in r.output and "[dcsim]" in r.output
+
+
+def _error(tmp_path, cfg=None, *extra):
+    path = write(tmp_path, cfg) if isinstance(cfg, dict) else cfg
+    r = invoke("run", path, "--out", tmp_path / "err", *extra)
+    assert r.exit_code == 1, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    assert "Traceback" not in r.output + r.stderr
+    return lines[0]
+
+
+def test_error_unknown_field(tmp_path):
+    """A misspelt key names the field path."""
+    msg = _error(tmp_path, dict(SMALL, warmpu={"requests": 3}))
+    assert "warmpu" in msg and "exp.yaml" in msg
+
+
+def test_error_bad_value(tmp_path):
+    """A bad value names the nested field."""
+    cfg = json.loads(json.dumps(SMALL))
+    cfg["workload"]["arrival"]["rate"] = -1
+    assert "workload.arrival.rate" in _error(tmp_path, cfg)
+
+
+def test_error_unknown_allocator(tmp_path):
+    """An unknown allocator lists the available ones."""
+    msg = _error(tmp_path, dict(SMALL, allocators=["frist_fit"]))
+    assert "unknown allocator 'frist_fit'" in msg and "first_fit" in msg
+
+
+def test_error_bad_allocator_option(tmp_path):
+    """A bad allocator option names allocators.N.options.key."""
+    msg = _error(tmp_path, dict(SMALL, allocators=[{"name": "best_fit", "options": {"x": 1}}]))
+    assert "allocators.0.options.x" in msg
+
+
+def test_error_missing_trace_column(tmp_path):
+    """A trace without a mapped column names the file and the column."""
+    trace = tmp_path / "t.csv"
+    pd.DataFrame({"arrival": [1.0, 2.0], "duration": [1.0, 1.0], "cpu": [1, 2]}).to_csv(
+        trace, index=False)
+    cfg = dict(SMALL, workload={"trace": {"path": str(trace), "columns": {"mem": "memory"}}})
+    msg = _error(tmp_path, cfg)
+    assert "t.csv" in msg and "memory" in msg
+
+
+def test_error_unreadable_topology(tmp_path):
+    """A topology file that does not exist or does not parse is named."""
+    cfg = dict(SMALL, topology={"kind": "file", "path": str(tmp_path / "nope.json")})
+    assert "nope.json" in _error(tmp_path, cfg)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    cfg = dict(SMALL, topology={"kind": "file", "path": str(bad)})
+    assert "bad.json" in _error(tmp_path, cfg)
+
+
+def test_error_yaml_syntax_names_the_line(tmp_path):
+    """Broken YAML names the line."""
+    p = tmp_path / "broken.yaml"
+    p.write_text("name: x\nseeds: [1, 2\n")
+    assert "line" in _error(tmp_path, p)
+
+
+def test_error_missing_config_file(tmp_path):
+    """A config path that does not exist is one line, not a traceback."""
+    assert "nope.yaml" in _error(tmp_path, tmp_path / "nope.yaml")
+
+
+def test_failed_run_leaves_no_partial_files(tmp_path, monkeypatch):
+    """A run that crashes mid-way leaves neither its parquet files nor temporaries."""
+    from dcsim.allocators.builtin import FirstFitAllocator
+
+    calls = {"n": 0}
+    orig = FirstFitAllocator.allocate
+
+    def flaky(self, request, view):
+        calls["n"] += 1
+        if calls["n"] > 300:
+            raise RuntimeError("allocator crashed")
+        return orig(self, request, view)
+
+    monkeypatch.setattr(FirstFitAllocator, "allocate", flaky)
+    out = tmp_path / "out"
+    cfg = dict(SMALL, seeds=1, allocators=["random", "first_fit"],
+               metrics={"flush_rows": 10}, workload=dict(SMALL["workload"], batch_size=50))
+    r = invoke("run", write(tmp_path, cfg), "--out", out)
+    assert r.exit_code != 0
+    assert not list((out / "requests").glob("allocator=first_fit/**/*.parquet"))
+    assert not list(out.rglob(".*tmp*"))
+    s = pd.read_parquet(out / "summary.parquet")
+    assert list(s["allocator"]) == ["random"]  # the finished run is kept
+    assert json.loads((out / "manifest.json").read_text())["runs_finished"] == 1
