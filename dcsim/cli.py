@@ -83,13 +83,14 @@ def validate(config: Path, seeds: int | None, sets: tuple[str, ...]) -> None:
 
 @main.command()
 def plugins() -> None:
-    """List registered allocators and the package that provides each."""
+    """List registered allocators, the package providing each, and their options."""
     from dcsim.plugins import registered
 
     found = registered("allocator")
-    width = max(len(n) for n in found) if found else 0
     click.echo("allocators:")
     for name in sorted(found):
         r = found[name]
-        desc = getattr(r.cls, "description", "")
-        click.echo(f"  {name:<{width}}  [{r.package}]  {desc}")
+        click.echo(f"  {name}  [{r.package}]  {getattr(r.cls, 'description', '')}")
+        for field, info in r.cls.Options.model_fields.items():
+            default = info.get_default(call_default_factory=True)
+            click.echo(f"      {field}: {info.annotation!s} = {default!r}".replace("typing.", ""))

@@ -63,7 +63,7 @@ def test_run_writes_the_documented_layout(tmp_path):
     out = tmp_path / "out"
     ok("run", write(tmp_path, SMALL), "--out", out)
     s = pd.read_parquet(out / "summary.parquet")
-    assert len(s) == 6 and set(s["allocator"]) == {"random", "first_fit", "best_fit"}
+    assert len(s) == 6 and set(s["allocator"]) == {"random", "first_fit", "best_fit(score=max)"}
     for col in ["experiment", "seed", "received", "accepted", "acceptance_ratio", "util_cpu",
                 "util_mem", "mean_concurrent", "wall_time_s"]:
         assert col in s.columns
@@ -87,7 +87,7 @@ def test_every_allocator_sees_the_same_requests(tmp_path):
     r = requests(out)
     cols = ["id", "arrival", "duration", "cpu", "mem"]
     first = r[(r.allocator == "random") & (r.seed == 0)][cols].reset_index(drop=True)
-    other = r[(r.allocator == "best_fit") & (r.seed == 0)][cols].reset_index(drop=True)
+    other = r[(r.allocator == "best_fit(score=max)") & (r.seed == 0)][cols].reset_index(drop=True)
     pd.testing.assert_frame_equal(first, other)
     seed1 = r[(r.allocator == "random") & (r.seed == 1)][cols].reset_index(drop=True)
     assert not first["arrival"].equals(seed1["arrival"])

@@ -55,10 +55,26 @@ class Allocator(ABC):
             field = f"{where}.{loc}" if loc else where
             raise ConfigError(f"{field}: {err['msg']} (allocator {cls.name!r})") from None
 
+    @classmethod
+    def label_for(cls, options: BaseModel) -> str:
+        """The name results use for this allocator with ``options`` (e.g. ``ahab(kraken)``).
+
+        Default: ``name`` alone, or ``name(key=value, ...)`` listing the options that differ
+        from their defaults. Override for a shorter composition label.
+        """
+        changed = {
+            k: v for k, v in options.model_dump().items()
+            if k in type(options).model_fields
+            and v != type(options).model_fields[k].get_default(call_default_factory=True)
+        }
+        if not changed:
+            return cls.name
+        return f"{cls.name}({', '.join(f'{k}={v}' for k, v in changed.items())})"
+
     @property
     def label(self) -> str:
-        """The name results use for this configured allocator (e.g. ``ahab(kraken)``)."""
-        return self.name
+        """This instance's label: ``label_for(self.options)``."""
+        return self.label_for(self.options)
 
     def setup(self, view: StateView) -> None:  # noqa: B027 - optional hook
         """Called once before the first arrival."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from dcsim.allocators.base import Allocator, Choice
 from dcsim.hookspecs import hookimpl
@@ -52,20 +51,14 @@ class BestFitAllocator(Allocator):
     name = "best_fit"
     description = "fitting server with the least normalised leftover capacity"
 
-    class Options(BaseModel):
-        model_config = ConfigDict(extra="forbid")
+    class Options(Allocator.Options):
         score: Literal["sum", "max"] = "sum"
-
-    def setup(self, view: StateView) -> None:
-        cap = np.asarray(view.capacity, dtype=np.float64)
-        self._inv_cap = np.divide(1.0, cap, out=np.zeros_like(cap), where=cap > 0)
 
     def allocate(self, request: Request, view: StateView) -> Choice:
         ok = view.fits(request.demand)
         if not ok.any():
             return None
-        left = view.free - request.demand
-        norm = left * self._inv_cap
+        norm = (view.free - request.demand) * view.inv_capacity
         score = norm.sum(axis=1) if self.options.score == "sum" else norm.max(axis=1)
         score[~ok] = np.inf
         return int(score.argmin())

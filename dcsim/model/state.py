@@ -185,7 +185,7 @@ class StateView:
     """
 
     __slots__ = ("_state", "topology", "free", "link_free", "capacity", "link_capacity", "now",
-                 "extra")
+                 "extra", "inv_capacity")
 
     def __init__(self, state: ClusterState):
         self._state = state
@@ -196,6 +196,12 @@ class StateView:
         self.link_free.flags.writeable = False
         self.capacity = state.capacity
         self.link_capacity = state.link_capacity
+        #: 1 / capacity per server and resource (0 where capacity is 0), for normalising
+        self.inv_capacity = np.divide(
+            1.0, self.capacity, out=np.zeros_like(self.capacity, dtype=np.float64),
+            where=self.capacity > 0,
+        )
+        self.inv_capacity.flags.writeable = False
         self.now = 0.0
         #: engine-provided context for allocators (e.g. the workload's samplers)
         self.extra: dict[str, Any] = {}
@@ -203,6 +209,15 @@ class StateView:
     def fits(self, demand: np.ndarray) -> np.ndarray:
         """Boolean mask of servers whose free resources cover ``demand`` (vectorised)."""
         return fits(self.free, demand)
+
+    @property
+    def used(self) -> np.ndarray:
+        """Used resources per server (servers × resources), a fresh array."""
+        return self.capacity - self.free
+
+    def load(self) -> np.ndarray:
+        """Per server, the largest used fraction over its resources (0 = idle, 1 = full)."""
+        return ((self.capacity - self.free) * self.inv_capacity).max(axis=1)
 
     def fork(self) -> ClusterState:
         """A private mutable copy of the current state."""

@@ -77,7 +77,7 @@ def load_experiment(
             where = f"allocators.{i}"
             cls = get_allocator_class(a.name)
             options = cls.parse_options(a.options, where=f"{source}: {where}.options")
-            label = a.label or cls(options).label
+            label = a.label or cls.label_for(options)
             if label in labels:
                 raise ConfigError(
                     f"{source}: {where}: label {label!r} is used by allocators.{labels[label]} "

@@ -1,0 +1,94 @@
+"""The template plugin in plugins/dcsim-power-of-d, installed and used as a third party would.
+
+pip installs it (not editable) into a temporary folder that only the subprocesses here put on
+``PYTHONPATH``, so the environment running the tests never sees it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGIN = ROOT / "plugins" / "dcsim-power-of-d"
+
+
+def _can_build_offline() -> bool:
+    """Whether this environment's setuptools can build a wheel without fetching anything.
+
+    setuptools builds wheels by itself from 70.1; before that it needs the ``wheel`` package.
+    Otherwise pip builds in an isolated environment, fetching setuptools from the index.
+    """
+    if importlib.util.find_spec("wheel") is not None:
+        return True
+    major, minor = (int(x) for x in version("setuptools").split(".")[:2])
+    return (major, minor) >= (70, 1)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """A folder holding the installed plugin, from a copy of its source (no build/ left here)."""
+    tmp = tmp_path_factory.mktemp("plugin")
+    src = tmp / "src"
+    shutil.copytree(PLUGIN, src, ignore=shutil.ignore_patterns(
+        "build", "*.egg-info", "__pycache__", ".pytest_cache"))
+    target = tmp / "site"
+    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
+           str(target), str(src)]
+    if _can_build_offline():
+        cmd.insert(-1, "--no-build-isolation")
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return target
+
+
+def run(site: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """``python *args`` in the repo root with the plugin's folder first on PYTHONPATH."""
+    environ = {k: v for k, v in os.environ.items() if k != "DCSIM_PLUGINS"}
+    environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    environ.update(env)
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=environ, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_installed_plugin_is_listed_with_its_package(site):
+    """`dcsim plugins` lists power_of_d as provided by the dcsim-power-of-d distribution."""
+    done = run(site, "-m", "dcsim", "plugins")
+    assert done.returncode == 0, done.stderr
+    line = next(ln for ln in done.stdout.splitlines() if ln.split()[:1] == ["power_of_d"])
+    assert "[dcsim-power-of-d]" in line
+
+
+def test_empty_dcsim_plugins_hides_it(site):
+    """DCSIM_PLUGINS="" loads no installed plugin: only the built-ins are listed."""
+    done = run(site, "-m", "dcsim", "plugins", DCSIM_PLUGINS="")
+    assert done.returncode == 0, done.stderr
+    assert "power_of_d" not in done.stdout
+    assert "first_fit" in done.stdout
+
+
+def test_its_experiment_runs_and_reports_it(site, tmp_path):
+    """The plugin's experiment.yaml runs, and the summary has a power_of_d(d=2) row."""
+    out = tmp_path / "out"
+    done = run(site, "-m", "dcsim", "run", str(PLUGIN / "experiment.yaml"), "--out", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = pd.read_parquet(out / "summary.parquet")
+    assert {"first_fit", "random", "power_of_d(d=2)"} <= set(summary["allocator"])
+    ratio = summary.loc[summary["allocator"] == "power_of_d(d=2)", "acceptance_ratio"]
+    assert len(ratio) > 0 and ratio.between(0, 1).all() and ratio.gt(0).all()
+
+
+def test_its_own_tests_pass_against_the_installed_copy(site):
+    """The package's tests pass when run against the installed copy."""
+    done = run(site, "-m", "pytest", str(PLUGIN / "tests"), "-q", "-p", "no:cacheprovider")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert " passed" in done.stdout
