@@ -77,8 +77,35 @@ def validate(config: Path, seeds: int | None, sets: tuple[str, ...]) -> None:
     exp = load_experiment(config, seeds=seeds, sets=sets)
     labels = sorted({r.label for r in exp.runs})
     points = len({tuple(sorted(r.params.items(), key=str)) for r in exp.runs})
-    click.echo(f"{config}: ok — {len(exp.runs)} runs "
-               f"({points} sweep point(s) × {len(labels)} allocator(s) × {exp.spec.seeds} seed(s))")
+    click.echo(f"{config}: ok — {len(exp.runs)} runs: {points} sweep point(s), "
+               f"{exp.spec.seeds} seed(s), allocators: {', '.join(labels)}")
+
+
+@main.command("import-trace")
+@click.argument("fmt", metavar="FORMAT",
+                type=click.Choice(["azure2017", "alibaba2018", "azure2020"]))
+@click.argument("src", type=click.Path(exists=True, path_type=Path))
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--split", type=click.Choice(["dev", "test"]), default=None,
+              help="azure2017 only: which window of the rnn encoding.")
+@click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
+              help="Importer keyword, value parsed as YAML (e.g. --option horizon_days=14).")
+def import_trace_cmd(fmt: str, src: Path, out: Path, split: str | None,
+                     options: tuple[str, ...]) -> None:
+    """Convert a raw trace (FORMAT at SRC) into a standard request table OUT (.parquet/.csv)."""
+    import os
+
+    from dcsim.runner.config import parse_set
+    from dcsim.workload.importers import import_trace, write_table
+
+    opts = dict(parse_set(o) for o in options)
+    if split:
+        opts["split"] = split
+    df = import_trace(fmt, src, **opts)
+    tmp = out.with_name(f".tmp-{out.name}")  # keeps the suffixes that choose the format
+    write_table(df, tmp)
+    os.replace(tmp, out)  # never leave a torn table behind
+    click.echo(f"{len(df):,} requests -> {out}")
 
 
 @main.command()

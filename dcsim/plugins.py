@@ -44,7 +44,10 @@ def get_plugin_manager() -> pluggy.PluginManager:
             pm.register(importlib.import_module(modname), name=modname)
             _sources[modname] = "dcsim"
         _load_entry_points(pm)
-        pm.check_pending()
+        try:
+            pm.check_pending()
+        except pluggy.PluginValidationError as e:
+            raise PluginError(f"a dcsim plugin failed validation: {e}") from None
         _pm = pm
     return _pm
 

@@ -244,3 +244,88 @@ def test_failed_run_leaves_no_partial_files(tmp_path, monkeypatch):
     s = pd.read_parquet(out / "summary.parquet")
     assert list(s["allocator"]) == ["random"]  # the finished run is kept
     assert json.loads((out / "manifest.json").read_text())["runs_finished"] == 1
+
+
+def test_import_trace_writes_a_replayable_table(tmp_path):
+    """import-trace converts a raw trace into a standard table that a workload replays."""
+    raw = Path(__file__).parent / "data" / "traces"
+    src = next(raw.glob("*azure*2020*.csv"))
+    out = tmp_path / "az.parquet"
+    r = ok("import-trace", "azure2020", src, out)
+    assert "requests ->" in r.output
+    table = pd.read_parquet(out)
+    assert {"id", "arrival", "duration", "cpu", "mem"} <= set(table.columns)
+    assert table["arrival"].is_monotonic_increasing
+    cfg = dict(SMALL, seeds=1, allocators=["first_fit"],
+               workload={"trace": {"path": str(out), "scale": {"cpu": 8, "mem": 16}}})
+    ok("run", write(tmp_path, cfg), "--out", tmp_path / "o")
+    assert len(pd.read_parquet(tmp_path / "o" / "requests")) == len(table)
+
+
+def test_import_trace_rejects_a_wrong_file(tmp_path):
+    """A file that is not the named trace is one clear line, and no output is left."""
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    r = invoke("import-trace", "alibaba2018", bad, tmp_path / "x.csv")
+    assert r.exit_code == 1 and "bad.csv" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("*x*"))
+
+
+def test_resolved_config_is_written_and_runs_again(tmp_path):
+    """experiment.yaml has every default filled in and is itself a valid experiment."""
+    out = tmp_path / "out"
+    ok("run", write(tmp_path, SMALL), "--out", out)
+    resolved = yaml.safe_load((out / "experiment.yaml").read_text())
+    assert resolved["topology"]["oversubscription"] == {"rack": 1.0, "pod": 1.0}
+    assert resolved["allocators"][2]["label"] == "best_fit(score=max)"
+    ok("validate", out / "experiment.yaml")
+
+
+def test_swept_key_never_overwrites_a_results_column(tmp_path):
+    """Sweeping topology.server.cpu gives a column topology_server_cpu; cpu stays the demand."""
+    cfg = dict(SMALL, seeds=1, allocators=["first_fit"],
+               matrix={"topology.server.cpu": [8, 16]})
+    out = tmp_path / "out"
+    ok("run", write(tmp_path, cfg), "--out", out)
+    r = pd.read_parquet(out / "requests")
+    assert set(r["topology_server_cpu"]) == {8, 16}
+    assert r["cpu"].between(1, 4).all()
+
+
+def test_matrix_over_seeds_is_refused(tmp_path):
+    """Replications are seeds:, not a sweep."""
+    assert "matrix.seeds" in _error(tmp_path, dict(SMALL, matrix={"seeds": [1, 2]}))
+
+
+def test_a_sweep_point_never_reuses_an_unswept_run(tmp_path):
+    """Run ids hash the sweep values: adding a matrix does not silently reuse old rows."""
+    out = tmp_path / "out"
+    cfg = dict(SMALL, seeds=1, allocators=["first_fit"])
+    ok("run", write(tmp_path, cfg), "--out", out)
+    swept = dict(cfg, matrix={"workload.arrival.rate": [5, 6]})
+    r = invoke("run", write(tmp_path, swept, "swept.yaml"), "--out", out)
+    assert r.exit_code == 1 and "--overwrite" in r.stderr
+
+
+def test_negative_seed_is_a_config_error(tmp_path):
+    """seed must be >= 0."""
+    assert "seed" in _error(tmp_path, dict(SMALL, seed=-1))
+
+
+def test_unknown_allocator_names_the_file_and_field(tmp_path):
+    """The unknown-allocator message says where in which file."""
+    msg = _error(tmp_path, dict(SMALL, allocators=["first_fit", "nope"]))
+    assert "exp.yaml: allocators.1.name: unknown allocator 'nope'" in msg
+
+
+def test_topology_file_is_found_beside_the_experiment(tmp_path, monkeypatch):
+    """A relative topology path resolves against the experiment file's folder."""
+    import shutil
+
+    exp_dir = tmp_path / "exp"
+    exp_dir.mkdir()
+    shutil.copy(Path(__file__).parent / "data" / "tiny.json", exp_dir / "tiny.json")
+    cfg = dict(SMALL, seeds=1, allocators=["first_fit"],
+               topology={"kind": "file", "path": "tiny.json"})
+    monkeypatch.chdir(tmp_path)
+    ok("run", write(exp_dir, cfg), "--out", tmp_path / "out")

@@ -110,3 +110,17 @@ def test_options_are_typed_and_strict():
         BestFitAllocator.parse_options({"scor": "max"}, where="allocators.0.options")
     with pytest.raises(ConfigError, match=r"options.score: Input should be 'sum' or 'max'"):
         BestFitAllocator.parse_options({"score": "min"})
+
+
+def test_misspelt_hook_is_a_plugin_error(fake_eps):
+    """A plugin implementing a hook that does not exist is named, without a traceback."""
+    mod = types.ModuleType("typo")
+
+    @hookimpl
+    def register_allocator(register):  # missing "s"
+        register(Spread)
+
+    mod.register_allocator = register_allocator
+    fake_eps.append(FakeEntryPoint("typo", mod))
+    with pytest.raises(PluginError, match="typo"):
+        plugins.get_plugin_manager()

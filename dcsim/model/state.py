@@ -10,8 +10,6 @@ decision. Allocators never see a ``ClusterState`` directly; they get a read-only
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from dcsim.errors import StateError
@@ -185,7 +183,7 @@ class StateView:
     """
 
     __slots__ = ("_state", "topology", "free", "link_free", "capacity", "link_capacity", "now",
-                 "extra", "inv_capacity")
+                 "inv_capacity")
 
     def __init__(self, state: ClusterState):
         self._state = state
@@ -203,8 +201,6 @@ class StateView:
         )
         self.inv_capacity.flags.writeable = False
         self.now = 0.0
-        #: engine-provided context for allocators (e.g. the workload's samplers)
-        self.extra: dict[str, Any] = {}
 
     def fits(self, demand: np.ndarray) -> np.ndarray:
         """Boolean mask of servers whose free resources cover ``demand`` (vectorised)."""

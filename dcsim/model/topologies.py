@@ -28,6 +28,7 @@ the counts. For odd n the 1:16 tier-3 link keeps n/2 channels as a fraction; exp
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 import networkx as nx
@@ -359,6 +360,15 @@ def validation_message(exc: ValidationError, prefix: str, tags: tuple[str, ...] 
     return "; ".join(lines)
 
 
-def build_topology(spec: Any) -> Topology:
-    """Build the topology described by ``spec`` (a spec model or a plain dict)."""
-    return parse_topology_spec(spec).build()
+def build_topology(spec: Any, base_dir: str | Path | None = None) -> Topology:
+    """Build the topology described by ``spec`` (a spec model or a plain dict).
+
+    A relative ``path`` of a ``file`` topology is looked up in ``base_dir`` (the experiment
+    file's folder) first, then in the working directory, like trace paths.
+    """
+    parsed = parse_topology_spec(spec)
+    if isinstance(parsed, FileSpec) and base_dir is not None:
+        path = Path(parsed.path)
+        if not path.is_absolute() and (Path(base_dir) / path).exists():
+            parsed = parsed.model_copy(update={"path": str(Path(base_dir) / path)})
+    return parsed.build()

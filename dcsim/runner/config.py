@@ -45,7 +45,7 @@ class ExperimentSpec(_Strict):
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]+$")]
     description: str = ""
-    seed: int = 0
+    seed: Annotated[int, Field(ge=0)] = 0
     seeds: Annotated[int, Field(ge=1)] = 1
     topology: dict[str, Any]
     workload: dict[str, Any]
@@ -125,10 +125,25 @@ def validate_spec(data: dict[str, Any], source: str) -> ExperimentSpec:
         raise ConfigError(f"{source}: {loc}: {err['msg']}") from None
 
 
+#: Column names results already use; a swept key never takes one of them.
+RESERVED_COLUMNS = frozenset({
+    "experiment", "allocator", "seed", "run_id", "wall_time_s", "received", "accepted",
+    "acceptance_ratio", "mean_concurrent", "mean_footprint", "mean_decision_s", "sim_time",
+    "window_start", "window_end", "id", "arrival", "duration", "bandwidth", "start", "end",
+    "n_servers", "servers", "locality", "footprint", "measured", "decision_s", "time", "active",
+    "cpu", "mem",
+})
+#: Keys that ``matrix:`` may not sweep (use ``seeds:`` / ``--seeds`` for replications).
+UNSWEEPABLE = ("name", "seed", "seeds", "matrix")
+
+
 def sweep_column(key: str, keys: list[str]) -> str:
-    """Column name of a swept key: its last segment, or the whole path if that is ambiguous."""
+    """Column name of a swept key: its last segment, or the whole path (dots → underscores)
+    when that segment is ambiguous or already a results column (e.g. ``topology_server_cpu``).
+    """
     last = key.split(".")[-1]
-    if sum(k.split(".")[-1] == last for k in keys) > 1:
+    if (sum(k.split(".")[-1] == last for k in keys) > 1 or last in RESERVED_COLUMNS
+            or last.startswith("util_")):
         return key.replace(".", "_")
     return last
 
@@ -139,6 +154,9 @@ def sweep_points(spec: ExperimentSpec, raw: dict[str, Any], source: str):
     for k, values in spec.matrix.items():
         if not values:
             raise ConfigError(f"{source}: matrix.{k}: needs at least one value")
+        if k.split(".")[0] in UNSWEEPABLE:
+            raise ConfigError(f"{source}: matrix.{k}: cannot be swept; replications are "
+                              "`seeds:` (or --seeds)")
     base = {k: v for k, v in raw.items() if k != "matrix"}
     for combo in itertools.product(*(spec.matrix[k] for k in keys)):
         data = copy.deepcopy(base)

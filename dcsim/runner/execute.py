@@ -21,7 +21,7 @@ import yaml
 
 from dcsim import __version__
 from dcsim.errors import ConfigError
-from dcsim.runner.plan import Experiment, RunPlan
+from dcsim.runner.plan import Experiment, RunPlan, resolved_config
 
 MANAGED = ("requests", "timeseries", "runs", "summary.parquet", "manifest.json", "experiment.yaml")
 
@@ -47,7 +47,7 @@ def execute_run(plan: RunPlan, out: str | Path) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     spec = validate_spec(plan.config, plan.experiment)
-    topology = build_topology(spec.topology)
+    topology = build_topology(spec.topology, plan.base_dir)
     source = build_source(spec.workload, topology, Path(plan.base_dir))
     workload_rng, allocator_rng = run_rngs(spec.seed, plan.seed)
     cls = get_allocator_class(plan.allocator["name"])
@@ -116,7 +116,8 @@ def run_experiment(
 
     out = Path(out) if out is not None else Path("results") / exp.name
     done = prepare_out(exp, out, overwrite)
-    write_atomic(out / "experiment.yaml", yaml.safe_dump(exp.raw, sort_keys=False).encode())
+    write_atomic(out / "experiment.yaml",
+                 yaml.safe_dump(resolved_config(exp), sort_keys=False).encode())
     todo = [r for r in exp.runs if r.run_id not in done]
     rows = dict(done)
     started = time.time()
@@ -130,16 +131,22 @@ def run_experiment(
                 if on_done:
                     on_done(rows[plan.run_id])
         else:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
-                futures = {pool.submit(execute_run, plan, out): plan for plan in todo}
-                pending = set(futures)
+            pool = ProcessPoolExecutor(max_workers=jobs)
+            try:
+                pending = {pool.submit(execute_run, plan, out) for plan in todo}
                 while pending:
                     finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
                     for f in finished:
-                        row = f.result()  # re-raises a run's error here
-                        rows[row["run_id"]] = row
+                        if f.exception() is not None:
+                            continue  # raised below, after the good ones are kept
+                        rows[f.result()["run_id"]] = f.result()
                         if on_done:
-                            on_done(row)
+                            on_done(f.result())
+                    for f in finished:
+                        f.result()  # re-raises the first failed run's error
+            finally:
+                # on an error, runs not yet started are cancelled rather than waited for
+                pool.shutdown(wait=True, cancel_futures=True)
     finally:
         order = [r.run_id for r in exp.runs]
         present = [rows[i] for i in order if i in rows]

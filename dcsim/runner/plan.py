@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dcsim.errors import ConfigError
+from dcsim.errors import ConfigError, PluginError
 from dcsim.plugins import get_allocator_class
 from dcsim.runner.config import (
     ExperimentSpec,
@@ -75,7 +75,10 @@ def load_experiment(
         labels: dict[str, int] = {}
         for i, a in enumerate(point.allocator_specs()):
             where = f"allocators.{i}"
-            cls = get_allocator_class(a.name)
+            try:
+                cls = get_allocator_class(a.name)
+            except PluginError as e:
+                raise ConfigError(f"{source}: {where}.name: {e}") from None
             options = cls.parse_options(a.options, where=f"{source}: {where}.options")
             label = a.label or cls.label_for(options)
             if label in labels:
@@ -88,7 +91,7 @@ def load_experiment(
             for s in range(point.seeds):
                 key = json.dumps(
                     {"config": {k: v for k, v in data.items() if k not in ("seeds", "allocators")},
-                     "allocator": alloc, "label": label, "seed": s},
+                     "allocator": alloc, "label": label, "seed": s, "params": params},
                     sort_keys=True, default=str,
                 )
                 digest = hashlib.sha1(key.encode()).hexdigest()[:10]
@@ -102,14 +105,40 @@ def load_experiment(
 def _check_point(point: ExperimentSpec, data: dict[str, Any], source: str, base_dir: str) -> None:
     """Build the topology and workload once so that errors surface before anything runs."""
     from dcsim.model.topologies import build_topology
+    from dcsim.runner.config import RESERVED_COLUMNS
     from dcsim.workload.spec import build_source
 
     try:
-        topology = build_topology(point.topology)
+        topology = build_topology(point.topology, base_dir)
         build_source(point.workload, topology, Path(base_dir))
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from None
+    attrs = point.workload.get("attrs") or {}
+    taken = [a for a in attrs if a in RESERVED_COLUMNS or a in topology.resources]
+    if taken:
+        raise ConfigError(f"{source}: workload.attrs.{taken[0]}: the name is a results column; "
+                          "choose another")
 
 
 def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_") or "run"
+
+
+def resolved_config(exp: Experiment) -> dict[str, Any]:
+    """The experiment with every default filled in (what ``experiment.yaml`` records)."""
+    from dcsim.model.topologies import parse_topology_spec
+    from dcsim.workload.spec import parse_workload
+
+    out = exp.spec.model_dump(mode="json")
+    out["topology"] = parse_topology_spec(exp.spec.topology).model_dump(
+        mode="json", exclude_none=True)
+    out["workload"] = parse_workload(exp.spec.workload).model_dump(
+        mode="json", exclude_none=True)
+    allocators, seen = [], set()
+    for r in exp.runs:
+        if r.label not in seen:
+            seen.add(r.label)
+            allocators.append({"name": r.allocator["name"], "label": r.label,
+                               "options": r.allocator["options"]})
+    out["allocators"] = allocators
+    return out

@@ -79,6 +79,8 @@ class Engine:
         self._arrivals_done = False
         self._samples = ColumnBuffer(None)
         self._n_servers = topology.n_servers
+        # skip the per-departure call when the allocator does not override released()
+        self._notify_release = type(allocator).released is not Allocator.released
         # one read-only index array per server, shared by single-server placements
         self._server_ids = [np.array([i], dtype=np.int64) for i in range(topology.n_servers)]
         for a in self._server_ids:
@@ -168,16 +170,15 @@ class Engine:
         """Validate an allocator's choice and reserve it (loss mode: None = drop)."""
         if choice is None:
             return None
-        label = self.allocator.label
         if type(choice) is int or isinstance(choice, np.integer):
             s = int(choice)
             if not 0 <= s < self._n_servers:
-                raise PluginError(
-                    f"allocator {label!r} chose server {s}, outside 0..{self._n_servers - 1}"
+                raise self._error(
+                    f"chose server {s}, outside 0..{self._n_servers - 1}"
                 )
             if not self.state.take_one(s, req.demand):
-                raise PluginError(
-                    f"allocator {label!r} chose server {s} for request {req.id}, which lacks "
+                raise self._error(
+                    f"chose server {s} for request {req.id}, which lacks "
                     f"free resources (free {self.state.free[s].tolist()}, "
                     f"demand {req.demand.tolist()})"
                 )
@@ -187,19 +188,22 @@ class Engine:
             if total is None or total.shape != req.demand.shape or not np.allclose(
                 total, req.demand, rtol=1e-9, atol=1e-9
             ):
-                raise PluginError(
-                    f"allocator {label!r} placed {None if total is None else total.tolist()} "
+                raise self._error(
+                    f"placed {None if total is None else total.tolist()} "
                     f"for request {req.id}, which demands {req.demand.tolist()}"
                 )
             why = self.state.check(choice)
             if why is not None:
-                raise PluginError(f"allocator {label!r} returned an invalid placement: {why}")
+                raise self._error(f"returned an invalid placement: {why}")
             self.state._apply(choice, -1.0)
             return choice
-        raise PluginError(
-            f"allocator {label!r} returned {type(choice).__name__}; "
+        raise self._error(
+            f"returned {type(choice).__name__}; "
             "expected a server index, a Placement or None"
         )
+
+    def _error(self, what: str) -> PluginError:
+        return PluginError(f"allocator {self.allocator.label!r} {what}")
 
     def _depart(self, req: Request, placement: Placement, _event: simpy.Event) -> None:
         # one callback per accepted request, so each is released exactly once; the state
@@ -210,8 +214,9 @@ class Engine:
             self.state._apply(placement, 1.0)
         self.meter.departed(req.id)
         self.released += 1
-        self.view.now = self.env.now
-        self.allocator.released(req, placement, self.view)
+        if self._notify_release:
+            self.view.now = self.env.now
+            self.allocator.released(req, placement, self.view)
 
     # ------------------------------------------------------------------ records
     def _record_batch(

@@ -7,10 +7,10 @@ arrival, 0 at the beginning) and a ``rate`` in arrivals per time unit.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PositiveFloat
 
 
 class PoissonArrivals(BaseModel):
@@ -57,7 +57,14 @@ class BernoulliArrivals(BaseModel):
         return start + self.interval * np.cumsum(rng.geometric(self.p, n)).astype(np.float64)
 
 
+def _need_process(value: Any) -> Any:
+    if isinstance(value, dict) and "process" not in value:
+        raise ValueError("missing 'process' (one of: poisson, tick, bernoulli)")
+    return value
+
+
 Arrival = Annotated[
-    PoissonArrivals | TickArrivals | BernoulliArrivals, Field(discriminator="process")
+    Annotated[PoissonArrivals | TickArrivals | BernoulliArrivals, Field(discriminator="process")],
+    BeforeValidator(_need_process),
 ]
 ArrivalProcess = PoissonArrivals | TickArrivals | BernoulliArrivals

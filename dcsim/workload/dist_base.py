@@ -24,6 +24,7 @@ from dcsim.errors import ConfigError
 _MIN_ACCEPT = 1e-6  # a truncation keeping less mass than this is refused
 _MAX_ENUM = 5_000_000  # largest integer range enumerated exactly by mean()
 _TAIL = 1e-17  # tail mass ignored when enumerating an unbounded integer range
+_REJECT_BELOW = 0.1  # truncations keeping less mass are sampled by inverse CDF, not rejection
 
 
 class _Dist(BaseModel):
@@ -97,23 +98,48 @@ class _Dist(BaseModel):
         return x
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        """``n`` independent draws (float64), modifiers applied."""
+        """``n`` independent draws (float64), modifiers applied.
+
+        ``truncate`` redraws out-of-range values while they are common (acceptance >= 10 %);
+        for a narrower range it samples the same conditional law directly (inverse CDF, or
+        the renormalised pmf of a finite support), so a tight range stays fast."""
         if not self._ready():
             raise ConfigError(f"{self.dist} distribution is not resolved (offered_load?)")
-        x = self._transform(self._draw(rng, n))
         if not self._truncates():
-            return x
-        lo, hi = self.bounds()
-        parts = [x[(x >= lo) & (x <= hi)]]
-        have = len(parts[0])
+            return self._transform(self._draw(rng, n))
         p = self.accept_probability()
+        if p < _REJECT_BELOW:
+            return self._conditional(rng, n)
+        lo, hi = self.bounds()
+        parts, have = [], 0
         while have < n:
-            m = min(int((n - have) / p * 1.1) + 16, 1_000_000)
-            y = self._transform(self._draw(rng, m))
+            y = self._transform(self._draw(rng, int((n - have) / p * 1.1) + 16))
             y = y[(y >= lo) & (y <= hi)]
             parts.append(y)
             have += len(y)
         return np.concatenate(parts)[:n]
+
+    def _conditional(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """Draws of the truncated law without rejection."""
+        lo, hi = self.bounds()
+        sup = self._support()
+        if sup is not None:
+            v, q = sup
+            v = np.floor(v + 0.5) if self.integer else np.asarray(v, np.float64)
+            keep = (v >= lo) & (v <= hi)
+            v, q = v[keep], np.cumsum(q[keep]) / q[keep].sum()
+            return v[np.minimum(np.searchsorted(q, rng.random(n), side="right"), len(v) - 1)]
+        rv, rounds = self._rv(), self.integer or self._always_integer
+        a, b = (math.ceil(lo) - 0.5, math.floor(hi) + 0.5) if rounds else (lo, hi)
+        u = rng.random(n)
+        if a > rv.median():  # upper tail: work with survival probabilities for precision
+            sa, sb = rv.sf(a), rv.sf(b)
+            x = rv.isf(sb + u * (sa - sb))
+        else:
+            fa, fb = rv.cdf(a), rv.cdf(b)
+            x = rv.ppf(fa + u * (fb - fa))
+        x = np.clip(x, a, b)
+        return np.clip(np.floor(x + 0.5), a + 0.5, b - 0.5) if rounds else x
 
     # ------------------------------------------------------------------ moments
     def mean(self) -> float:
@@ -133,6 +159,10 @@ class _Dist(BaseModel):
         return lb if self.min is None else max(lb, float(self.min))
 
     def _stats(self) -> tuple[float, float]:
+        m, p = self._raw_stats()
+        return float(np.clip(m, *self.bounds())), p  # round-off must not leave [min, max]
+
+    def _raw_stats(self) -> tuple[float, float]:
         if not self._ready():
             raise ConfigError(f"{self.dist} distribution is not resolved (offered_load?)")
         lo, hi = self.bounds()

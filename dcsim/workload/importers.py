@@ -188,6 +188,14 @@ def import_alibaba2018(path: str | Path, statuses: tuple[str, ...] | list[str] |
     if missing:
         raise ConfigError(f"{path}: columns {missing} not found; columns are: "
                           f"{', '.join(map(str, df.columns))}")
+    for col in ("instance_num", "start_time", "end_time", "plan_cpu", "plan_mem"):
+        num = pd.to_numeric(df[col], errors="coerce")
+        bad = num.isna() & df[col].notna()
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ConfigError(f"{path}: line {i + 1 + header}: column {col!r} is not a number: "
+                              f"{df[col].iloc[i]!r} (is this a batch_task file?)")
+        df[col] = num
     rows_read, dropped = len(df), {}
     if statuses is not None:
         keep = df["status"].isin(list(statuses))
@@ -282,10 +290,17 @@ def import_trace(kind: str, src: str | Path, **opts: Any) -> pd.DataFrame:
     """Run the importer named ``kind`` on ``src`` (a directory for azure2017, else a file)."""
     if kind not in IMPORTERS:
         raise ConfigError(f"unknown trace format {kind!r}; known: {', '.join(IMPORTERS)}")
+    import inspect
+
+    params = inspect.signature(IMPORTERS[kind]).parameters
+    unknown = [k for k in opts if k not in params]
+    if unknown:
+        raise ConfigError(f"{kind} importer: unknown option(s) {unknown}; "
+                          f"known: {', '.join(list(params)[1:])}")
     try:
         return IMPORTERS[kind](src, **opts)
-    except TypeError as e:
-        raise ConfigError(f"{kind} importer: {e}") from None
+    except (TypeError, ValueError, KeyError) as e:
+        raise ConfigError(f"{src}: does not read as a {kind} trace ({e})") from None
 
 
 def write_table(df: pd.DataFrame, path: str | Path) -> Path:

@@ -115,6 +115,20 @@ def _load(d: Any, base_dir: Path | None, where: str) -> Any:
     return d
 
 
+_CACHE: dict[tuple[Any, ...], Any] = {}
+
+
+def _imported(fmt: str, path: Path, opts: dict[str, Any]) -> Any:
+    """Run an importer, remembering the last two tables (each run of an experiment builds
+    its source again; raw traces are treated as immutable, keyed by path and mtime)."""
+    key = (fmt, str(path.resolve()), path.stat().st_mtime_ns, repr(sorted(opts.items())))
+    if key not in _CACHE:
+        if len(_CACHE) >= 2:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = import_trace(fmt, path, **opts)
+    return _CACHE[key]
+
+
 def build_source(spec: WorkloadSpec | dict[str, Any], topology: Topology,
                  base_dir: Path | str | None = None, where: str = "workload") -> RequestSource:
     """The request source an experiment's ``workload:`` section describes, for ``topology``."""
@@ -145,7 +159,7 @@ def build_source(spec: WorkloadSpec | dict[str, Any], topology: Topology,
         if tr.format == "azure2017":
             opts["split"] = tr.split or "dev"
         try:
-            table = import_trace(tr.format, path, **opts)
+            table = _imported(tr.format, path, opts)
         except ConfigError as e:
             raise ConfigError(f"{w}: {e}") from None
         name = f"{tr.path} ({tr.format})"

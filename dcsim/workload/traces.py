@@ -202,7 +202,8 @@ class TraceSource:
             raise ConfigError(
                 f"{self.name}: row {row0 + i + 1}: column {src!r} is empty or not a number "
                 f"({frame[src].iloc[i]!r}); fix the file or set dropna: true")
-        attrs = {k: (np.full(n, float(s)) if not isinstance(s, str) else frame[s].to_numpy())
+        attrs = {k: (np.full(n, float(s)) if not isinstance(s, str)
+                     else np.array(frame[s].to_numpy(), copy=True))  # writable, not a view
                  for k, s in self._attrs.items()}
         if bad.any():
             keep = ~bad
@@ -238,7 +239,8 @@ class TraceSource:
                                   f"({cols[k][i]:g})")
         demand = np.column_stack([cols[r] for r in self.resources]) if self.resources else \
             np.zeros((n, 0))
-        return RequestBatch(cols["arrival"], cols["duration"], demand, cols["bandwidth"], attrs)
+        return RequestBatch(cols["arrival"], cols["duration"], demand,
+                            np.array(cols["bandwidth"], copy=True), attrs)
 
 
 def _head(b: RequestBatch, m: int) -> RequestBatch:

@@ -1,0 +1,148 @@
+"""The documentation keeps up with the code: every hook, setting, kind, option and column."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, get_args
+
+import pandas as pd
+import pytest
+import yaml
+from click.testing import CliRunner
+from pydantic import BaseModel
+
+from dcsim import hookspecs
+from dcsim.cli import main
+from dcsim.model.topologies import TOPOLOGY_KINDS, TopologySpec
+from dcsim.runner.config import AllocatorSpec, ExperimentSpec, MetricsSpec, WarmupSpec
+from dcsim.workload.arrivals import Arrival
+from dcsim.workload.distributions import KINDS, Distribution
+from dcsim.workload.spec import TraceSpec, WorkloadSpec
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+TINY = {
+    "name": "docs_check",
+    "seed": 3,
+    "topology": {"kind": "fat_tree", "pods": 2, "racks": 2, "hosts": 2,
+                 "server": {"cpu": 8, "mem": 16}, "host_link": 10},
+    "workload": {
+        "requests": 60,
+        "arrival": {"process": "poisson", "rate": 2},
+        "demand": {"cpu": {"dist": "uniform_int", "low": 1, "high": 4}, "mem": 2},
+        "duration": {"dist": "exponential", "offered_load": 0.8},
+    },
+    "warmup": {"requests": 10},
+    "metrics": {"sample_every": 10},
+    "allocators": ["first_fit"],
+}
+
+
+def page(name: str) -> str:
+    return (DOCS / name).read_text(encoding="utf-8")
+
+
+def backticked(text: str) -> set[str]:
+    """Every `name` written in backticks in ``text``."""
+    return set(re.findall(r"`([^`\n]+)`", text))
+
+
+def field_names(model: type[BaseModel]) -> list[str]:
+    """A model's field names as YAML spells them (aliases such as ``mean`` included)."""
+    return [info.alias or name for name, info in model.model_fields.items()]
+
+
+def union_members(annotated: Any) -> tuple[type[BaseModel], ...]:
+    """The models of a (possibly nested) ``Annotated[A | B | ..., ...]`` union."""
+    inner = get_args(annotated)[0]
+    while get_args(inner) and not isinstance(inner, type):
+        args = get_args(inner)
+        if all(isinstance(a, type) for a in args):
+            return args
+        inner = args[0]
+    return (inner,)
+
+
+def missing(names, text: str) -> list[str]:
+    found = backticked(text)
+    return sorted({n for n in names if n not in found})
+
+
+def test_every_hook_is_documented():
+    """Each hookspec in dcsim.hookspecs is named in the allocator how-to."""
+    hooks = [n for n, f in vars(hookspecs).items() if hasattr(f, "dcsim_spec")]
+    assert hooks, "no hookspecs found"
+    assert missing(hooks, page("howto/write-an-allocator.md")) == []
+
+
+def test_every_experiment_field_is_documented():
+    """Every top-level, warmup, metrics and allocator field appears in config.md."""
+    names = [*field_names(ExperimentSpec), *field_names(WarmupSpec), *field_names(MetricsSpec),
+             *field_names(AllocatorSpec)]
+    assert missing(names, page("reference/config.md")) == []
+
+
+def test_every_workload_and_trace_field_is_documented():
+    """Every WorkloadSpec and TraceSpec field appears in config.md."""
+    names = [*field_names(WorkloadSpec), *field_names(TraceSpec)]
+    assert missing(names, page("reference/config.md")) == []
+
+
+def test_every_topology_kind_and_field_is_documented():
+    """Every topology kind and each kind's fields appear in config.md."""
+    models = union_members(TopologySpec)
+    assert {m.model_fields["kind"].default for m in models} == set(TOPOLOGY_KINDS)
+    names = [*TOPOLOGY_KINDS, *(f for m in models for f in field_names(m))]
+    assert missing(names, page("reference/config.md")) == []
+
+
+def test_every_distribution_kind_and_field_is_documented():
+    """Every `dist` kind, its fields and the modifiers appear in config.md."""
+    models = union_members(Distribution)
+    kinds = [get_args(m.model_fields["dist"].annotation)[0] for m in models]
+    assert set(kinds) == set(KINDS)
+    names = [*kinds, *(f for m in models for f in field_names(m))]
+    assert missing(names, page("reference/config.md")) == []
+
+
+def test_every_arrival_process_is_documented():
+    """Every arrival `process` and its fields appear in config.md."""
+    models = union_members(Arrival)
+    names = [n for m in models for n in (m.model_fields["process"].default, *field_names(m))]
+    assert missing(names, page("reference/config.md")) == []
+
+
+def test_every_cli_command_and_option_is_documented():
+    """Every `dcsim` subcommand (run included) and each of its options appears in config.md."""
+    text = page("reference/config.md")
+    assert "--overwrite" in [o for p in main.commands["run"].params for o in p.opts]
+    names = [f"dcsim {c}" for c in main.commands]
+    names += [o for cmd in main.commands.values() for p in cmd.params for o in p.opts
+              if o.startswith("--")]
+    absent = [n for n in names if not re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text)]
+    assert absent == []
+
+
+@pytest.fixture(scope="module")
+def output_columns(tmp_path_factory) -> dict[str, list[str]]:
+    """Columns of summary, requests and timeseries of a tiny fat-tree experiment."""
+    tmp = tmp_path_factory.mktemp("docs")
+    config = tmp / "tiny.yaml"
+    config.write_text(yaml.safe_dump(TINY, sort_keys=False))
+    out = tmp / "out"
+    result = CliRunner().invoke(main, ["run", str(config), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return {
+        "summary": list(pd.read_parquet(out / "summary.parquet").columns),
+        "requests": list(pd.read_parquet(out / "requests").columns),
+        "timeseries": list(pd.read_parquet(out / "timeseries").columns),
+    }
+
+
+@pytest.mark.parametrize("table", ["summary", "requests", "timeseries"])
+def test_every_output_column_is_documented(output_columns, table):
+    """Every column the tiny experiment writes is a backticked name in outputs.md."""
+    columns = output_columns[table]
+    assert "util_bw_host" in output_columns["summary"]  # the tier columns are exercised
+    assert missing(columns, page("reference/outputs.md")) == []
