@@ -113,21 +113,27 @@ def dcsim_run(topo, arrival, duration, demand) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=50_000)
-    ap.add_argument("--repeat", type=int, default=3, help="best of N timings")
+    ap.add_argument("--repeat", type=int, default=5,
+                    help="rounds; each times all three back to back")
     ap.add_argument("--servers", type=int, nargs="+", default=[1000, 10000])
     args = ap.parse_args()
     n = args.requests
-    print(f"requests per run: {n}; best of {args.repeat}")
+    print(f"requests per run: {n}; {args.repeat} interleaved rounds; req/s = best round, "
+          "ratio = median over rounds of (baseline time / dcsim time)")
     print(f"{'servers':>8} {'dcsim req/s':>12} {'simpy-cb req/s':>15} {'ratio':>6} "
           f"{'simpy-proc req/s':>17} {'ratio':>6}")
     for n_servers in args.servers:
         topo = flat_topology(n_servers)
         a, d, m = stream(n, n_servers)
-        t_dc = min(dcsim_run(topo, a, d, m) for _ in range(args.repeat))
-        t_cb = min(bare_callbacks(a, d) for _ in range(args.repeat))
-        t_pr = min(bare_processes(a, d) for _ in range(args.repeat))
-        print(f"{n_servers:>8} {n / t_dc:>12,.0f} {n / t_cb:>15,.0f} {t_cb / t_dc:>6.2f} "
-              f"{n / t_pr:>17,.0f} {t_pr / t_dc:>6.2f}")
+        rounds = []
+        for _ in range(args.repeat):  # interleaved, so machine noise hits all three alike
+            rounds.append((dcsim_run(topo, a, d, m), bare_callbacks(a, d), bare_processes(a, d)))
+        t = np.array(rounds)
+        best = t.min(axis=0)
+        r_cb = float(np.median(t[:, 1] / t[:, 0]))
+        r_pr = float(np.median(t[:, 2] / t[:, 0]))
+        print(f"{n_servers:>8} {n / best[0]:>12,.0f} {n / best[1]:>15,.0f} {r_cb:>6.2f} "
+              f"{n / best[2]:>17,.0f} {r_pr:>6.2f}")
 
 
 if __name__ == "__main__":

@@ -153,36 +153,40 @@ class Engine:
         t0 = time.perf_counter()
         choice = self.allocator.allocate(req, self.view)
         decision = time.perf_counter() - t0
-        placement = self._admit(req, choice)
+        placement, amount = self._admit(req, choice)
         if placement is not None:
-            self.meter.accepted(req.id, now, now + req.duration, placement)
+            self.meter.accepted(req.id, now, now + req.duration, placement, amount)
             self.accepted += 1
             if measured:
                 self._measured_accepted += 1
                 self._footprint_sum += placement.footprint
             ev = self.env.timeout(req.duration)
-            ev.callbacks.append(partial(self._depart, req, placement))
+            ev.callbacks.append(partial(self._depart, req, placement, amount))
         if measured:
             self._decision_sum += decision
         return placement, decision
 
-    def _admit(self, req: Request, choice: Any) -> Placement | None:
-        """Validate an allocator's choice and reserve it (loss mode: None = drop)."""
+    def _admit(self, req: Request, choice: Any) -> tuple[Placement | None, list[float] | None]:
+        """Validate an allocator's choice and reserve it (loss mode: None = drop).
+
+        Returns the placement and its total per resource as Python floats.
+        """
         if choice is None:
-            return None
+            return None, None
         if type(choice) is int or isinstance(choice, np.integer):
             s = int(choice)
             if not 0 <= s < self._n_servers:
                 raise self._error(
                     f"chose server {s}, outside 0..{self._n_servers - 1}"
                 )
-            if not self.state.take_one(s, req.demand):
+            amount = req.demand.tolist()
+            if not self.state.take_one(s, amount):
                 raise self._error(
                     f"chose server {s} for request {req.id}, which lacks "
                     f"free resources (free {self.state.free[s].tolist()}, "
                     f"demand {req.demand.tolist()})"
                 )
-            return Placement(self._server_ids[s], req.demand[None])
+            return Placement(self._server_ids[s], req.demand[None]), amount
         if isinstance(choice, Placement):
             total = choice.amounts.sum(axis=0) if choice.amounts.size else None
             if total is None or total.shape != req.demand.shape or not np.allclose(
@@ -196,7 +200,7 @@ class Engine:
             if why is not None:
                 raise self._error(f"returned an invalid placement: {why}")
             self.state._apply(choice, -1.0)
-            return choice
+            return choice, total.tolist()
         raise self._error(
             f"returned {type(choice).__name__}; "
             "expected a server index, a Placement or None"
@@ -205,11 +209,12 @@ class Engine:
     def _error(self, what: str) -> PluginError:
         return PluginError(f"allocator {self.allocator.label!r} {what}")
 
-    def _depart(self, req: Request, placement: Placement, _event: simpy.Event) -> None:
+    def _depart(self, req: Request, placement: Placement, amount: list[float],
+                _event: simpy.Event) -> None:
         # one callback per accepted request, so each is released exactly once; the state
         # clamps to capacity against float round-off
         if placement.servers.shape[0] == 1 and not placement.links.shape[0]:
-            self.state.give_one(int(placement.servers[0]), placement.amounts[0])
+            self.state.give_one(int(placement.servers[0]), amount)
         else:
             self.state._apply(placement, 1.0)
         self.meter.departed(req.id)
@@ -244,18 +249,12 @@ class Engine:
         cols["accepted"] = accepted
         cols["start"] = np.where(accepted, arrival, np.nan)
         cols["end"] = np.where(accepted, arrival + duration, np.nan)
-        servers: list[list[int]] = []
-        locality = np.full(n, -1, dtype=np.int64)
-        footprint = np.full(n, np.nan)
+        servers = [[] if p is None else p.servers.tolist() for p in placements]
+        # defaults for the common case (one server, no network); others are fixed up below
+        locality = np.where(accepted, 0, -1)
+        footprint = np.where(accepted, 0.0, np.nan)
         for i, p in enumerate(placements):
-            if p is None:
-                servers.append([])
-            elif p.servers.shape[0] == 1 and not p.links.shape[0]:
-                servers.append(p.servers.tolist())
-                locality[i] = 0
-                footprint[i] = 0.0
-            else:
-                servers.append(p.servers.tolist())
+            if p is not None and (p.servers.shape[0] != 1 or p.links.shape[0]):
                 locality[i] = topo.locality(p.servers)
                 footprint[i] = p.footprint
         cols["n_servers"] = np.fromiter(map(len, servers), dtype=np.int64, count=n)

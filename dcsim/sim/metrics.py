@@ -31,8 +31,9 @@ class Meter:
             self.link_tier_pos, weights=topology.link_capacity, minlength=len(self.tiers)
         ).astype(np.float64)
         # request id -> (start, end, resources taken, per-tier bandwidth or None)
-        self.active: dict[int, tuple[float, float, np.ndarray, np.ndarray | None]] = {}
-        self._area = np.zeros_like(self.capacity)
+        self.active: dict[int, tuple[float, float, list[float], np.ndarray | None]] = {}
+        # integrals kept as Python floats: a few resources, updated once per request
+        self._area = [0.0] * len(self.capacity)
         self._tier_area = np.zeros(len(self.tiers))
         self._active_area = 0.0
         self.open = False
@@ -47,16 +48,23 @@ class Meter:
             self.link_tier_pos[p.links], weights=p.bandwidth, minlength=len(self.tiers)
         )
 
-    def _add(self, amount: np.ndarray, tier_bw: np.ndarray | None, span: float) -> None:
-        self._area += amount * span
+    def _add(self, amount: list[float], tier_bw: np.ndarray | None, span: float) -> None:
+        area = self._area
+        for j, a in enumerate(amount):
+            area[j] += a * span
         if tier_bw is not None:
             self._tier_area += tier_bw * span
         self._active_area += span
 
-    def accepted(self, rid: int, start: float, end: float, p: Placement) -> None:
-        """Count ``p`` from ``start`` to ``end`` (clipped to the window when it closes)."""
-        amount = p.amounts[0] if p.amounts.shape[0] == 1 else p.amounts.sum(axis=0)
-        tier_bw = self._tier_bw(p)
+    def accepted(self, rid: int, start: float, end: float, p: Placement,
+                 amount: list[float] | None = None) -> None:
+        """Count ``p`` from ``start`` to ``end`` (clipped to the window when it closes).
+
+        ``amount`` is ``p``'s total per resource as floats, when the caller already has it.
+        """
+        if amount is None:
+            amount = p.amounts.sum(axis=0).tolist()
+        tier_bw = self._tier_bw(p) if p.links.shape[0] else None
         self.active[rid] = (start, end, amount, tier_bw)
         if self.open:
             self._add(amount, tier_bw, end - start)
