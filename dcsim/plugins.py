@@ -20,7 +20,7 @@ from dcsim.errors import PluginError
 
 ENTRY_POINT_GROUP = "dcsim"
 ENV_VAR = "DCSIM_PLUGINS"
-BUILTIN_MODULES = ("dcsim.allocators.builtin",)
+BUILTIN_MODULES = ("dcsim.allocators.builtin", "dcsim.allocators.kraken")
 
 _pm: pluggy.PluginManager | None = None
 _sources: dict[str, str] = {}  # plugin name -> distribution that provided it

@@ -1,0 +1,53 @@
+"""What every virtual-cluster embedder shares: reading (N, S, B), the tree, the placement.
+
+A VC request carries its size as workload attributes ``N`` (VMs), ``S`` (compute units per
+VM) and ``B`` (bandwidth per VM); its ``demand`` is the total (cpu = N·S). An embedder works
+on plain arrays (free cpu per host, free bandwidth per link) so that lookahead allocators
+(AHAB) can run it on forked states; :meth:`VCAllocator.embed` returns VM counts per host or
+None, and :meth:`allocate` turns them into a hose-model :class:`Placement`.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+
+import numpy as np
+
+from dcsim.allocators.base import Allocator, Choice
+from dcsim.errors import PluginError
+from dcsim.model import Request, StateView
+from dcsim.model.vc import TreeLevels
+
+
+def vc_size(request: Request, who: str) -> tuple[int, float, float]:
+    """(N, S, B) of a request, from its workload attributes."""
+    try:
+        a = request.attrs
+        return int(a["N"]), float(a["S"]), float(a["B"])
+    except KeyError:
+        raise PluginError(
+            f"allocator {who!r} embeds virtual clusters: the workload must give each request "
+            "attrs N, S and B (see experiments/ahab_lambda12.yaml)"
+        ) from None
+
+
+class VCAllocator(Allocator):
+    """Base of tree embedders: subclasses implement :meth:`embed` on arrays."""
+
+    levels: TreeLevels
+
+    def setup(self, view: StateView) -> None:
+        self.levels = TreeLevels(view.topology)
+        self.cpu = view.topology.resource_index("cpu")
+
+    @abstractmethod
+    def embed(self, free_cpu: np.ndarray, link_free: np.ndarray, n: int, s: float,
+              b: float) -> np.ndarray | None:
+        """VM counts per host for VC (n, s, b) on this state, or None if it cannot embed."""
+
+    def allocate(self, request: Request, view: StateView) -> Choice:
+        n, s, b = vc_size(request, self.label)
+        counts = self.embed(view.free[:, self.cpu], view.link_free, n, s, b)
+        if counts is None:
+            return None
+        return self.levels.placement(counts, request.demand / n, n, b)

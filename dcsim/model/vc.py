@@ -1,0 +1,134 @@
+"""Virtual clusters on trees: level structure, the hose model, and an exact reference optimum.
+
+A virtual cluster (VC) is N VMs of S compute units each, every VM connected to a virtual
+switch at B bandwidth units (Oktopus's hose model). On a tree, a link with m of the N VMs
+below it must carry ``min(m, N - m) * B``; the *footprint* of an embedding is the sum of
+these reservations over all links (AHAB paper, Sec. II).
+
+:class:`TreeLevels` turns a balanced tree topology (every server at the same depth, as the
+AHAB fat-tree) into per-level numpy arrays, so that embedders work level by level with a
+handful of vectorised operations instead of walking the tree.
+:func:`optimal_footprint` is the tree dynamic program of REFERENCE §1 — slow, exact, and
+the oracle that KRAKEN's tests compare against.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dcsim.errors import ConfigError
+from dcsim.model.paths import PathService
+from dcsim.model.placement import Placement
+from dcsim.model.topology import Topology
+
+#: Stand-in for "no limit" in VM counts (a VC has at most a few hundred VMs).
+UNLIMITED = 1 << 30
+
+
+class TreeLevels:
+    """A balanced tree as levels: 0 = hosts, 1 = their parent switches, ..., H = the root.
+
+    ``group[k][h]`` is the level-k group (subtree) of host h; ``uplink[k][g]`` the link from
+    level-k group g to its parent; ``parent[k][g]`` the level-(k+1) group above g.
+    """
+
+    def __init__(self, topology: Topology):
+        ps = PathService(topology)
+        if not ps.is_tree or topology.n_links == 0:
+            raise ConfigError(f"topology {topology.name!r}: virtual clusters need a tree")
+        anc = ps.server_ancestors
+        if (anc < 0).any():
+            raise ConfigError(
+                f"topology {topology.name!r}: virtual clusters need every server at the same "
+                "depth (a balanced tree such as fat_tree)"
+            )
+        self.topology = topology
+        self.height = H = ps.height
+        n = topology.n_servers
+        self.n_hosts = n
+        groups = [np.arange(n, dtype=np.int64)]
+        for k in range(1, H + 1):
+            _, inv = np.unique(ps.server_ancestor_nodes[:, k - 1], return_inverse=True)
+            groups.append(inv.astype(np.int64))
+        self.group = groups
+        self.size = [int(g.max()) + 1 for g in groups]  # groups per level
+        self.uplink: list[np.ndarray] = []
+        self.parent: list[np.ndarray] = []
+        for k in range(H):
+            up = np.empty(self.size[k], dtype=np.int64)
+            up[groups[k]] = anc[:, k]
+            par = np.empty(self.size[k], dtype=np.int64)
+            par[groups[k]] = groups[k + 1]
+            self.uplink.append(up)
+            self.parent.append(par)
+        # ancestor of each level-j group at each level k >= j
+        self.up = [[None] * (H + 1) for _ in range(H + 1)]
+        for j in range(H + 1):
+            cur = np.arange(self.size[j], dtype=np.int64)
+            for k in range(j, H + 1):
+                self.up[j][k] = cur
+                if k < H:
+                    cur = self.parent[k][cur]
+        self.link_level = np.full(topology.n_links, -1, dtype=np.int64)
+        for k in range(H):
+            self.link_level[self.uplink[k]] = k
+        self._anc_flat = anc.ravel()
+
+    def hose_loads(self, counts: np.ndarray, n: int, b: float) -> np.ndarray:
+        """Bandwidth each link must reserve when host h holds ``counts[h]`` of n VMs."""
+        m = np.bincount(self._anc_flat, weights=np.repeat(counts, self.height),
+                        minlength=self.topology.n_links)
+        return np.minimum(m, n - m) * b
+
+    def placement(self, counts: np.ndarray, per_vm: np.ndarray, n: int, b: float) -> Placement:
+        """The :class:`Placement` of a VC with ``counts`` VMs per host (resources per VM)."""
+        hosts = np.flatnonzero(counts)
+        loads = self.hose_loads(counts, n, b)
+        links = np.flatnonzero(loads > 0)
+        return Placement(hosts, counts[hosts, None].astype(np.float64) * per_vm, links,
+                         loads[links])
+
+
+def vm_slots(free_cpu: np.ndarray, s: float) -> np.ndarray:
+    """How many VMs of size ``s`` each host can take (``UNLIMITED`` if s is 0)."""
+    if s <= 0:
+        return np.full(free_cpu.shape, UNLIMITED, dtype=np.int64)
+    return np.floor(free_cpu / s + 1e-9).astype(np.int64)
+
+
+def link_slots(link_free: np.ndarray, b: float) -> np.ndarray:
+    """How many VMs' worth of hose traffic (b each) each link can still carry."""
+    if b <= 0:
+        return np.full(link_free.shape, UNLIMITED, dtype=np.int64)
+    return np.floor(link_free / b + 1e-9).astype(np.int64)
+
+
+def optimal_footprint(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray,
+                      n: int, s: float, b: float) -> float:
+    """Minimum footprint of VC (n, s, b) on the current state, by the tree DP; inf if none.
+
+    f(v, x) = min over splits of x among v's children of Σ f(w, x_w), plus v's uplink cost
+    min(x, n - x)·b, infinite where that exceeds the uplink's free bandwidth. Exact and
+    O(nodes · n²): a test oracle, not an embedder.
+    """
+    inf = np.inf
+    x = np.arange(n + 1)
+    hose = np.minimum(x, n - x) * b
+    slots = np.minimum(vm_slots(free_cpu, s), n)
+    cost = np.where(x[None, :] <= slots[:, None], 0.0, inf)  # hosts, before uplinks
+    for k in range(levels.height):
+        up_free = link_free[levels.uplink[k]]
+        cost = cost + hose[None, :]
+        cost[hose[None, :] > up_free[:, None] + 1e-9] = inf
+        nxt = np.full((levels.size[k + 1], n + 1), inf)
+        nxt[:, 0] = 0.0
+        for g in range(levels.size[k]):
+            p = levels.parent[k][g]
+            acc = nxt[p]
+            merged = np.full(n + 1, inf)
+            for y in range(n + 1):  # min-plus convolution
+                if np.isfinite(cost[g, y]):
+                    merged[y:] = np.minimum(merged[y:], acc[: n + 1 - y] + cost[g, y])
+            nxt[p] = merged
+        cost = nxt
+    return float(cost[0, n])
