@@ -51,3 +51,22 @@ class VCAllocator(Allocator):
         if counts is None:
             return None
         return self.levels.placement(counts, request.demand / n, n, b)
+
+
+def make_embedder(name: str, owner: str, view_or_topology=None, rng=None) -> VCAllocator:
+    """The registered VC embedder ``name`` with default options, for composing allocators.
+
+    ``owner`` names the composing allocator in errors (``ahab``'s ``embed: kraken``).
+    """
+    from dcsim.errors import ConfigError
+    from dcsim.plugins import get_allocator_class
+
+    try:
+        cls = get_allocator_class(name)
+    except PluginError as e:
+        raise ConfigError(f"allocator {owner!r}: embed: {e}") from None
+    if not issubclass(cls, VCAllocator):
+        raise ConfigError(
+            f"allocator {owner!r}: embed: {name!r} is not a virtual-cluster embedder"
+        )
+    return cls(rng=rng, topology=view_or_topology)
