@@ -25,92 +25,16 @@ import numpy as np
 
 from dcsim.allocators.vc_base import VCAllocator
 from dcsim.hookspecs import hookimpl
-from dcsim.model.vc import UNLIMITED, TreeLevels, link_slots, vm_slots
-
-
-def _supplies(levels: TreeLevels, slots: np.ndarray, lcap: np.ndarray):
-    """s[k][g]: VMs level-k group g can host as seen from above its uplink; child sums."""
-    H = levels.height
-    sup = [np.minimum(slots, lcap[levels.uplink[0]])]
-    childsum = [slots]  # level 0 "children" = the host itself
-    for k in range(1, H + 1):
-        cs = np.bincount(levels.parent[k - 1], weights=sup[k - 1],
-                         minlength=levels.size[k]).astype(np.int64)
-        childsum.append(cs)
-        if k < H:
-            sup.append(np.minimum(cs, lcap[levels.uplink[k]]))
-    return sup, childsum
-
-
-def _split(amount: np.ndarray, parent: np.ndarray, cap: np.ndarray) -> np.ndarray:
-    """Give each parent's amount to its children in index order, each up to its cap."""
-    order = np.argsort(parent, kind="stable")
-    p = parent[order]
-    c = cap[order]
-    before = np.cumsum(c) - c
-    starts = np.searchsorted(p, p)  # first child of the same parent
-    before = before - before[starts]
-    out = np.empty_like(cap)
-    out[order] = np.clip(amount[p] - before, 0, c)
-    return out
-
-
-def kraken_plan(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray, n: int,
-                s: float, b: float):
-    """Best centre: (footprint, level, group, VMs per distance class) or None."""
-    H = levels.height
-    slots = np.minimum(vm_slots(free_cpu, s), n)
-    lcap = np.minimum(link_slots(link_free, b), UNLIMITED)
-    sup, childsum = _supplies(levels, slots, lcap)
-    if slots.sum() < n:  # not enough compute anywhere
-        return None
-    best = None
-    for j in range(H + 1):
-        up = levels.up[j]
-        take0 = np.minimum(n, childsum[j])  # inside the centre's own subtree, distance j
-        rest = n - take0
-        cost = take0 * j
-        res = [lcap[levels.uplink[m][up[m]]] for m in range(j, H)]  # residual per uplink
-        takes = [take0]
-        for k in range(j + 1, H + 1):
-            avail = childsum[k][up[k]] - sup[k - 1][up[k - 1]]
-            lim = res[0]
-            for r in res[1 : k - j]:
-                lim = np.minimum(lim, r)
-            t = np.minimum(np.minimum(rest, avail), lim)
-            for i in range(k - j):
-                res[i] = res[i] - t
-            rest = rest - t
-            cost = cost + t * (2 * k - j)
-            takes.append(t)
-        ok = np.flatnonzero(rest == 0)
-        if ok.size:
-            g = int(ok[np.argmin(cost[ok])])
-            c = float(cost[g]) * b
-            if best is None or c < best[0] - 1e-9:
-                best = (c, j, g, [int(t[g]) for t in takes], sup)
-    return best
+from dcsim.model.vc import UNLIMITED, TreeLevels
 
 
 def kraken_embed(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray, n: int,
                  s: float, b: float) -> np.ndarray | None:
     """VM counts per host of a minimum-footprint embedding of VC (n, s, b), or None."""
-    plan = kraken_plan(levels, free_cpu, link_free, n, s, b)
-    if plan is None:
-        return None
-    _, j, g, takes, sup = plan
-    H = levels.height
-    path = [int(levels.up[j][k][g]) for k in range(j, H + 1)]  # centre's ancestors
-    amount = np.zeros(levels.size[H], dtype=np.int64)
-    amount[0] = takes[H - j]  # the root's class (the centre's own class if it is the root)
-    for k in range(H, 0, -1):  # top-down: split level k amounts over level k-1 groups
-        cap = sup[k - 1].copy()
-        if k - 1 >= j:
-            cap[path[k - 1 - j]] = 0  # the centre's own branch is filled by its own class
-        amount = _split(amount, levels.parent[k - 1], cap)
-        if k - 1 >= j:
-            amount[path[k - 1 - j]] += takes[k - 1 - j]
-    return amount
+    counts, ok = kraken_embed_batch(levels, free_cpu[None, :], link_free[None, :],
+                                    np.array([n]), np.array([s], dtype=np.float64),
+                                    np.array([b], dtype=np.float64))
+    return counts[0] if ok[0] else None
 
 
 class Kraken(VCAllocator):
@@ -122,7 +46,123 @@ class Kraken(VCAllocator):
     def embed(self, free_cpu, link_free, n, s, b):
         return kraken_embed(self.levels, free_cpu, link_free, n, s, b)
 
+    def embed_batch(self, free_cpu, link_free, n, s, b):
+        return kraken_embed_batch(self.levels, free_cpu, link_free, n, s, b)
+
 
 @hookimpl
 def register_allocators(register):
     register(Kraken)
+
+
+# ---------------------------------------------------------------------------- batched
+def _groupsum(x: np.ndarray, parent: np.ndarray, size: int) -> np.ndarray:
+    """Row-wise sums of x's columns into ``size`` groups (x: (K, m), parent: (m,))."""
+    k = x.shape[0]
+    idx = (parent[None, :] + size * np.arange(k)[:, None]).ravel()
+    return np.bincount(idx, weights=x.ravel(), minlength=k * size).reshape(k, size)
+
+
+def _split_rows(levels: TreeLevels, k: int, amount: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """Give each level-(k+1) amount to its level-k children in index order, each up to cap.
+
+    Rows are independent states: amount (K, size[k+1]), cap (K, size[k]). Children are
+    contiguous and ordered by parent (:class:`TreeLevels` checks it).
+    """
+    before = np.cumsum(cap, axis=1) - cap
+    before -= before[:, levels.first_child[k]]
+    return np.clip(amount[:, levels.parent[k]] - before, 0, cap)
+
+
+def kraken_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray,
+                       n: np.ndarray, s: np.ndarray, b: np.ndarray):
+    """Embed K VCs, one per row of K independent states, in one vectorised pass.
+
+    ``free_cpu`` (K, hosts), ``link_free`` (K, links), ``n``/``s``/``b`` (K,). Returns VM
+    counts (K, hosts) and a feasibility mask (K,); the same embeddings as
+    :func:`kraken_embed` row by row (tested), for lookahead over many sampled futures.
+    """
+    H = levels.height
+    K = free_cpu.shape[0]
+    n = n.astype(np.int64)
+    rows = np.arange(K)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slots = np.where(s[:, None] > 0, np.floor(free_cpu / s[:, None] + 1e-9), UNLIMITED)
+        lcap = np.where(b[:, None] > 0, np.floor(link_free / b[:, None] + 1e-9), UNLIMITED)
+    slots = np.minimum(slots, n[:, None]).astype(np.int64)
+    lcap = np.minimum(lcap, UNLIMITED).astype(np.int64)
+    sup = [np.minimum(slots, lcap[:, levels.uplink[0]])]
+    childsum = [slots]
+    for k in range(1, H + 1):
+        cs = _groupsum(sup[k - 1], levels.parent[k - 1], levels.size[k]).astype(np.int64)
+        childsum.append(cs)
+        if k < H:
+            sup.append(np.minimum(cs, lcap[:, levels.uplink[k]]))
+    big = np.iinfo(np.int64).max
+    best_cost = np.full(K, big, dtype=np.int64)
+    best_j = np.full(K, -1, dtype=np.int64)
+    best_g = np.zeros(K, dtype=np.int64)
+    best_takes = np.zeros((K, H + 1), dtype=np.int64)
+    nn = n[:, None]
+    for j in range(H + 1):
+        # A centre of gravity below the root has >= N/2 of the VMs in its subtree: other
+        # centres cannot be strictly cheaper, so only candidates that can hold N/2 are kept.
+        if j < H:
+            cand = np.flatnonzero((2 * childsum[j] >= nn).any(axis=0))
+            if cand.size == 0:
+                continue
+        else:
+            cand = np.arange(1)
+        up = [None if u is None else u[cand] for u in levels.up[j]]
+        take0 = np.minimum(nn, childsum[j][:, cand])
+        rest = nn - take0
+        cost = take0 * j
+        res = [lcap[:, levels.uplink[m][up[m]]] for m in range(j, H)]
+        takes = [take0]
+        for k in range(j + 1, H + 1):
+            avail = childsum[k][:, up[k]] - sup[k - 1][:, up[k - 1]]
+            lim = res[0]
+            for r in res[1 : k - j]:
+                lim = np.minimum(lim, r)
+            t = np.minimum(np.minimum(rest, avail), lim)
+            for i in range(k - j):
+                res[i] = res[i] - t
+            rest = rest - t
+            cost = cost + t * (2 * k - j)
+            takes.append(t)
+        cost = np.where(rest == 0, cost, big)
+        gi = cost.argmin(axis=1)
+        c = cost[rows, gi]
+        g = cand[gi]
+        better = c < best_cost
+        if better.any():
+            best_cost[better] = c[better]
+            best_j[better] = j
+            best_g[better] = g[better]
+            for i, t in enumerate(takes):
+                best_takes[better, i] = t[better, gi[better]]
+    ok = (best_j >= 0) & (slots.sum(axis=1) >= n)
+    jb = np.where(ok, best_j, H)
+    amount = np.zeros((K, levels.size[H]), dtype=np.int64)
+    amount[:, 0] = np.where(ok, best_takes[rows, H - jb], 0)
+    for k in range(H, 0, -1):
+        lvl = k - 1
+        on_path = ok & (lvl >= jb)
+        path = np.zeros(K, dtype=np.int64)
+        for j in range(lvl + 1):  # the centre's ancestor at this level, per centre level
+            r = np.flatnonzero(on_path & (jb == j))
+            path[r] = levels.up[j][lvl][best_g[r]]
+        cap = sup[lvl].copy()
+        pr = np.flatnonzero(on_path)
+        cap[pr, path[pr]] = 0
+        amount = _split_rows(levels, lvl, amount, cap)
+        amount[pr, path[pr]] += best_takes[pr, lvl - jb[pr]]
+    return amount, ok
+
+
+def hose_loads_batch(levels: TreeLevels, counts: np.ndarray, n: np.ndarray,
+                     b: np.ndarray) -> np.ndarray:
+    """:meth:`TreeLevels.hose_loads` for K rows at once: (K, links)."""
+    L = levels.topology.n_links
+    m = _groupsum(np.repeat(counts, levels.height, axis=1), levels._anc_flat, L)
+    return np.minimum(m, n[:, None] - m) * b[:, None]

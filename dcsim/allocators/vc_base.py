@@ -45,6 +45,22 @@ class VCAllocator(Allocator):
               b: float) -> np.ndarray | None:
         """VM counts per host for VC (n, s, b) on this state, or None if it cannot embed."""
 
+    def embed_batch(self, free_cpu: np.ndarray, link_free: np.ndarray, n: np.ndarray,
+                    s: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Embed one VC per row of K states: (counts (K, hosts), feasible (K,)).
+
+        Default: :meth:`embed` row by row. Vectorised embedders override it, and lookahead
+        allocators call it to advance many sampled futures at once.
+        """
+        counts = np.zeros(free_cpu.shape, dtype=np.int64)
+        ok = np.zeros(free_cpu.shape[0], dtype=bool)
+        for i in range(free_cpu.shape[0]):
+            c = self.embed(free_cpu[i], link_free[i], int(n[i]), float(s[i]), float(b[i]))
+            if c is not None:
+                counts[i] = c
+                ok[i] = True
+        return counts, ok
+
     def allocate(self, request: Request, view: StateView) -> Choice:
         n, s, b = vc_size(request, self.label)
         counts = self.embed(view.free[:, self.cpu], view.link_free, n, s, b)

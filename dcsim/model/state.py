@@ -10,6 +10,8 @@ decision. Allocators never see a ``ClusterState`` directly; they get a read-only
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from dcsim.errors import StateError
@@ -191,7 +193,7 @@ class StateView:
     """
 
     __slots__ = ("_state", "topology", "free", "link_free", "capacity", "link_capacity", "now",
-                 "inv_capacity", "_columns")
+                 "inv_capacity", "_columns", "workload")
 
     def __init__(self, state: ClusterState):
         self._state = state
@@ -211,6 +213,9 @@ class StateView:
         # one contiguous read-only column per resource (column-major state)
         self._columns = [self.free[:, j] for j in range(self.free.shape[1])]
         self.now = 0.0
+        #: the run's request source, set by the engine (lookahead allocators sample its
+        #: distributions, e.g. ``workload.attrs``); None outside a simulation
+        self.workload: Any = None
 
     def fits(self, demand: np.ndarray) -> np.ndarray:
         """Boolean mask of servers whose free resources cover ``demand`` (vectorised)."""

@@ -69,6 +69,12 @@ class TreeLevels:
                 self.up[j][k] = cur
                 if k < H:
                     cur = self.parent[k][cur]
+        for k in range(H):
+            if np.any(np.diff(self.parent[k]) < 0):
+                raise ConfigError(f"topology {topology.name!r}: servers must be listed subtree "
+                                  "by subtree (as the fat_tree builder does)")
+        #: per level, the index of the first sibling of each group (for in-order filling)
+        self.first_child = [np.searchsorted(p, p) for p in self.parent]
         self.link_level = np.full(topology.n_links, -1, dtype=np.int64)
         for k in range(H):
             self.link_level[self.uplink[k]] = k

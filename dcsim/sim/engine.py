@@ -68,6 +68,7 @@ class Engine:
         self.env = simpy.Environment()
         self.state = ClusterState(topology)
         self.view = StateView(self.state)
+        self.view.workload = source
         self.meter = Meter(topology)
         self.received = 0
         self.accepted = 0
