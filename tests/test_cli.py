@@ -329,3 +329,15 @@ def test_topology_file_is_found_beside_the_experiment(tmp_path, monkeypatch):
                topology={"kind": "file", "path": "tiny.json"})
     monkeypatch.chdir(tmp_path)
     ok("run", write(exp_dir, cfg), "--out", tmp_path / "out")
+
+
+def test_matrix_zips_comma_separated_keys(tmp_path):
+    """A key 'a,b' sweeps a and b together: [[x1, y1], [x2, y2]] is two points, not four."""
+    cfg = dict(SMALL, seeds=1, allocators=["first_fit"],
+               matrix={"topology.server.cpu,workload.arrival.rate": [[8, 2], [16, 4]]})
+    out = tmp_path / "out"
+    ok("run", write(tmp_path, cfg), "--out", out)
+    s = pd.read_parquet(out / "summary.parquet")
+    assert sorted(zip(s["topology_server_cpu"], s["rate"], strict=True)) == [(8, 2), (16, 4)]
+    bad = dict(cfg, matrix={"topology.server.cpu,workload.arrival.rate": [[8, 2], [16]]})
+    assert "each value must be a list of 2" in _error(tmp_path, bad)

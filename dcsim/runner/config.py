@@ -149,19 +149,36 @@ def sweep_column(key: str, keys: list[str]) -> str:
 
 
 def sweep_points(spec: ExperimentSpec, raw: dict[str, Any], source: str):
-    """Yield ``(params, resolved_raw_config)`` for every combination in ``matrix``."""
-    keys = list(spec.matrix)
+    """Yield ``(params, resolved_raw_config)`` for every combination in ``matrix``.
+
+    Entries combine as a Cartesian product. A key naming several comma-separated dotted
+    keys sweeps them together (zipped): ``"topology.server.cpu,workload.arrival.rate":
+    [[8, 12], [16, 20]]`` gives two points, not four.
+    """
+    entries = []  # (list of dotted keys, list of value tuples)
     for k, values in spec.matrix.items():
         if not values:
             raise ConfigError(f"{source}: matrix.{k}: needs at least one value")
-        if k.split(".")[0] in UNSWEEPABLE:
-            raise ConfigError(f"{source}: matrix.{k}: cannot be swept; replications are "
-                              "`seeds:` (or --seeds)")
+        keys = [part.strip() for part in k.split(",")]
+        for part in keys:
+            if part.split(".")[0] in UNSWEEPABLE:
+                raise ConfigError(f"{source}: matrix.{k}: cannot be swept; replications are "
+                                  "`seeds:` (or --seeds)")
+        if len(keys) > 1:
+            bad = [v for v in values if not isinstance(v, list) or len(v) != len(keys)]
+            if bad:
+                raise ConfigError(f"{source}: matrix.{k}: each value must be a list of "
+                                  f"{len(keys)} (one per key), got {bad[0]!r}")
+            entries.append((keys, [tuple(v) for v in values]))
+        else:
+            entries.append((keys, [(v,) for v in values]))
+    all_keys = [part for keys, _ in entries for part in keys]
     base = {k: v for k, v in raw.items() if k != "matrix"}
-    for combo in itertools.product(*(spec.matrix[k] for k in keys)):
+    for combo in itertools.product(*(vals for _, vals in entries)):
         data = copy.deepcopy(base)
         params = {}
-        for k, v in zip(keys, combo, strict=True):
-            set_dotted(data, k, v, where=f"{source}: matrix")
-            params[sweep_column(k, keys)] = v
+        for (keys, _), values in zip(entries, combo, strict=True):
+            for k, v in zip(keys, values, strict=True):
+                set_dotted(data, k, v, where=f"{source}: matrix")
+                params[sweep_column(k, all_keys)] = v
         yield params, data
