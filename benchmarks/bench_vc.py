@@ -1,0 +1,98 @@
+"""Cost of an AHAB decision against one embedding, measured in the same run (issue #3).
+
+    python benchmarks/bench_vc.py [--decisions 30] [--embedder kraken]
+
+Builds the k = 12 fat-tree, loads it by running the lambda = 12 workload with the embedder
+until more than half the compute is used (so AHAB's 50 % shortcut does not apply), then
+times, on that state: one embedding of a fresh VC, and one AHAB decision (2 x 20 sequences x
+15 lookahead VCs = 600 embeddings of work). Prints both and their ratio; the goal is a
+ratio <= 100, i.e. the batched lookahead costing less than 100 single embeddings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from dcsim.allocators.ahab import Ahab
+from dcsim.model import ClusterState, Request, StateView
+from dcsim.model.topologies import build_topology
+from dcsim.plugins import get_allocator_class
+from dcsim.workload.spec import build_source
+
+WORKLOAD = {
+    "requests": 4000,
+    "arrival": {"process": "poisson", "rate": 12},
+    "attrs": {
+        "N": {"dist": "exponential", "mean": 20, "integer": True, "min": 3, "max": 60},
+        "S": {"dist": "discrete", "values": [1, 2, 4, 8], "probs": [0.45, 0.3, 0.2, 0.05]},
+        "B": {"dist": "discrete", "values": [1, 2, 4, 8], "probs": [0.45, 0.3, 0.2, 0.05]},
+    },
+    "demand": {"cpu": "N*S"},
+    "bandwidth": "B",
+    "duration": {"dist": "exponential", "offered_load": 2.34, "load_resource": "cpu"},
+}
+
+
+def loaded_state(embedder, topo, source, rng):
+    """Fill the cluster with the embedder's placements until > 60 % of compute is used."""
+    state = ClusterState(topo)
+    view = StateView(state)
+    embedder.setup(view)
+    batch = source.draw(rng, 4000)
+    total = topo.server_capacity[:, 0].sum()
+    for i in range(len(batch)):
+        attrs = {k: v[i] for k, v in batch.attrs.items()}
+        req = Request(i, 0.0, 1.0, batch.demand[i], batch.bandwidth[i], attrs)
+        p = embedder.allocate(req, view)
+        if p is not None:
+            state.reserve(p)
+        if state.free[:, 0].sum() < 0.4 * total:
+            break
+    return state, view, batch
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--decisions", type=int, default=30)
+    ap.add_argument("--embedder", default="kraken")
+    args = ap.parse_args()
+    topo = build_topology({"kind": "fat_tree", "preset": "ahab_k12"})
+    source = build_source(WORKLOAD, topo)
+    rng = np.random.default_rng(7)
+    embedder = get_allocator_class(args.embedder)()
+    state, view, batch = loaded_state(embedder, topo, source, rng)
+    view.workload = source
+    ahab = Ahab(Ahab.parse_options({"embed": args.embedder}), rng=np.random.default_rng(3))
+    ahab.setup(view)
+    used = 1 - state.free[:, 0].sum() / topo.server_capacity[:, 0].sum()
+    probes = source.draw(rng, args.decisions)
+    reqs = [Request(i, 0.0, 1.0, probes.demand[i], probes.bandwidth[i],
+                    {k: v[i] for k, v in probes.attrs.items()}) for i in range(len(probes))]
+    t0 = time.perf_counter()
+    for r in reqs:
+        embedder.allocate(r, view)
+    t_embed = (time.perf_counter() - t0) / len(reqs)
+    cpu, lf = view.free[:, 0].copy(), view.link_free.copy()
+    t0 = time.perf_counter()
+    for r in reqs:
+        embedder.embed(cpu, lf, int(r.attrs["N"]), float(r.attrs["S"]), float(r.attrs["B"]))
+    t_core = (time.perf_counter() - t0) / len(reqs)
+    t0 = time.perf_counter()
+    for r in reqs:
+        ahab.allocate(r, view)
+    t_ahab = (time.perf_counter() - t0) / len(reqs)
+    print(f"k=12 fat-tree, {used:.0%} of compute used; {len(reqs)} probe VCs; "
+          f"embedder {args.embedder}")
+    print(f"one {args.embedder} embedding : {t_embed * 1e3:8.3f} ms (allocate: embed + "
+          f"placement), {t_core * 1e3:.3f} ms (embed only)")
+    print(f"one ahab({args.embedder}) decision: {t_ahab * 1e3:8.3f} ms "
+          "(2 x 20 sequences x 15 VCs = 600 embeddings of work)")
+    print(f"ratio decision / embedding: {t_ahab / t_embed:8.1f} against allocate, "
+          f"{t_ahab / t_core:.1f} against embed only  (goal <= 100)")
+
+
+if __name__ == "__main__":
+    main()
