@@ -97,7 +97,8 @@ def test_duplicate_names_are_refused(fake_eps):
 
 def test_unknown_allocator_lists_available(fake_eps):
     """Asking for a name nobody registered lists the registered ones."""
-    with pytest.raises(PluginError, match="unknown allocator 'nope'; available: .*best_fit.*first_fit"):
+    with pytest.raises(PluginError,
+                       match="unknown allocator 'nope'; available: .*best_fit.*first_fit"):
         plugins.get_allocator_class("nope")
 
 
