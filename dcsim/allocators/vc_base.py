@@ -15,7 +15,7 @@ import numpy as np
 
 from dcsim.allocators.base import Allocator, Choice
 from dcsim.errors import PluginError
-from dcsim.model import Request, StateView
+from dcsim.model import Request, StateView, Topology
 from dcsim.model.vc import TreeLevels
 
 
@@ -69,10 +69,13 @@ class VCAllocator(Allocator):
         return self.levels.placement(counts, request.demand / n, n, b)
 
 
-def make_embedder(name: str, owner: str, view_or_topology=None, rng=None) -> VCAllocator:
+def make_embedder(name: str, owner: str, topology: Topology | None = None,
+                  rng: np.random.Generator | None = None) -> VCAllocator:
     """The registered VC embedder ``name`` with default options, for composing allocators.
 
-    ``owner`` names the composing allocator in errors (``ahab``'s ``embed: kraken``).
+    ``owner`` names the composing allocator in errors (``ahab``'s ``embed: kraken``);
+    ``topology`` and ``rng`` are passed to the embedder's constructor. Call its
+    :meth:`~VCAllocator.setup` before embedding.
     """
     from dcsim.errors import ConfigError
     from dcsim.plugins import get_allocator_class
@@ -85,4 +88,4 @@ def make_embedder(name: str, owner: str, view_or_topology=None, rng=None) -> VCA
         raise ConfigError(
             f"allocator {owner!r}: embed: {name!r} is not a virtual-cluster embedder"
         )
-    return cls(rng=rng, topology=view_or_topology)
+    return cls(rng=rng, topology=topology)

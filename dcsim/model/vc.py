@@ -30,6 +30,9 @@ class TreeLevels:
 
     ``group[k][h]`` is the level-k group (subtree) of host h; ``uplink[k][g]`` the link from
     level-k group g to its parent; ``parent[k][g]`` the level-(k+1) group above g.
+    ``children[k]`` (k ≥ 1; ``children[0]`` is None) lists the level-(k-1) children of each
+    level-k group and ``hosts_of[k]`` the hosts of each level-k group, both as
+    :func:`padded_members` matrices (index order, padded with -1).
     """
 
     def __init__(self, topology: Topology):
@@ -79,6 +82,10 @@ class TreeLevels:
         for k in range(H):
             self.link_level[self.uplink[k]] = k
         self._anc_flat = anc.ravel()
+        self.children: list[np.ndarray | None] = [None] + [
+            padded_members(self.parent[k - 1], self.size[k]) for k in range(1, H + 1)
+        ]
+        self.hosts_of = [padded_members(groups[k], self.size[k]) for k in range(H + 1)]
 
     def hose_loads(self, counts: np.ndarray, n: int, b: float) -> np.ndarray:
         """Bandwidth each link must reserve when host h holds ``counts[h]`` of n VMs."""
@@ -93,6 +100,20 @@ class TreeLevels:
         links = np.flatnonzero(loads > 0)
         return Placement(hosts, counts[hosts, None].astype(np.float64) * per_vm, links,
                          loads[links])
+
+
+def padded_members(parent: np.ndarray, n_parents: int) -> np.ndarray:
+    """(n_parents, W) matrix listing each parent's items in index order, padded with -1.
+
+    ``parent[i]`` is item i's parent; W is the largest number of items of one parent.
+    """
+    order = np.argsort(parent, kind="stable")
+    p = parent[order]
+    starts = np.searchsorted(p, np.arange(n_parents))
+    pos = np.arange(p.size) - starts[p]
+    out = np.full((n_parents, int(pos.max()) + 1 if p.size else 0), -1, dtype=np.int64)
+    out[p, pos] = order
+    return out
 
 
 def vm_slots(free_cpu: np.ndarray, s: float) -> np.ndarray:
