@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from dcsim.allocators.vc_base import VCAllocator
+from dcsim.allocators.vc_batch import groupsum
 from dcsim.hookspecs import hookimpl
 from dcsim.model.vc import UNLIMITED, TreeLevels
 
@@ -56,13 +57,6 @@ def register_allocators(register):
 
 
 # ---------------------------------------------------------------------------- batched
-def _groupsum(x: np.ndarray, parent: np.ndarray, size: int) -> np.ndarray:
-    """Row-wise sums of x's columns into ``size`` groups (x: (K, m), parent: (m,))."""
-    k = x.shape[0]
-    idx = (parent[None, :] + size * np.arange(k)[:, None]).ravel()
-    return np.bincount(idx, weights=x.ravel(), minlength=k * size).reshape(k, size)
-
-
 def _split_rows(levels: TreeLevels, k: int, amount: np.ndarray, cap: np.ndarray) -> np.ndarray:
     """Give each level-(k+1) amount to its level-k children in index order, each up to cap.
 
@@ -94,7 +88,7 @@ def kraken_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
     sup = [np.minimum(slots, lcap[:, levels.uplink[0]])]
     childsum = [slots]
     for k in range(1, H + 1):
-        cs = _groupsum(sup[k - 1], levels.parent[k - 1], levels.size[k]).astype(np.int64)
+        cs = groupsum(sup[k - 1], levels.parent[k - 1], levels.size[k]).astype(np.int64)
         childsum.append(cs)
         if k < H:
             sup.append(np.minimum(cs, lcap[:, levels.uplink[k]]))
@@ -164,5 +158,5 @@ def hose_loads_batch(levels: TreeLevels, counts: np.ndarray, n: np.ndarray,
                      b: np.ndarray) -> np.ndarray:
     """:meth:`TreeLevels.hose_loads` for K rows at once: (K, links)."""
     L = levels.topology.n_links
-    m = _groupsum(np.repeat(counts, levels.height, axis=1), levels._anc_flat, L)
+    m = groupsum(np.repeat(counts, levels.height, axis=1), levels._anc_flat, L)
     return np.minimum(m, n[:, None] - m) * b[:, None]
