@@ -42,8 +42,14 @@ def main() -> None:
 def run(config: Path, out: Path | None, seeds: int | None, sets: tuple[str, ...], jobs: int,
         overwrite: bool) -> None:
     """Run the experiment in CONFIG and write Parquet results."""
+    import signal
+
     from dcsim.runner import load_experiment, run_experiment
 
+    def _interrupt(signum, frame):  # SIGTERM (a batch system's kill) ends like Ctrl-C
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _interrupt)
     exp = load_experiment(config, seeds=seeds, sets=sets)
     total = len(exp.runs)
     show = sys.stderr.isatty()

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -341,3 +342,33 @@ def test_matrix_zips_comma_separated_keys(tmp_path):
     assert sorted(zip(s["topology_server_cpu"], s["rate"], strict=True)) == [(8, 2), (16, 4)]
     bad = dict(cfg, matrix={"topology.server.cpu,workload.arrival.rate": [[8, 2], [16]]})
     assert "each value must be a list of 2" in _error(tmp_path, bad)
+
+
+@pytest.mark.parametrize("jobs, sig", [("1", "SIGINT"), ("2", "SIGTERM")])
+def test_interrupted_run_keeps_every_finished_run(tmp_path, jobs, sig):
+    """Ctrl-C or SIGTERM mid-experiment: the summary lists exactly the runs committed on
+    disk (also those that finished while the pool shut down) and no temporary file is left."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cfg = dict(SMALL, seeds=4, workload=dict(SMALL["workload"], requests=15000))
+    out = tmp_path / "out"
+    p = subprocess.Popen(
+        [sys.executable, "-m", "dcsim", "run", str(write(tmp_path, cfg)), "--out", str(out),
+         "--jobs", jobs],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.time() + 60
+    while time.time() < deadline and len(list((out / "runs").glob("*.json"))) < 1:
+        time.sleep(0.1)
+    p.send_signal(getattr(signal, sig))
+    p.communicate(timeout=120)
+    assert p.returncode != 0
+    committed = {f.stem for f in (out / "runs").glob("*.json")}
+    assert 1 <= len(committed) < 12
+    assert set(pd.read_parquet(out / "summary.parquet")["run_id"]) == committed
+    assert json.loads((out / "manifest.json").read_text())["runs_finished"] == len(committed)
+    assert not list(out.rglob(".*tmp*"))

@@ -112,7 +112,7 @@ def run_experiment(
     on_done: Callable[[dict[str, Any]], None] | None = None,
 ) -> Path:
     """Run every unfinished run of ``exp``; write summary, resolved config and manifest."""
-    from dcsim.results.writer import write_atomic, write_json, write_summary
+    from dcsim.results.writer import finished_runs, write_atomic, write_json, write_summary
 
     out = Path(out) if out is not None else Path("results") / exp.name
     done = prepare_out(exp, out, overwrite)
@@ -148,7 +148,10 @@ def run_experiment(
                 # on an error, runs not yet started are cancelled rather than waited for
                 pool.shutdown(wait=True, cancel_futures=True)
     finally:
+        # what is committed on disk is the truth: runs that finished while an interrupted
+        # pool shut down are there even though this loop never saw their results
         order = [r.run_id for r in exp.runs]
+        rows.update({k: v for k, v in finished_runs(out).items() if k in set(order)})
         present = [rows[i] for i in order if i in rows]
         if present:
             write_summary(out, present, order)
