@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
+import yaml
 
 from dcsim.allocators.ahab import Ahab
 from dcsim.model import ClusterState, Request, StateView
@@ -22,18 +24,9 @@ from dcsim.model.topologies import build_topology
 from dcsim.plugins import get_allocator_class
 from dcsim.workload.spec import build_source
 
-WORKLOAD = {
-    "requests": 4000,
-    "arrival": {"process": "poisson", "rate": 12},
-    "attrs": {
-        "N": {"dist": "exponential", "mean": 20, "integer": True, "min": 3, "max": 60},
-        "S": {"dist": "discrete", "values": [1, 2, 4, 8], "probs": [0.45, 0.3, 0.2, 0.05]},
-        "B": {"dist": "discrete", "values": [1, 2, 4, 8], "probs": [0.45, 0.3, 0.2, 0.05]},
-    },
-    "demand": {"cpu": "N*S"},
-    "bandwidth": "B",
-    "duration": {"dist": "exponential", "offered_load": 2.34, "load_resource": "cpu"},
-}
+#: the lambda = 12 workload of the shipped experiment, so the benchmark measures what runs
+EXPERIMENT = Path(__file__).parents[1] / "experiments" / "ahab_lambda12.yaml"
+WORKLOAD = yaml.safe_load(EXPERIMENT.read_text())["workload"]
 
 
 def loaded_state(embedder, topo, source, rng):
@@ -41,7 +34,7 @@ def loaded_state(embedder, topo, source, rng):
     state = ClusterState(topo)
     view = StateView(state)
     embedder.setup(view)
-    batch = source.draw(rng, 4000)
+    batch = source.draw(rng, WORKLOAD["requests"])
     total = topo.server_capacity[:, 0].sum()
     for i in range(len(batch)):
         attrs = {k: v[i] for k, v in batch.attrs.items()}
