@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cache
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -52,3 +54,21 @@ def random_source(rng: np.random.Generator, n: int, rate: float = 2.0, hold: flo
 @pytest.fixture
 def star():
     return star_topology()
+
+
+@cache
+def vc_tree(pods: int, racks: int, hosts: int, cpu: float = 8, link: float = 8):
+    """A small fat-tree of 8-CU hosts and its TreeLevels (cached: topologies are immutable)."""
+    from dcsim.model.topologies import build_topology
+    from dcsim.model.vc import TreeLevels
+
+    topo = build_topology({"kind": "fat_tree", "pods": pods, "racks": racks, "hosts": hosts,
+                           "server": {"cpu": cpu}, "host_link": link})
+    return topo, TreeLevels(topo)
+
+
+def random_vc_state(topo: Topology, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Random free CU per host (integers 0..8) and free bandwidth per link (floored)."""
+    rng = np.random.default_rng(seed)
+    free = rng.integers(0, 9, topo.n_servers).astype(float)
+    return free, np.floor(topo.link_capacity * rng.random(topo.n_links))

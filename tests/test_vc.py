@@ -11,6 +11,7 @@ from dcsim.allocators.kraken import kraken_embed
 from dcsim.errors import ConfigError
 from dcsim.model.topologies import build_topology
 from dcsim.model.vc import TreeLevels, optimal_footprint
+from tests.conftest import random_vc_state, vc_tree
 
 
 @pytest.fixture(scope="module")
@@ -75,13 +76,8 @@ def test_kraken_rejects_when_nothing_fits(fig1):
 def test_kraken_footprint_equals_the_tree_dp_optimum(shape, seed, n, s, b):
     """On random trees and states KRAKEN finds an embedding iff one exists, of minimum
     footprint, within every host's compute and every link's free bandwidth."""
-    pods, racks, hosts = shape
-    topo = build_topology({"kind": "fat_tree", "pods": pods, "racks": racks, "hosts": hosts,
-                           "server": {"cpu": 8}, "host_link": 8})
-    levels = TreeLevels(topo)
-    rng = np.random.default_rng(seed)
-    free = rng.integers(0, 9, topo.n_servers).astype(float)
-    link_free = np.floor(topo.link_capacity * rng.random(topo.n_links))
+    topo, levels = vc_tree(*shape)
+    free, link_free = random_vc_state(topo, seed)
     opt = optimal_footprint(levels, free, link_free, n, s, b)
     counts = kraken_embed(levels, free, link_free, n, s, b)
     if counts is None:

@@ -21,15 +21,12 @@ from dcsim.errors import ConfigError
 from dcsim.model.state import ClusterState, StateView
 from dcsim.model.topologies import build_topology
 from dcsim.model.vc import TreeLevels, optimal_footprint
+from tests.conftest import random_vc_state, vc_tree
 
 EMBEDDERS = ["oktopus", "vc_tetris", "strawman"]
 
 
-@cache
-def tree(pods: int, racks: int, hosts: int, cpu: float = 8, link: float = 8):
-    topo = build_topology({"kind": "fat_tree", "pods": pods, "racks": racks, "hosts": hosts,
-                           "server": {"cpu": cpu}, "host_link": link})
-    return topo, TreeLevels(topo)
+tree = vc_tree
 
 
 @cache
@@ -65,9 +62,7 @@ def fig1():
 def test_embeddings_are_valid_and_never_beat_the_optimum(name, shape, seed, n, s, b):
     """Embeddings fit host CU and link BU, hold N VMs, cost ≥ the DP optimum; None if no DP."""
     topo, levels = tree(*shape)
-    rng = np.random.default_rng(seed)
-    free = frozen(rng.integers(0, 9, topo.n_servers).astype(float))
-    link_free = frozen(np.floor(topo.link_capacity * rng.random(topo.n_links)))
+    free, link_free = map(frozen, random_vc_state(topo, seed))
     opt = optimal_footprint(levels, free, link_free, n, s, b)
     counts = embedder(name, shape).embed(free, link_free, n, s, b)
     if name == "oktopus":  # exact feasible-count sets: it fails only if nothing fits
