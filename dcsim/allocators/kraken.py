@@ -24,7 +24,6 @@ from __future__ import annotations
 import numpy as np
 
 from dcsim.allocators.vc_base import VCAllocator
-from dcsim.allocators.vc_batch import groupsum
 from dcsim.hookspecs import hookimpl
 from dcsim.model.vc import UNLIMITED, TreeLevels
 
@@ -63,9 +62,30 @@ def _split_rows(levels: TreeLevels, k: int, amount: np.ndarray, cap: np.ndarray)
     Rows are independent states: amount (K, size[k+1]), cap (K, size[k]). Children are
     contiguous and ordered by parent (:class:`TreeLevels` checks it).
     """
-    before = np.cumsum(cap, axis=1) - cap
+    before = np.cumsum(cap, axis=1, dtype=cap.dtype)
+    before -= cap
     before -= before[:, levels.first_child[k]]
-    return np.clip(amount[:, levels.parent[k]] - before, 0, cap)
+    out = amount[:, levels.parent[k]]
+    out -= before
+    np.maximum(out, 0, out=out)
+    return np.minimum(out, cap, out=out)
+
+
+def _per_vm(free: np.ndarray, size: np.ndarray, cap: np.ndarray | int) -> np.ndarray:
+    """⌊free / size⌋ per row (UNLIMITED where size is 0), at most ``cap``, as int32.
+
+    The same values as :func:`dcsim.model.vc.vm_slots` / ``link_slots`` row by row; int32
+    halves the memory traffic of the (K, hosts) passes below (all counts are < 2**30).
+    """
+    pos = size > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.divide(free, size[:, None])
+    q += 1e-9
+    np.floor(q, out=q)
+    if not pos.all():
+        q[~pos] = UNLIMITED
+    np.minimum(q, cap, out=q)
+    return q.astype(np.int32)
 
 
 def kraken_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray,
@@ -75,34 +95,33 @@ def kraken_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
     ``free_cpu`` (K, hosts), ``link_free`` (K, links), ``n``/``s``/``b`` (K,). Returns VM
     counts (K, hosts) and a feasibility mask (K,); the same embeddings as
     :func:`kraken_embed` row by row (tested), for lookahead over many sampled futures.
+    Counts are int32 internally (every value is at most a few thousand VMs).
     """
     H = levels.height
     K = free_cpu.shape[0]
-    n = n.astype(np.int64)
+    n = n.astype(np.int32)
     rows = np.arange(K)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        slots = np.where(s[:, None] > 0, np.floor(free_cpu / s[:, None] + 1e-9), UNLIMITED)
-        lcap = np.where(b[:, None] > 0, np.floor(link_free / b[:, None] + 1e-9), UNLIMITED)
-    slots = np.minimum(slots, n[:, None]).astype(np.int64)
-    lcap = np.minimum(lcap, UNLIMITED).astype(np.int64)
+    nn = n[:, None]
+    slots = _per_vm(free_cpu, s, nn)
+    lcap = _per_vm(link_free, b, UNLIMITED)
     sup = [np.minimum(slots, lcap[:, levels.uplink[0]])]
     childsum = [slots]
     for k in range(1, H + 1):
-        cs = groupsum(sup[k - 1], levels.parent[k - 1], levels.size[k]).astype(np.int64)
+        cs = np.add.reduceat(sup[k - 1], levels.starts[k - 1], axis=1)
         childsum.append(cs)
         if k < H:
             sup.append(np.minimum(cs, lcap[:, levels.uplink[k]]))
-    big = np.iinfo(np.int64).max
-    best_cost = np.full(K, big, dtype=np.int64)
+    big = np.iinfo(np.int32).max
+    best_cost = np.full(K, big, dtype=np.int32)
     best_j = np.full(K, -1, dtype=np.int64)
     best_g = np.zeros(K, dtype=np.int64)
-    best_takes = np.zeros((K, H + 1), dtype=np.int64)
-    nn = n[:, None]
+    best_takes = np.zeros((K, H + 1), dtype=np.int32)
+    half = (nn + 1) // 2
     for j in range(H + 1):
         # A centre of gravity below the root has >= N/2 of the VMs in its subtree: other
         # centres cannot be strictly cheaper, so only candidates that can hold N/2 are kept.
         if j < H:
-            cand = np.flatnonzero((2 * childsum[j] >= nn).any(axis=0))
+            cand = np.flatnonzero((childsum[j] >= half).any(axis=0))
             if cand.size == 0:
                 continue
         else:
@@ -114,49 +133,58 @@ def kraken_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
         res = [lcap[:, levels.uplink[m][up[m]]] for m in range(j, H)]
         takes = [take0]
         for k in range(j + 1, H + 1):
-            avail = childsum[k][:, up[k]] - sup[k - 1][:, up[k - 1]]
+            avail = childsum[k][:, up[k]]
+            avail -= sup[k - 1][:, up[k - 1]]
             lim = res[0]
             for r in res[1 : k - j]:
                 lim = np.minimum(lim, r)
-            t = np.minimum(np.minimum(rest, avail), lim)
+            t = np.minimum(rest, avail, out=avail)
+            np.minimum(t, lim, out=t)
             for i in range(k - j):
                 res[i] = res[i] - t
-            rest = rest - t
-            cost = cost + t * (2 * k - j)
+            rest -= t
+            cost += t * (2 * k - j)
             takes.append(t)
-        cost = np.where(rest == 0, cost, big)
+        cost[rest != 0] = big
         gi = cost.argmin(axis=1)
         c = cost[rows, gi]
-        g = cand[gi]
         better = c < best_cost
         if better.any():
-            best_cost[better] = c[better]
-            best_j[better] = j
-            best_g[better] = g[better]
+            rb, gb = np.flatnonzero(better), gi[better]
+            best_cost[rb] = c[rb]
+            best_j[rb] = j
+            best_g[rb] = cand[gb]
             for i, t in enumerate(takes):
-                best_takes[better, i] = t[better, gi[better]]
+                best_takes[rb, i] = t[rb, gb]
     ok = (best_j >= 0) & (slots.sum(axis=1) >= n)
     jb = np.where(ok, best_j, H)
-    amount = np.zeros((K, levels.size[H]), dtype=np.int64)
+    amount = np.zeros((K, levels.size[H]), dtype=np.int32)
     amount[:, 0] = np.where(ok, best_takes[rows, H - jb], 0)
     for k in range(H, 0, -1):
         lvl = k - 1
         on_path = ok & (lvl >= jb)
-        path = np.zeros(K, dtype=np.int64)
-        for j in range(lvl + 1):  # the centre's ancestor at this level, per centre level
-            r = np.flatnonzero(on_path & (jb == j))
-            path[r] = levels.up[j][lvl][best_g[r]]
-        cap = sup[lvl].copy()
         pr = np.flatnonzero(on_path)
-        cap[pr, path[pr]] = 0
+        # the centre's ancestor at this level (the centre itself at its own level)
+        jr = jb[pr]
+        path = np.empty(pr.size, dtype=np.int64)
+        for j in range(lvl + 1):
+            sel = jr == j
+            path[sel] = levels.up[j][lvl][best_g[pr[sel]]]
+        cap = sup[lvl].copy()
+        cap[pr, path] = 0
         amount = _split_rows(levels, lvl, amount, cap)
-        amount[pr, path[pr]] += best_takes[pr, lvl - jb[pr]]
-    return amount, ok
+        amount[pr, path] += best_takes[pr, lvl - jr]
+    return amount.astype(np.int64), ok
 
 
 def hose_loads_batch(levels: TreeLevels, counts: np.ndarray, n: np.ndarray,
                      b: np.ndarray) -> np.ndarray:
     """:meth:`TreeLevels.hose_loads` for K rows at once: (K, links)."""
-    L = levels.topology.n_links
-    m = groupsum(np.repeat(counts, levels.height, axis=1), levels._anc_flat, L)
-    return np.minimum(m, n[:, None] - m) * b[:, None]
+    out = np.zeros((counts.shape[0], levels.topology.n_links))
+    m = counts
+    nn, bb = n[:, None], b[:, None]
+    for k in range(levels.height):
+        if k:
+            m = np.add.reduceat(m, levels.starts[k - 1], axis=1)
+        out[:, levels.uplink[k]] = np.minimum(m, nn - m) * bb
+    return out

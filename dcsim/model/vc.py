@@ -78,6 +78,10 @@ class TreeLevels:
                                   "by subtree (as the fat_tree builder does)")
         #: per level, the index of the first sibling of each group (for in-order filling)
         self.first_child = [np.searchsorted(p, p) for p in self.parent]
+        #: per level k < H, where each level-(k+1) group's children start among level k
+        #: (children are contiguous, so sums over children are one ``np.add.reduceat``)
+        self.starts = [np.searchsorted(self.parent[k], np.arange(self.size[k + 1]))
+                       for k in range(H)]
         self.link_level = np.full(topology.n_links, -1, dtype=np.int64)
         for k in range(H):
             self.link_level[self.uplink[k]] = k
@@ -89,9 +93,13 @@ class TreeLevels:
 
     def hose_loads(self, counts: np.ndarray, n: int, b: float) -> np.ndarray:
         """Bandwidth each link must reserve when host h holds ``counts[h]`` of n VMs."""
-        m = np.bincount(self._anc_flat, weights=np.repeat(counts, self.height),
-                        minlength=self.topology.n_links)
-        return np.minimum(m, n - m) * b
+        out = np.zeros(self.topology.n_links)
+        m = counts
+        for k in range(self.height):
+            if k:
+                m = np.add.reduceat(m, self.starts[k - 1])
+            out[self.uplink[k]] = np.minimum(m, n - m) * b
+        return out
 
     def placement(self, counts: np.ndarray, per_vm: np.ndarray, n: int, b: float) -> Placement:
         """The :class:`Placement` of a VC with ``counts`` VMs per host (resources per VM)."""

@@ -16,7 +16,7 @@ import math
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, PositiveFloat, model_validator
+from pydantic import BaseModel, ConfigDict, PositiveFloat, PrivateAttr, model_validator
 from scipy import optimize
 
 from dcsim.errors import ConfigError
@@ -38,6 +38,9 @@ class _Dist(BaseModel):
     integer: bool = False
 
     _always_integer: ClassVar[bool] = False  # kinds whose raw draws are already integers
+    #: (fields, P(accept)) of the last sample() call: lookahead allocators sample the same
+    #: distribution thousands of times, and the exact acceptance costs scipy calls
+    _accept_memo: tuple[Any, float] | None = PrivateAttr(default=None)
 
     # ------------------------------------------------------------------ kind hooks
     def _draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -107,7 +110,7 @@ class _Dist(BaseModel):
             raise ConfigError(f"{self.dist} distribution is not resolved (offered_load?)")
         if not self._truncates():
             return self._transform(self._draw(rng, n))
-        p = self.accept_probability()
+        p = self._memo_accept()
         if p < _REJECT_BELOW:
             return self._conditional(rng, n)
         lo, hi = self.bounds()
@@ -118,6 +121,18 @@ class _Dist(BaseModel):
             parts.append(y)
             have += len(y)
         return np.concatenate(parts)[:n]
+
+    def _memo_accept(self) -> float:
+        """:meth:`accept_probability`, remembered while no field changes."""
+        key = (tuple(self.__dict__.values()), id(getattr(self, "_data", None)))
+        try:
+            hash(key)
+        except TypeError:  # list-valued fields: no memo
+            return self.accept_probability()
+        memo = self._accept_memo
+        if memo is None or memo[0] != key:
+            memo = self._accept_memo = (key, self.accept_probability())
+        return memo[1]
 
     def _conditional(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """Draws of the truncated law without rejection."""
