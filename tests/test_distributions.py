@@ -170,6 +170,19 @@ def test_same_seed_same_draws():
     assert not np.array_equal(a, d.sample(np.random.default_rng(43), 1000))
 
 
+def test_memoised_truncation_follows_changed_fields():
+    """sample() remembers the truncation mass, but not past a change of a field."""
+    d = parse_distribution(
+        {"dist": "exponential", "mean": 20, "integer": True, "min": 3, "max": 60}, "N")
+    rng = np.random.default_rng(1)
+    first = d.sample(rng, 5000)
+    assert first.min() >= 3 and first.max() <= 60
+    d.max = 5.0  # keeps far less mass: the memo must not reuse the old acceptance
+    again = d.sample(rng, 5000)
+    assert len(again) == 5000 and again.min() >= 3 and again.max() <= 5
+    assert d._memo_accept() == pytest.approx(d.accept_probability())
+
+
 @pytest.mark.parametrize("spec, target", [
     ({"dist": "exponential", "offered_load": 1}, 15.0),
     ({"dist": "exponential", "offered_load": 1, "integer": True, "min": 1, "max": 100}, 15.0),
