@@ -3,7 +3,8 @@
     python experiments/ahab_report.py [--results results] [--png docs/img/ahab_fig3a.png]
 
 Reads ``results/ahab_lambda{4,12,20}/summary.parquet`` (whichever exist) and, if present,
-``results/ahab_lookahead/summary.parquet``; prints Markdown tables of mean and 95 %
+``results/ahab_lookahead`` (Fig. 6a), ``results/ahab_sequences`` (Fig. 6b) and
+``results/ahab_host_capacity`` (Fig. 9); prints Markdown tables of mean and 95 %
 confidence interval over seeds (Student t) of used-CU fraction, footprint, concurrent VCs
 and acceptance; and draws Fig. 3a (used CU against lambda, one line per configuration) to
 the PNG (needs matplotlib: ``pip install -e ".[plot]"``).
@@ -58,16 +59,27 @@ def table(df: pd.DataFrame, metric: str) -> str:
     return "\n".join(lines)
 
 
-def lookahead_table(results: Path) -> str | None:
-    p = results / "ahab_lookahead" / "summary.parquet"
+def sweep_table(results: Path, name: str, by: list[str], metric: str = "util_cpu") -> str | None:
+    """Mean ± 95 % CI of ``metric`` per combination of the ``by`` columns, or None."""
+    p = results / name / "summary.parquet"
     if not p.exists():
         return None
     df = pd.read_parquet(p)
-    lines = ["| embedder | lookahead | used CU (mean ± 95 % CI) |", "|---|---|---|"]
-    for (embed, la), g in df.groupby(["embed", "lookahead"]):
-        m, h, n = ci(g["util_cpu"])
-        lines.append(f"| {embed} | {la} | {m:.3f} ± {h:.3f} (n={n}) |")
+    lines = ["| " + " | ".join(by) + " | used CU (mean ± 95 % CI) |", "|---" * (len(by) + 1) + "|"]
+    for key, g in df.groupby(by):
+        m, h, n = ci(g[metric])
+        cells = key if isinstance(key, tuple) else (key,)
+        lines.append("| " + " | ".join(str(c) for c in cells) + f" | {m:.3f} ± {h:.3f} (n={n}) |")
     return "\n".join(lines)
+
+
+#: (results directory, grouping columns, title) of the sweeps beside Fig. 3
+SWEEPS = [
+    ("ahab_lookahead", ["embed", "lookahead"], "Fig. 6a: used CU against lookahead (20 sequences)"),
+    ("ahab_sequences", ["embed", "sequences"], "Fig. 6b: used CU against sequences (lookahead 15)"),
+    ("ahab_host_capacity", ["cpu", "host_link", "allocator"],
+     "Fig. 9: used CU against host capacity"),
+]
 
 
 def plot(df: pd.DataFrame, png: Path) -> None:
@@ -107,10 +119,11 @@ def main() -> None:
     for metric, title in METRICS.items():
         print(f"\n### {title}\n")
         print(table(df, metric))
-    la = lookahead_table(args.results)
-    if la:
-        print("\n### Fig. 6a: used CU against lookahead\n")
-        print(la)
+    for name, by, title in SWEEPS:
+        t = sweep_table(args.results, name, by)
+        if t:
+            print(f"\n### {title}\n")
+            print(t)
     if args.png:
         plot(df, args.png)
         print(f"\nwrote {args.png}")
