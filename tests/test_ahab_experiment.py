@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -32,7 +34,7 @@ def test_shipped_experiments_validate(name):
 def test_reduced_lambda12_end_to_end(tmp_path):
     """ahab_lambda12 on a 2-pod tree, 2 seeds x 150 VCs: all seven configurations run, and
     the per-request rows support the paper's acceptance-by-(S, B) analysis."""
-    out = tmp_path / "l12"
+    out = tmp_path / "ahab_lambda12"
     run("run", EXPERIMENTS / "ahab_lambda12.yaml", "--out", out, "--seeds", "2",
         "--set", "topology.pods=2", "--set", "workload.requests=150",
         "--set", "warmup.requests=30", "--jobs", "2")
@@ -49,6 +51,11 @@ def test_reduced_lambda12_end_to_end(tmp_path):
     assert by_sb.between(0, 1).all() and len(by_sb) > 4
     strawman = r[(r["allocator"] == "strawman(kraken)") & (r["B"] > 4)]
     assert not strawman["accepted"].any()
+    # the documented report reads these results: one row per configuration per table
+    rep = subprocess.run([sys.executable, str(EXPERIMENTS / "ahab_report.py"), "--results",
+                          str(tmp_path)], capture_output=True, text=True, check=True).stdout
+    used = rep.split("### used CU")[1].split("###")[0]
+    assert all(f"| {label} | " in used for label in SEVEN) and "(n=2)" in used
 
 
 @pytest.mark.slow
