@@ -23,22 +23,26 @@ the remainder feasible for the children after it, so the embedding is always val
 OKTOPUS finds one whenever any exists (the root's vector is exact).
 
 :func:`oktopus_embed_batch` (AHAB's lookahead) embeds one VC in each of K states at once,
-with the same results row by row: the count vectors become uint64 bit sets (N ≤ 63; exact
-Minkowski sums by shifts, :mod:`dcsim.allocators.vc_batch`), every level is computed for
-all the rows still unplaced, and the greedy descent runs for every row's path together.
+with the same results row by row. Nearly every count set met is an interval {0..a}, whose
+sums and greedy splits are arithmetic: a level costs a few array operations for all rows
+at once, and only the few groups with other sets use exact uint64 bit sets (N ≤ 63; exact
+Minkowski sums by shifts, :mod:`dcsim.allocators.vc_batch`).
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
 from dcsim.allocators.vc_base import VCAllocator
 from dcsim.allocators.vc_batch import (
     MAX_BITS_N,
-    has_bit,
     high_bit,
-    hose_sets,
-    low_bits,
+    hose_bits,
+    hose_limit,
+    popcount,
+    powers_of_two,
     slots_rows,
     sum_sets,
 )
@@ -46,6 +50,8 @@ from dcsim.hookspecs import hookimpl
 from dcsim.model.vc import TreeLevels, vm_slots
 
 _EPS = 1e-9
+_ONE = np.uint64(1)
+_ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 
 
 def _fft_len(n1: int) -> int:
@@ -158,9 +164,18 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
 
     ``free_cpu`` (K, hosts), ``link_free`` (K, links), ``n``/``s``/``b`` (K,). Returns VM
     counts (K, hosts) and a feasibility mask (K,): row by row exactly what
-    :func:`oktopus_embed` returns. Feasible-count sets are uint64 bit sets (exact, see
-    :mod:`dcsim.allocators.vc_batch`); rows with N > 63 go through :func:`oktopus_embed`.
-    Each level is computed only for the rows that no lower subtree could hold.
+    :func:`oktopus_embed` returns. Rows with N > 63 go through :func:`oktopus_embed`.
+
+    Intervals. A node's feasible counts are {x ≤ cap : x ≤ c or x ≥ N − c}, where c is
+    the most VMs whose hose fits its uplink and cap the top of the interval {0..cap} its
+    subtree holds (its slots for a host). Such a set is itself an interval {0..a} in
+    almost every case met (see :class:`_Sets`), and the Minkowski sum of intervals
+    {0..a_j} is {0..Σ a_j}: so a level is summed with one matrix-vector product over the
+    children's a_j (:func:`_sum_level`). Only a group with a child whose set is not a
+    non-empty interval gets the exact sum of uint64 bit sets (N ≤ 63; exact Minkowski sums
+    by shifts, :mod:`dcsim.allocators.vc_batch`). The greedy split has a closed form
+    likewise (:func:`_split_level`). Every level is computed for all the rows that need
+    any (a row's levels above its first hit are computed, but never used).
     """
     H = levels.height
     K, n_hosts = free_cpu.shape
@@ -170,54 +185,304 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
     counts = np.zeros((K, n_hosts), dtype=np.int64)
     ok = np.zeros(K, dtype=bool)
     big = n > MAX_BITS_N
-    for i in np.flatnonzero(big):  # more counts than one bit set holds: the one-row code
+    any_big = big.any()
+    for i in np.flatnonzero(big) if any_big else ():  # N past one bit set: the one-row code
         c = oktopus_embed(levels, free_cpu[i], link_free[i], int(n[i]), float(s[i]),
                           float(b[i]))
         if c is not None:
             counts[i], ok[i] = c, True
-    slots = np.minimum(slots_rows(free_cpu, s), n[:, None])
+    topo = _topology(levels)
+    slots = _slots(free_cpu, s, n)  # float, ≤ n
     fits = slots >= n[:, None]
-    one = fits.any(axis=1) & ~big  # a single host: no bandwidth at all
-    first = np.argmax(fits, axis=1)
-    counts[one, first[one]] = n[one]
-    ok |= one
-    rows = np.flatnonzero(~big & ~one & (slots.sum(axis=1) >= n))
-    # feas[k]: bit sets of the level-k nodes of the rows in live[k] (rows no level <= k holds)
-    live = [rows]
-    feas = [low_bits(slots[rows] + 1)
-            & hose_sets(link_free[rows[:, None], levels.uplink[0]], n[rows], b[rows])]
-    hit_level = np.zeros(K, dtype=np.int64)  # 0: none
-    hit_group = np.zeros(K, dtype=np.int64)
+    one = fits.any(axis=1)  # a single host: no bandwidth at all
+    if any_big:
+        one &= ~big
+    if one.any():
+        first = np.argmax(fits, axis=1)
+        counts[one, first[one]] = n[one]
+        ok |= one
+    need = slots @ topo.ones_hosts >= n  # the slots of all hosts (exact float sums)
+    need &= ~one
+    if any_big:
+        need &= ~big
+    rows = np.flatnonzero(need)
+    if rows.size == 0:
+        return counts, ok
+    nr, br = n[rows], b[rows]
+    nf = nr[:, None].astype(np.float64)
+    exact_div = powers_of_two(br)
+    lf = link_free[rows]
+    c = hose_limit(lf[:, topo.uplink[0]], nr, br, exact_div)
+    sets = [_Sets(c, slots[rows], nr, nf)]  # per level: the feasible sets of its nodes
+    sizes, odd = [None], [None]  # per level k ≥ 1: children's a (grouped); exact groups
+    hit_level = np.zeros(rows.size, dtype=np.int64)  # 0: none yet
+    hit_group = np.zeros(rows.size, dtype=np.int64)
     for k in range(1, H + 1):
-        r = live[k - 1]
-        if r.size == 0:
-            break
-        kids = levels.children[k]
-        sets = feas[k - 1][:, np.maximum(kids, 0)]
-        sets[:, kids < 0] = 1  # padding holds {0}
-        inside = _sum_all(sets)
-        hit = has_bit(inside, n[r, None])
+        live = hit_level == 0
+        total, a3, odd_k, exact = _sum_level(sets[k - 1], topo, k, live)
+        sizes.append(a3)
+        odd.append(odd_k)
+        hit = total >= nf  # {0..total} holds N
+        if exact is not None:
+            rr, gg, bits = exact
+            hit[rr, gg] = (bits >> nr[rr].astype(np.uint64)) & _ONE
         new = hit.any(axis=1)
-        hit_level[r[new]] = k
-        hit_group[r[new]] = np.argmax(hit[new], axis=1)
-        if k < H:
-            r = r[~new]
-            live.append(r)
-            feas.append(inside[~new]
-                        & hose_sets(link_free[r[:, None], levels.uplink[k]], n[r], b[r]))
-    top = int(hit_level.max(initial=0))
-    amount = np.zeros((K, levels.size[top]), dtype=np.int64)
+        new &= live
+        if new.any():
+            hit_level[new] = k
+            hit_group[new] = np.argmax(hit[new], axis=1)
+        if k == H or hit_level.all():
+            break
+        np.minimum(total, 63.0, out=total)
+        c = hose_limit(lf[:, topo.uplink[k]], nr, br, exact_div)
+        sets.append(_Sets(c, total, nr, nf, exact))
+    top = int(hit_level.max())
+    if top == 0:
+        return counts, ok
+    amount = np.zeros((rows.size, levels.size[top]))
     for j in range(top, 0, -1):
         at = np.flatnonzero(hit_level == j)
-        amount[at, hit_group[at]] = n[at]
-        r = live[j - 1]
-        below = np.zeros((K, levels.size[j - 1]), dtype=np.int64)
-        below[r] = _split_batch(amount[r], feas[j - 1], levels.children[j])
-        amount = below
+        amount[at, hit_group[at]] = nr[at]
+        amount = _split_level(amount, sets[j - 1], sizes[j], odd[j], levels, topo, j)
     got = hit_level > 0
-    counts[got] = amount[got]
-    ok |= got
+    counts[rows[got]] = amount[got]
+    ok[rows[got]] = True
     return counts, ok
+
+
+_ODD = 4096.0  # _Sets.sizes: stands for a set that is not a non-empty interval {0..a}
+_PY_MAX = 12  # _exact_sums, _exact_splits: up to this many groups, in Python ints
+
+
+class _Sets:
+    """The feasible-count sets of one level's nodes for the rows, mostly without bits.
+
+    Node i of row r holds {x ≤ cap : x ≤ c or x ≥ N − c}, with c (−1..N) the hose limit
+    of its uplink (:func:`hose_limit`) and cap < N (for the rows still unplaced) the top of
+    {0..cap}, what its subtree holds, as floats; except the nodes in ``exact``
+    ((rows, nodes, bits)): groups whose subtree holds an arbitrary set, given as bits.
+    """
+
+    def __init__(self, c: np.ndarray, cap: np.ndarray, n: np.ndarray, nf: np.ndarray,
+                 exact=None):
+        self.c, self.cap, self.n, self.nf = c, cap, n, nf  # nf: n as a float column
+        self.exact = exact
+        self.inside = None
+        if exact is not None:  # what each subtree holds, as bits (all: see cap)
+            self.inside = np.full(c.shape, _ALL)
+            self.inside[exact[0], exact[1]] = exact[2]
+
+    def sizes(self) -> np.ndarray:
+        """(rows, nodes) floats: a where the set is {0..a}, else :data:`_ODD`.
+
+        With low = min(c, cap), the set is {0..low} ∪ {N − c..cap}: empty if low < 0, else
+        {0..cap} if N − c ≤ low + 1, {0..low} if N − c > cap, two intervals otherwise.
+        """
+        c, cap = self.c, self.cap
+        low = np.minimum(c, cap)
+        gap = self.nf - c  # N − c
+        upper = gap <= cap
+        a = np.where(upper, cap, low)
+        low += 1
+        np.greater(gap, low, out=gap)  # a gap between the two parts ...
+        odd = np.logical_and(gap, upper, out=upper)  # ... and the upper part not empty
+        odd |= low < 1
+        np.copyto(a, _ODD, where=odd)
+        if self.exact is not None:
+            rr, gg, _ = self.exact
+            a[rr, gg] = _bit_sizes(self.bits(rr, gg[:, None])[:, 0])
+        return a
+
+    def bits(self, rr: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """(groups, width) bit sets of the nodes ``cols`` (−1: padding, {0}) of rows rr."""
+        idx = (rr[:, None], np.maximum(cols, 0))
+        sets = hose_bits(self.c[idx].astype(np.int64), self.n[rr, None],
+                         self.cap[idx].astype(np.int64))
+        if self.inside is not None:
+            sets &= self.inside[idx]
+        sets[cols < 0] = 1
+        return sets
+
+
+def _bit_sizes(sets: np.ndarray) -> np.ndarray:
+    """:meth:`_Sets.sizes` of bit sets: a non-empty {0..a} is ``(x + 1) & (x | 1) == 0``."""
+    interval = ((sets + _ONE) & (sets | _ONE)) == 0
+    return np.where(interval, popcount(sets) - 1.0, _ODD)
+
+
+class _Topology:
+    """Per-topology constants of the batch embedder, computed once per :class:`TreeLevels`.
+
+    ``uplink[k]``: the uplinks of level k, as a slice where they are contiguous (a view,
+    not a gather). Per level k ≥ 1: ``kids[k]`` = ``levels.children[k]``, ``uniform[k]`` whether
+    every group has the same number of children (then a (rows, level k − 1) array is a
+    (rows, groups, width) one by a mere reshape), ``ones[k]`` and ``upper[k]`` (strictly
+    upper triangular): sums over each group's children, and over each child's earlier
+    siblings, as one matrix product.
+    """
+
+    def __init__(self, levels: TreeLevels):
+        self.ones_hosts = np.ones(levels.n_hosts)
+        self.uplink = []
+        for up in levels.uplink:
+            lo = int(up[0]) if up.size else 0
+            contiguous = np.array_equal(up, np.arange(lo, lo + up.size))
+            self.uplink.append(slice(lo, lo + up.size) if contiguous else up)
+        self.kids: list = [None]
+        self.uniform: list = [None]
+        self.ones: list = [None]
+        self.upper: list = [None]
+        for k in range(1, levels.height + 1):
+            kids = levels.children[k]
+            w = kids.shape[1]
+            self.kids.append(kids)
+            self.uniform.append(np.array_equal(kids.ravel(), np.arange(kids.size)))
+            self.ones.append(np.ones(w))
+            self.upper.append(np.triu(np.ones((w, w)), 1))
+
+
+_TOPOLOGIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _topology(levels: TreeLevels) -> _Topology:
+    topo = _TOPOLOGIES.get(levels)
+    if topo is None:
+        topo = _TOPOLOGIES[levels] = _Topology(levels)
+    return topo
+
+
+def _slots(free_cpu: np.ndarray, s: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """min(:func:`slots_rows`, n) as floats (exact small integers), cheaply when all s > 0."""
+    if not (s > 0).all():
+        return np.minimum(slots_rows(free_cpu, s), n[:, None]).astype(np.float64)
+    q = free_cpu / s[:, None]
+    q += 1e-9
+    np.floor(q, out=q)
+    return np.minimum(q, n[:, None], out=q)
+
+
+def _grouped(x: np.ndarray, topo: _Topology, k: int) -> np.ndarray:
+    """(rows, groups, width) view of level-(k−1) values x per level-k group; padding 0."""
+    kids = topo.kids[k]
+    if topo.uniform[k]:
+        return x.reshape(x.shape[0], kids.shape[0], kids.shape[1])
+    pad = np.zeros((x.shape[0], 1), dtype=x.dtype)
+    return np.concatenate([x, pad], axis=1)[:, kids]  # kid −1: the padding column
+
+
+def _ungrouped(x3: np.ndarray, topo: _Topology, k: int, width: int) -> np.ndarray:
+    """Inverse of :func:`_grouped`: (rows, level k − 1) from (rows, groups, width)."""
+    if topo.uniform[k]:
+        return x3.reshape(x3.shape[0], width)
+    kids = topo.kids[k]
+    out = np.empty((x3.shape[0], width), dtype=x3.dtype)
+    out[:, kids[kids >= 0]] = x3[:, kids >= 0]
+    return out
+
+
+def _sum_level(sets: _Sets, topo: _Topology, k: int, live: np.ndarray):
+    """Every level-k group's Minkowski sum of its children's ``sets``.
+
+    The children's sizes a (or :data:`_ODD`) summed per group by one matrix product: a
+    group holds {0..total} unless a mark shows (total ≥ _ODD); those groups (of the rows in
+    ``live``: the others already have their subtree) get the exact sum. Returns the
+    totals, the children's a (rows, groups, width; for :func:`_split_level`), the
+    exactly summed groups as a mask and as (rows, groups, bit sets), or None for none.
+    """
+    a3 = _grouped(sets.sizes(), topo, k)
+    r, g, w = a3.shape
+    total = (a3.reshape(r * g, w) @ topo.ones[k]).reshape(r, g)
+    odd = total >= _ODD
+    odd &= live[:, None]
+    rr, gg = np.nonzero(odd)
+    if rr.size == 0:
+        return total, a3, odd, None
+    return total, a3, odd, (rr, gg, _exact_sums(sets.bits(rr, topo.kids[k][gg])))
+
+
+def _split_level(amount: np.ndarray, sets: _Sets, a3: np.ndarray, odd: np.ndarray,
+                 levels: TreeLevels, topo: _Topology, j: int) -> np.ndarray:
+    """Level-j amounts (rows, groups) split among the children (rows, level j−1), greedily.
+
+    Under a parent whose children hold {0..a_c} (``a3``, from :func:`_sum_level`), the
+    greedy descent (each child the most it can take such that the rest stays feasible for
+    the children after it) gives child c min(a_c, max(0, A − Σ a of its earlier
+    siblings)): one matrix product. Parents in ``odd`` with something to split get the
+    exact greedy (:func:`_exact_splits`). Amounts are floats (exact small integers).
+    """
+    r, g, w = a3.shape
+    before = (a3.reshape(r * g, w) @ topo.upper[j]).reshape(r, g, w)
+    take = amount[:, :, None] - before
+    np.maximum(take, 0.0, out=take)
+    np.minimum(take, a3, out=take)
+    take = _ungrouped(take, topo, j, levels.size[j - 1])
+    rr, gg = np.nonzero(odd & (amount > 0))
+    if rr.size:
+        kids = topo.kids[j][gg]
+        exact = _exact_splits(amount[rr, gg].astype(np.int64), sets.bits(rr, kids))
+        has = kids >= 0
+        take[np.broadcast_to(rr[:, None], kids.shape)[has], kids[has]] = exact[has]
+    return take
+
+
+def _exact_sums(sets: np.ndarray) -> np.ndarray:
+    """Exact Minkowski sums of each row of bit sets (groups, width): in Python ints for a
+    few groups (cheaper than numpy calls), else :func:`_sum_all`."""
+    if sets.shape[0] > _PY_MAX:
+        return _sum_all(sets)
+    out = []
+    for row in sets.tolist():
+        acc = row[0]
+        for x in row[1:]:
+            acc = _py_sum(acc, x)
+        out.append(acc)
+    return np.array(out, dtype=np.uint64)
+
+
+def _exact_splits(amount: np.ndarray, sets: np.ndarray) -> np.ndarray:
+    """The greedy split of each ``amount`` (groups,) among the children whose bit sets are
+    the row of ``sets`` (groups, width): (groups, width) takes; Python ints for a few."""
+    if sets.shape[0] > _PY_MAX:
+        return _split_sets(amount, sets)
+    rows = zip(amount.tolist(), sets.tolist(), strict=True)
+    return np.array([_py_split(m, row) for m, row in rows], dtype=np.int64)
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def _py_sum(a: int, b: int) -> int:
+    """:func:`sum_sets` on two Python ints: for each run {lo..lo + m − 1} of b, a smeared
+    over m shifts (by doubling: log m steps) and moved up by lo."""
+    out = 0
+    while b:
+        lo = (b & -b).bit_length() - 1
+        t = b >> lo
+        m = (~t & (t + 1)).bit_length() - 1  # the run's length: t's lowest clear bit
+        b = (t >> m) << (lo + m)
+        smear, span = a, 1  # smear: a shifted by each of 0..span − 1
+        while 2 * span <= m:
+            smear |= smear << span
+            span *= 2
+        smear |= smear << (m - span)  # 0..span − 1 and m − span..m − 1: all of 0..m − 1
+        out |= smear << lo
+    return out & _MASK64
+
+
+def _py_split(amount: int, sets: list[int]) -> list[int]:
+    """:func:`_split_sets` for one group, in Python ints."""
+    suffix = [1]  # suffix[j]: what children j+1.. can take together (built backwards)
+    for x in reversed(sets[1:]):
+        suffix.append(_py_sum(suffix[-1], x))
+    suffix.reverse()
+    takes = []
+    for x, rest in zip(sets, suffix, strict=True):
+        t = min(amount, x.bit_length() - 1)
+        while not (x >> t & 1 and rest >> (amount - t) & 1):
+            t -= 1  # the largest feasible take (one always exists)
+        takes.append(t)
+        amount -= t
+    return takes
 
 
 def _sum_all(sets: np.ndarray) -> np.ndarray:
@@ -237,33 +502,23 @@ def _sum_all(sets: np.ndarray) -> np.ndarray:
     return sets[..., 0]
 
 
-def _split_batch(amount: np.ndarray, feas: np.ndarray, kids: np.ndarray) -> np.ndarray:
-    """:func:`_split` on bit sets for rows of states: each level-j amount (rows, groups) to
-    the children, in order, each the most it can take such that the rest stays feasible
-    for the children after it. ``feas`` (rows, children) bit sets; returns (rows,
-    children) amounts."""
-    out = np.zeros(feas.shape, dtype=np.int64)
-    pr, pg = np.nonzero(amount)
-    if pr.size == 0:
-        return out
-    k = kids[pg]
-    sets = feas[pr[:, None], np.maximum(k, 0)]
-    sets[k < 0] = 1
+def _split_sets(amount: np.ndarray, sets: np.ndarray) -> np.ndarray:
+    """:func:`_split` on bit sets: each amount (groups,) to the group's children (sets:
+    groups, width; padding {0}) in order, each the most it can take such that the rest
+    stays feasible for the children after it. Returns (groups, width) takes."""
     # rsuffix[j]: bit 63 - z set iff children j+1.. together can take z (sums reflected)
-    rsuffix = [np.full(pr.size, np.uint64(1) << np.uint64(63))]
-    for j in range(k.shape[1] - 1, 0, -1):
+    rsuffix = [np.full(amount.size, np.uint64(1) << np.uint64(63))]
+    for j in range(sets.shape[1] - 1, 0, -1):
         rsuffix.append(sum_sets(rsuffix[-1], sets[:, j], right=True))
     rsuffix.reverse()
-    rem = amount[pr, pg].astype(np.uint64)
-    takes = np.empty(k.shape, dtype=np.int64)
-    for j in range(k.shape[1]):
+    rem = amount.astype(np.uint64)
+    takes = np.empty(sets.shape, dtype=np.int64)
+    for j in range(sets.shape[1]):
         # x with rem - x in suffix: bit 63 - rem + x of rsuffix, i.e. bit x after >>
         good = sets[:, j] & (rsuffix[j] >> (np.uint64(63) - rem))
         takes[:, j] = high_bit(good)  # the largest feasible x (one always exists)
         rem -= takes[:, j].astype(np.uint64)
-    has = k >= 0
-    out[np.broadcast_to(pr[:, None], k.shape)[has], k[has]] = takes[has]
-    return out
+    return takes
 
 
 class Oktopus(VCAllocator):

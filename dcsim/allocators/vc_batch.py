@@ -24,6 +24,8 @@ _ONE = np.uint64(1)
 _ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 _EPS = 1e-9
 _LOOP_FROM = 1500  # sum_sets: sets from which a loop over shifts beats one broadcast pass
+_SHIFTS = np.arange(64, dtype=np.uint64)
+_53 = np.uint64(53)
 
 
 def groupsum(x: np.ndarray, parent: np.ndarray, size: int) -> np.ndarray:
@@ -45,18 +47,6 @@ def slots_rows(free_cpu: np.ndarray, s: np.ndarray) -> np.ndarray:
     return q.astype(np.int64)
 
 
-def low_bits(m: np.ndarray) -> np.ndarray:
-    """The set {0, ..., m − 1} as bits (m ≤ 0: empty; m ≥ 64: all 64)."""
-    m = np.asarray(m, dtype=np.int64)
-    sh = np.clip(m, 0, 63).astype(np.uint64)
-    return np.where(m >= 64, _ALL, (_ONE << sh) - _ONE)
-
-
-def has_bit(x: np.ndarray, i: np.ndarray) -> np.ndarray:
-    """Whether set x contains i (0 ≤ i ≤ 63), elementwise with broadcasting."""
-    return ((x >> np.asarray(i).astype(np.uint64)) & _ONE).astype(bool)
-
-
 def sum_sets(a: np.ndarray, b: np.ndarray, right: bool = False) -> np.ndarray:
     """Elementwise Minkowski sums {x + y : x ∈ a, y ∈ b} of bit sets, sums above 63 dropped.
 
@@ -64,18 +54,19 @@ def sum_sets(a: np.ndarray, b: np.ndarray, right: bool = False) -> np.ndarray:
     x), and so is the result.
     """
     top = int(b.max()).bit_length() if b.size else 0  # b's largest element + 1
-    shape = np.broadcast_shapes(a.shape, b.shape)
-    if np.prod(shape) < _LOOP_FROM:  # few sets: every shift at once
-        y = np.arange(top, dtype=np.uint64)
+    # the broadcast shape, without np.broadcast_shapes' overhead when the shapes agree
+    shape = a.shape if a.shape == b.shape else np.broadcast_shapes(a.shape, b.shape)
+    if max(a.size, b.size) < _LOOP_FROM:  # few sets: every shift at once
+        y = _SHIFTS[:top]
         shifted = a[..., None] >> y if right else a[..., None] << y
         return np.bitwise_or.reduce(shifted * ((b[..., None] >> y) & _ONE), axis=-1)
     out = np.zeros(shape, dtype=np.uint64)  # many: a pass per shift, in place
     pick = np.empty_like(out)
     moved = np.empty_like(out)
-    for i in range(top):
-        y = np.uint64(i)
+    shift = np.right_shift if right else np.left_shift
+    for y in _SHIFTS[:top]:
         np.bitwise_and(np.right_shift(b, y, out=pick), _ONE, out=pick)
-        (np.right_shift if right else np.left_shift)(a, y, out=moved)
+        shift(a, y, out=moved)
         np.bitwise_or(out, np.multiply(moved, pick, out=moved), out=out)
     return out
 
@@ -83,23 +74,50 @@ def sum_sets(a: np.ndarray, b: np.ndarray, right: bool = False) -> np.ndarray:
 def high_bit(x: np.ndarray) -> np.ndarray:
     """The largest element of each non-empty bit set (int64), from its float exponent."""
     e = (x.astype(np.float64).view(np.int64) >> 52) - 1023
-    if (x >> np.uint64(53)).any():  # rounding to float may carry up to the next power of 2
+    if (x >> _53).any():  # rounding to float may carry up to the next power of 2
         e = np.minimum(e, 63)
         e -= (_ONE << e.astype(np.uint64)) > x
     return e
 
 
-def hose_sets(up: np.ndarray, n: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Bits x ∈ 0..n whose hose reservation min(x, n − x)·b fits ``up`` (+1e-9).
+def _popcount_swar(x: np.ndarray) -> np.ndarray:
+    """Set bits per uint64 (uint8) by the classic SWAR sums, for numpy without bitwise_count."""
+    x = x - ((x >> _ONE) & np.uint64(0x5555_5555_5555_5555))
+    m2 = np.uint64(0x3333_3333_3333_3333)
+    x = (x & m2) + ((x >> np.uint64(2)) & m2)
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F_0F0F_0F0F_0F0F)
+    return ((x * np.uint64(0x0101_0101_0101_0101)) >> np.uint64(56)).astype(np.uint8)
 
-    ``up`` (K, m) residual bandwidth of m links per row; n (≤ 63), b (K,). The product y·b
-    grows with y, so the allowed y = min(x, n − x) are 0..c: x ≤ c or x ≥ n − c. c is found
-    by division, then corrected by the exact comparison ``y * b <= up + 1e-9`` the one-row
-    code makes. In place where it can: large temporaries are slow to allocate.
+
+#: Number of elements of each bit set (uint8): numpy's popcount ufunc where it has one.
+popcount = getattr(np, "bitwise_count", _popcount_swar)
+
+
+def powers_of_two(b: np.ndarray) -> bool:
+    """Whether every b is a positive power of two (then u / b and y * b are exact)."""
+    return bool((np.frexp(b)[0] == 0.5).all())
+
+
+def hose_limit(up: np.ndarray, n: np.ndarray, b: np.ndarray,
+               exact_div: bool | None = None) -> np.ndarray:
+    """(K, m) floats: the largest y in 0..n whose hose y·b fits ``up`` (+1e-9), −1 if none.
+
+    ``up`` (K, m) residual bandwidth of m links per row; n, b (K,). The product y·b grows
+    with y, so the y that fit are 0..c. c is found by division, then corrected by the exact
+    comparison ``y * b <= up + 1e-9`` the one-row code makes: the division may be off by an
+    ulp either way. When every b is a positive power of two (AHAB's workloads;
+    ``exact_div``, :func:`powers_of_two` unless given), division and product are exact,
+    the quotient's floor is already c and the correction is skipped.
     """
     nn = n[:, None].astype(np.float64)
     bb = b[:, None]
     u = up + _EPS
+    if powers_of_two(b) if exact_div is None else exact_div:
+        c = np.divide(u, bb)
+        np.floor(c, out=c)
+        np.fmin(c, nn, out=c)
+        np.copyto(c, -1.0, where=~(u >= 0.0))  # u < 0 or NaN: not even y = 0 fits
+        return c
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         c = np.divide(u, bb)
     np.floor(c, out=c)
@@ -113,8 +131,31 @@ def hose_sets(up: np.ndarray, n: np.ndarray, b: np.ndarray) -> np.ndarray:
     c -= (c >= 0) & ~(t <= u)
     np.multiply(np.add(c, 1.0, out=t), bb, out=t)
     c += (c < nn) & (t <= u)
-    cu = np.fmax(c, 0.0).astype(np.uint64)
-    nu = n[:, None].astype(np.uint64)
-    sets = (_ALL >> (np.uint64(63) - cu)) | ((_ALL >> (np.uint64(63) - nu)) & (_ALL << (nu - cu)))
-    sets[c < 0] = 0
-    return sets
+    return c
+
+
+def hose_bits(c: np.ndarray, n: np.ndarray, cap: np.ndarray | None = None) -> np.ndarray:
+    """Bit sets {x ≤ cap : x ≤ c or x ≥ n − c} from int64 hose limits c (−1..n, see
+    :func:`hose_limit`), n (K, 1) and an optional int64 cap (default n; at most 63).
+
+    Shift amounts of 64 or more give 0 in numpy (defined since numpy 1.18), so c = −1 or a
+    negative cap need no special case: ``_ALL >> (63 − m)`` is {0..m}, empty for m < 0.
+    """
+    if cap is None:
+        cap = n
+        low = c
+    else:
+        low = np.minimum(c, cap)
+    sets = _ALL >> (63 - low).view(np.uint64)  # 0..min(c, cap)
+    sets |= (_ALL >> (63 - cap).view(np.uint64)) & (_ALL << (n - c).view(np.uint64))
+    return sets  # ... or n − c..cap
+
+
+def hose_sets(up: np.ndarray, n: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Bits x ∈ 0..n whose hose reservation min(x, n − x)·b fits ``up`` (+1e-9).
+
+    ``up`` (K, m) residual bandwidth of m links per row; n (≤ 63), b (K,). The allowed
+    y = min(x, n − x) are 0..c (:func:`hose_limit`): x ≤ c or x ≥ n − c.
+    """
+    c = hose_limit(up, n, b).astype(np.int64)
+    return hose_bits(c, n[:, None].astype(np.int64))

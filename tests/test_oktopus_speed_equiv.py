@@ -1,0 +1,178 @@
+"""The fast paths of the batched OKTOPUS give exactly the one-row embedder's results.
+
+``oktopus_embed_batch`` sums intervals by matrix products and keeps exact bit sets only for
+the groups that need them, summed and split in Python ints when few, in numpy when many.
+These tests drive each path (and trees with uneven groups and scattered uplinks).
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dcsim.allocators import oktopus as okt
+from dcsim.allocators.oktopus import oktopus_embed, oktopus_embed_batch
+from dcsim.allocators.vc_batch import (
+    _popcount_swar,
+    hose_bits,
+    hose_limit,
+    popcount,
+    sum_sets,
+)
+from dcsim.model.topologies import build_topology
+from dcsim.model.topology import Topology
+from dcsim.model.vc import TreeLevels
+
+
+def fat_tree(pods, racks, hosts):
+    topo = build_topology({"kind": "fat_tree", "pods": pods, "racks": racks, "hosts": hosts,
+                           "server": {"cpu": 8}, "host_link": 8})
+    return topo, TreeLevels(topo)
+
+
+def uneven_tree(rng):
+    """A balanced tree whose groups have different numbers of children, its links listed
+    in a shuffled order (uplinks of a level not contiguous)."""
+    g = nx.Graph()
+    edges = []
+    h = 0
+    n_pods = int(rng.integers(1, 4))
+    for p in range(n_pods):
+        g.add_node(f"p{p}", kind="switch", tier=2)
+        edges.append((f"p{p}", "core", float(rng.choice([8.0, 20.0, 40.0]))))
+        for r in range(int(rng.integers(1, 4))):
+            rack = f"r{p}_{r}"
+            g.add_node(rack, kind="switch", tier=1)
+            edges.append((rack, f"p{p}", float(rng.choice([8.0, 16.0, 24.0]))))
+            for _ in range(int(rng.integers(1, 5))):
+                g.add_node(f"h{h}", kind="server", tier=0, cpu=8.0)
+                edges.append((f"h{h}", rack, 8.0))
+                h += 1
+    g.add_node("core", kind="switch", tier=3)
+    for i in rng.permutation(len(edges)):
+        u, v, c = edges[i]
+        g.add_edge(u, v, capacity=c)
+    topo = Topology.from_graph(g, name="uneven")
+    return topo, TreeLevels(topo)
+
+
+def check_rows(levels, free, lf, n, s, b):
+    counts, ok = oktopus_embed_batch(levels, free, lf, n, s, b)
+    assert counts.dtype == np.int64 and ok.dtype == bool
+    for i in range(len(n)):
+        want = oktopus_embed(levels, free[i], lf[i], int(n[i]), float(s[i]), float(b[i]))
+        assert ok[i] == (want is not None), i
+        np.testing.assert_array_equal(counts[i], 0 if want is None else want, err_msg=str(i))
+    return ok
+
+
+def random_states(topo, rng, k, tight):
+    free = rng.integers(0, 9, (k, topo.n_servers)).astype(float)
+    free[rng.random(free.shape) < 0.3] = 0.0
+    scale = rng.random((k, topo.n_links)) * (0.3 if tight else 1.0)
+    lf = np.floor(topo.link_capacity * scale)
+    return free, lf
+
+
+@pytest.fixture(params=["python", "numpy"])
+def exact_path(request, monkeypatch):
+    """Few exactly summed groups go through Python ints, many through numpy: force each."""
+    monkeypatch.setattr(okt, "_PY_MAX", 10**9 if request.param == "python" else 0)
+    return request.param
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_k12_with_tight_links_on_both_exact_paths(exact_path, seed):
+    """Tight uplinks and small N make many hosts' sets two intervals (the exact paths)."""
+    topo, levels = fat_tree(12, 6, 6)
+    rng = np.random.default_rng(seed)
+    k = 40
+    free, lf = random_states(topo, rng, k, tight=seed % 2 == 0)
+    n = rng.integers(3, 25 if seed % 2 == 0 else 61, k)
+    s = rng.choice([1.0, 2.0, 4.0, 8.0], k)
+    b = rng.choice([1.0, 2.0, 4.0, 8.0], k)
+    check_rows(levels, free, lf, n, s, b)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_two_interval_sets_everywhere(exact_path, seed):
+    """Hosts that hold almost N behind uplinks that carry one or two VMs' hose: their sets
+    are {0..c} ∪ {N − c..slots}, and so are many racks' and pods'."""
+    topo, levels = fat_tree(4, 3, 4)
+    rng = np.random.default_rng(seed)
+    k = 40
+    n = rng.integers(6, 16, k)
+    b = rng.choice([1.0, 2.0], k)
+    s = np.ones(k)
+    free = np.minimum(n[:, None] - rng.integers(1, 3, (k, topo.n_servers)), 8).astype(float)
+    lf = topo.link_capacity * (0.5 + rng.random((k, topo.n_links)))
+    lf = np.minimum(lf, b[:, None] * rng.integers(0, 4, (k, topo.n_links)))
+    ok = check_rows(levels, free, lf, n, s, b)
+    assert ok.any()
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 10), pow2=st.booleans(),
+       python=st.booleans())
+def test_uneven_trees_with_scattered_uplinks(seed, k, pow2, python):
+    rng = np.random.default_rng(seed)
+    topo, levels = uneven_tree(rng)
+    free, lf = random_states(topo, rng, k, tight=bool(rng.random() < 0.5))
+    lf[rng.random(lf.shape) < 0.05] -= 1.0  # an overdrawn link: not even 0 VMs' hose fits
+    n = rng.integers(1, 20, k)
+    s = rng.choice([0.0, 1.0, 2.0, 4.0] if pow2 else [0.0, 0.3, 1.5, 2.5], k)
+    b = rng.choice([1.0, 2.0, 4.0] if pow2 else [0.0, 0.1, 0.7, 1.1], k)
+    old = okt._PY_MAX
+    okt._PY_MAX = 10**9 if python else 0
+    try:
+        check_rows(levels, free, lf, n, s, b)
+    finally:
+        okt._PY_MAX = old
+
+
+@settings(max_examples=300, deadline=None)
+@given(a=st.integers(0, 2**64 - 1), b=st.integers(0, 2**64 - 1), shift=st.integers(0, 63))
+def test_python_minkowski_sum_equals_the_numpy_one(a, b, shift):
+    b >>= shift  # sets of every width
+    want = int(sum_sets(np.array([a], dtype=np.uint64), np.array([b], dtype=np.uint64))[0])
+    assert okt._py_sum(a, b) == want
+
+
+def test_popcount_fallback_counts_bits():
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 2**63, 5000, dtype=np.uint64) << np.uint64(1)
+    x |= rng.integers(0, 2, 5000, dtype=np.uint64)
+    x >>= rng.integers(0, 64, 5000).astype(np.uint64)
+    x[:3] = [0, 1, 2**64 - 1]
+    want = np.array([bin(int(v)).count("1") for v in x])
+    np.testing.assert_array_equal(_popcount_swar(x), want)
+    np.testing.assert_array_equal(popcount(x), want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 63))
+def test_hose_limit_skips_the_correction_only_where_exact(seed, n):
+    """Powers of two: the uncorrected quotient equals the corrected one."""
+    rng = np.random.default_rng(seed)
+    up = np.concatenate([rng.random(30) * 70, np.floor(rng.random(30) * 70),
+                         [-1e-9, -1.0, 0.0, np.inf, -2e-9]])[None, :].repeat(4, axis=0)
+    b = np.array([0.25, 1.0, 2.0, 8.0])
+    nn = np.full(4, n)
+    np.testing.assert_array_equal(hose_limit(up, nn, b, exact_div=True),
+                                  hose_limit(up, nn, b, exact_div=False))
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 63))
+def test_hose_bits_with_a_cap(seed, n):
+    """{x ≤ cap : x ≤ c or x ≥ n − c}, shifts of 64 or more included (c = −1, cap < 0)."""
+    rng = np.random.default_rng(seed)
+    c = rng.integers(-1, n + 1, 50)
+    cap = rng.integers(-3, n + 1, 50)
+    got = hose_bits(c[None, :], np.array([[n]]), cap[None, :])[0]
+    for ci, ki, g in zip(c.tolist(), cap.tolist(), got.tolist(), strict=True):
+        want = sum(1 << x for x in range(0, max(ki + 1, 0)) if x <= ci or x >= n - ci)
+        assert g == want
