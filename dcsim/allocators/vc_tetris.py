@@ -41,18 +41,22 @@ succeeds wins, as in the sequential algorithm.
 :func:`tetris_embed_batch` (AHAB's lookahead) embeds one VC in each of K states at once,
 with the same results row by row, and without the per-VM loop: the greedy's picks are the
 first N VMs in the order of the keys ironed to their running minimum along each host (see
-:func:`_greedy_batch`), so a level is a table, a sort and a count for every (state, group)
-pair at once.
+:func:`_greedy_batch`). A host's keys do not depend on the group it is tried in, so they are
+computed and ranked once, for the hosts that can take a VM at all; a level is then one sort
+of those VMs by (state, group, rank) and a count for every (state, group) pair at once (see
+:func:`_embed_rows`).
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
 from dcsim.allocators.vc_base import VCAllocator
 from dcsim.allocators.vc_batch import groupsum, slots_rows
 from dcsim.hookspecs import hookimpl
-from dcsim.model.vc import TreeLevels, vm_slots
+from dcsim.model.vc import UNLIMITED, TreeLevels, vm_slots
 
 _EPS = 1e-9
 
@@ -153,11 +157,13 @@ def tetris_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
 
     ``free_cpu`` (K, hosts), ``link_free`` (K, links), ``n``/``s``/``b`` (K,). Returns VM
     counts (K, hosts) and a feasibility mask (K,): row by row exactly what
-    :func:`tetris_embed` returns. Per level, the greedy runs for every (row, group) pair
-    that can hold its row's VC at once; each row then takes its first group in TETRIS's
-    order (most free compute first) whose placement passes the hose check. A row with a
-    link already below -1e-9 free (every hose check fails on it) goes through
-    :func:`tetris_embed`.
+    :func:`tetris_embed` returns. A row with a link already below -1e-9 free (every hose
+    check fails on it) goes through :func:`tetris_embed`; the rows that no single host
+    can hold through :func:`_embed_rows`.
+
+    Single hosts: a host's VM slots grow with its free CU, so some host holds all N VMs iff
+    one with the most free CU does (the first such, as the one-row code picks; free CU is
+    finite).
     """
     K, n_hosts = free_cpu.shape
     n = np.asarray(n, dtype=np.int64)
@@ -168,84 +174,208 @@ def tetris_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
         capacity = topo.server_capacity[:, topo.resource_index("cpu")]
     counts = np.zeros((K, n_hosts), dtype=np.int64)
     ok = np.zeros(K, dtype=bool)
+    if K == 0:
+        return counts, ok
     enough = ~(free_cpu.sum(axis=1) + _EPS < n * s)
-    slots = slots_rows(free_cpu, s)
-    fits = slots >= n[:, None]
-    one = enough & fits.any(axis=1)  # single hosts, most free CU first
-    best = np.argmax(np.where(fits, free_cpu, -np.inf), axis=1)
+    best = np.argmax(free_cpu, axis=1)
+    top = free_cpu[np.arange(K), best]
+    one = enough & (slots_rows(top[:, None], s)[:, 0] >= n)  # single hosts
     counts[one, best[one]] = n[one]
     ok |= one
     todo = enough & ~one
-    odd = todo & ~(link_free + _EPS >= 0).all(axis=1)
+    odd = todo & ~(link_free.min(axis=1) + _EPS >= 0)  # NaN too, as the one-row check
     for i in np.flatnonzero(odd):
         c = tetris_embed(levels, free_cpu[i], link_free[i], int(n[i]), float(s[i]),
                          float(b[i]), capacity)
         if c is not None:
             counts[i], ok[i] = c, True
     live = np.flatnonzero(todo & ~odd)
-    room_w = np.minimum(slots, n[:, None])
-    up0 = levels.uplink[0]
-    runs = np.zeros((K, n_hosts), dtype=np.int32)  # small: large arrays are slow to allocate
-    runs[live] = _feasible_runs(free_cpu[live], link_free[live[:, None], up0], n[live],
-                                s[live], b[live])
-    live = live[runs[live].sum(axis=1) >= n[live]]  # else the greedy dies in every group
-    for k in range(1, levels.height + 1):
-        if live.size == 0:
-            break
-        g, size = levels.group[k], levels.size[k]
-        free_g = groupsum(free_cpu[live], g, size)
-        cap_g = np.bincount(g, weights=capacity, minlength=size)
-        frac = np.divide(free_g, cap_g[None, :], out=np.zeros_like(free_g),
-                         where=cap_g[None, :] > 0)
-        # room: the one-row code's filter; runs: else the greedy dies (both exact ints)
-        starts = np.searchsorted(g, np.arange(size))  # a group's hosts are a run
-        both = np.add.reduceat(np.concatenate([room_w[live], runs[live]]), starts, axis=1)
-        nl = n[live, None]
-        pr, pg = np.nonzero((both[: live.size] >= nl) & (both[live.size :] >= nl))
-        if pr.size == 0:
-            continue
-        rows = live[pr]
-        hosts = levels.hosts_of[k][pg]
-        m = _greedy_batch(hosts, rows, free_cpu, link_free, up0, runs, n[rows], s[rows],
-                          b[rows])
-        sel = hosts >= 0
-        passed = np.zeros((live.size, size), dtype=bool)
-        passed[pr, pg] = _hose_fits(levels, k, rows, hosts, m, link_free, n[rows], b[rows])
-        win = passed.any(axis=1)
-        if win.any():
-            pick = np.full((live.size, size), -1, dtype=np.int64)
-            pick[pr, pg] = np.arange(pr.size)
-            gw = np.argmax(np.where(passed, frac, -np.inf), axis=1)
-            p = pick[np.flatnonzero(win), gw[win]]
-            r = np.broadcast_to(live[win][:, None], sel[p].shape)
-            counts[r[sel[p]], hosts[p][sel[p]]] = m[p][sel[p]]
-            ok[live[win]] = True
-            live = live[~win]
+    if live.size:
+        _embed_rows(levels, live, free_cpu, link_free, n, s, b, capacity, counts, ok)
     return counts, ok
 
 
-def _hose_fits(levels: TreeLevels, k: int, rows: np.ndarray, hosts: np.ndarray,
-               m: np.ndarray, link_free: np.ndarray, n: np.ndarray,
-               b: np.ndarray) -> np.ndarray:
-    """Whether each (row, level-k group) pair's placement, m VMs on the group's hosts, fits
-    the hose reservations of the links inside the group, compared as
-    :meth:`TreeLevels.hose_loads` ``<= link_free + 1e-9``. Links above the group carry
-    nothing (all N VMs are inside): the caller checked them with a zero load."""
-    sel = hosts >= 0
-    h = np.maximum(hosts, 0)
-    nn, bb, r = n[:, None], b[:, None], rows[:, None]
-    mf = m.astype(np.float64)
-    load = np.minimum(mf, nn - mf) * bb
-    fits = ((load <= link_free[r, levels.uplink[0][h]] + _EPS) | ~sel).all(axis=1)
-    P = rows.size
-    for j in range(1, k):  # VMs under each level-j group, per pair (0 outside the group)
-        size = levels.size[j]
-        idx = (np.arange(P)[:, None] * size + levels.group[j][h]).ravel()
-        mj = np.bincount(idx, weights=(mf * sel).ravel(), minlength=P * size)
-        mj = mj.reshape(P, size)
-        load = np.minimum(mj, nn - mj) * bb
-        fits &= (load <= link_free[r, levels.uplink[j][None, :]] + _EPS).all(axis=1)
-    return fits
+_HOST_STARTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _host_starts(levels: TreeLevels) -> list[np.ndarray]:
+    """Per level k, where each level-k group's hosts start (a group's hosts are contiguous,
+    so a sum over them is one ``np.add.reduceat``); computed once per :class:`TreeLevels`."""
+    starts = _HOST_STARTS.get(levels)
+    if starts is None:
+        starts = [np.searchsorted(g, np.arange(size))
+                  for g, size in zip(levels.group, levels.size, strict=True)]
+        _HOST_STARTS[levels] = starts
+    return starts
+
+
+def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
+                link_free: np.ndarray, n: np.ndarray, s: np.ndarray, b: np.ndarray,
+                capacity: np.ndarray, counts: np.ndarray, ok: np.ndarray) -> None:
+    """The group levels of :func:`tetris_embed_batch` for rows ``live`` (no single host fits,
+    no link overdrawn): fills their ``counts`` and ``ok`` in place.
+
+    Per level, the greedy runs for every (row, group) pair that can hold its row's VC (the
+    hosts' ``min(slots, n)`` total ≥ n, the one-row code's filter, and their feasible runs
+    total ≥ n, else the greedy dies); each row then takes its first group in TETRIS's order
+    (most free compute first) whose placement passes the hose check.
+
+    Sparse: only the *active* hosts, with a feasible run of one VM or more
+    (:func:`_feasible_runs`), take part, a few dozen per row on a loaded cluster; they are
+    listed row by row, in host order, as flat indices into (K, hosts) (cheaper to find and
+    gather with than (row, host) pairs). A host without a run has 0 ≤ min(slots, n) if its
+    free CU is ≥ 0; if every active host also has min(slots, n) ≥ its run, a pair's runs
+    total ≥ n implies the filter, which is computed (on all hosts) only for the rows where
+    that does not hold. A host's keys do not depend on the group it is tried in, so they
+    are computed, ironed and ranked once for all levels (:func:`_ironed_keys`,
+    :func:`_rank`); a pair's greedy then takes its first n VMs in rank order
+    (:func:`_pick_counts`). Sums over the active hosts of a group are bincounts of their
+    pair numbers ``row * groups + group``, which never decrease along the list (a group's
+    hosts are contiguous).
+    """
+    K, H = free_cpu.shape
+    mask = np.zeros(K, dtype=bool)
+    mask[live] = True
+    # where a first VM's CU fits: elsewhere the run is 0 (in _fit_count y = 1 fails, so
+    # the count stays 0)
+    fits = free_cpu - s[:, None] >= -_EPS
+    fits &= mask[:, None]
+    flat = np.flatnonzero(fits)
+    ar = flat // H
+    ah = flat - ar * H
+    up0 = levels.uplink[0]
+    fa = np.take(free_cpu, flat)
+    ua = np.take(link_free, ar * link_free.shape[1] + up0[ah])
+    na, sa, ba = n[ar], s[ar], b[ar]
+    ln = _runs(fa, ua, na, sa, ba)
+    alive = mask & (np.bincount(ar, weights=ln, minlength=K) >= n)  # else the greedy dies
+    # where min(slots, n) >= run may fail (slots as slots_rows: floor(free / s + 1e-9))
+    with np.errstate(over="ignore"):
+        q = np.divide(fa, sa, out=np.zeros(fa.size), where=sa > 0) + 1e-9
+    sure = np.where(sa > 0, (q >= ln) & (q < 2.0**62), ln <= UNLIMITED)
+    unsure = ~(free_cpu.min(axis=1) >= 0)
+    if not sure.all():
+        unsure |= np.bincount(ar, weights=~sure, minlength=K) > 0
+    room_rows = np.flatnonzero(unsure & alive)
+    if room_rows.size:  # the one-row code's filter, on all hosts of those rows
+        room = np.minimum(slots_rows(free_cpu[room_rows], s[room_rows]), n[room_rows, None])
+        host_starts = _host_starts(levels)
+    on = np.flatnonzero((ln > 0) & alive[ar])
+    if on.size == 0:
+        return
+    flat, ar, ah, ln, ua, na, ba = flat[on], ar[on], ah[on], ln[on], ua[on], na[on], ba[on]
+    keys, owner = _ironed_keys(fa[on], ua, ln, na, sa[on], ba)
+    rank = _rank(keys)
+    ua += _EPS
+    lnf = ln.astype(np.float64)
+    nn, bb = n[:, None], b[:, None]
+    group = [g[ah] for g in levels.group]  # each active host's group, per level
+    pair = [ar * size + gk for gk, size in zip(group, levels.size, strict=True)]
+    link = [None] * levels.height  # each row's level-j uplinks' free BU + eps, when needed
+    for k in range(1, levels.height + 1):
+        size = levels.size[k]
+        cand = np.bincount(pair[k], weights=lnf, minlength=K * size).reshape(K, size) >= nn
+        cand &= alive[:, None]
+        if room_rows.size:
+            cand[room_rows] &= np.add.reduceat(room, host_starts[k], axis=1) >= nn[room_rows]
+        act = cand.ravel()[pair[k]]
+        if not act.any():
+            continue
+        mi = _pick_counts(rank, owner, pair[k], na, act)
+        m = mi.astype(np.float64)
+        # hose check of the links inside the groups (a link above carries nothing); a link
+        # without VMs below passes (none is overdrawn). bad: failing links per pair.
+        fail = ~(np.minimum(m, na - m) * ba <= ua)
+        bad = np.bincount(pair[1], weights=fail, minlength=K * levels.size[1])
+        bad = bad.reshape(K, levels.size[1])
+        for j in range(1, k):
+            mj = np.bincount(pair[j], weights=m, minlength=K * levels.size[j])
+            mj = mj.reshape(K, levels.size[j])
+            if link[j] is None:
+                link[j] = link_free[:, levels.uplink[j]] + _EPS
+            bad += ~(np.minimum(mj, nn - mj) * bb <= link[j])
+            bad = np.add.reduceat(bad, levels.starts[j], axis=1)
+        passed = cand & (bad == 0)
+        win = np.flatnonzero(passed.any(axis=1))
+        if win.size == 0:
+            continue
+        gw = np.zeros(win.size, dtype=np.int64)
+        if size > 1:  # the first passed group by free fraction (ties: lowest index)
+            g = levels.group[k]
+            free_g = groupsum(free_cpu[win], g, size)
+            cap_g = np.bincount(g, weights=capacity, minlength=size)
+            frac = np.divide(free_g, cap_g[None, :], out=np.zeros_like(free_g),
+                             where=cap_g[None, :] > 0)
+            gw = np.argmax(np.where(passed[win], frac, -np.inf), axis=1)
+        won = np.full(K, -1, dtype=np.int64)
+        won[win] = gw
+        put = np.flatnonzero(won[ar] == group[k])
+        counts.ravel()[flat[put]] = mi[put]
+        ok[win] = True
+        alive[win] = False
+        if not alive.any():
+            break
+
+
+def _ironed_keys(fr: np.ndarray, up: np.ndarray, ln: np.ndarray, n: np.ndarray,
+                 s: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ironed keys of the VMs of A hosts, flat: host by host, the host's 1st, 2nd, ...,
+    ``ln``-th VM; and each VM's host (0..A-1). ``fr``/``up`` (A,) free CU and uplink BU,
+    ``ln`` (A,) the host's feasible run (:func:`_feasible_runs`, ≥ 1), n/s/b (A,) its VC.
+
+    The (i+1)-th VM's key is its ρ as :func:`_greedy` computes it (the same floats; a
+    feasible −inf is −1e300), ironed to the running minimum over the host's VMs 1..i+1
+    (see :func:`_greedy_batch`). The table is (max run, A), VM-major so that every numpy
+    call runs over the A hosts (a short inner axis is slow); its entries past a host's run
+    are computed but not read.
+    """
+    A = ln.size
+    T = int(ln.max())
+    y = np.arange(1, T + 1)[:, None]
+    c_after = fr - y * s
+    b_after = up - np.minimum(y, n - y) * b
+    zero_b = b_after <= _EPS
+    stranded = np.where(b > 0, -1e300, np.inf)  # tetris_rho at b' = 0, floored
+    key = np.where(c_after > _EPS, stranded, np.inf)  # where b' = 0; divide elsewhere
+    np.divide(c_after, b_after, out=key, where=~zero_b)
+    for i in range(1, T):  # ironed: the running minimum
+        np.minimum(key[i], key[i - 1], out=key[i])
+    owner = np.repeat(np.arange(A), ln)
+    start = np.cumsum(ln) - ln  # each host's first VM in the flat list
+    i = np.arange(owner.size) - np.repeat(start, ln)
+    return np.take(key, i * A + owner), owner
+
+
+def _rank(keys: np.ndarray) -> np.ndarray:
+    """Each key's position in the greedy's order: key descending, ties in the given order
+    (host, then VM)."""
+    rank = np.empty(keys.size, dtype=np.int64)
+    rank[np.argsort(-keys, kind="stable")] = np.arange(keys.size)
+    return rank
+
+
+def _pick_counts(rank: np.ndarray, owner: np.ndarray, seg: np.ndarray, n: np.ndarray,
+                 act: np.ndarray | None) -> np.ndarray:
+    """How many VMs each of A hosts gets when each segment (a (row, group) pair) takes
+    its first n VMs in ``rank`` order. ``rank`` (E,) and ``owner`` (E,) per VM, its rank
+    (:func:`_rank`) and host; ``seg`` (A,), non-decreasing, and ``n`` (A,) per host, its
+    segment and that segment's n; ``act`` (A,) which hosts take part (None: all).
+
+    One sort by (segment, rank) puts every segment's VMs in order, in the positions the
+    segment holds in the flat list (segments are contiguous there): position j is picked
+    iff j − (the segment's first position) < n. The sort keys are almost in order already
+    (by segment), which the stable sort (timsort) is quick on.
+    """
+    big = rank.size  # ranks are below it
+    if act is not None:
+        on = act[owner]
+        owner, rank = owner[on], rank[on]
+    sv = seg[owner]
+    order = np.argsort(sv * big + rank, kind="stable")
+    size = np.bincount(sv)
+    first = np.cumsum(size) - size  # each segment's first position
+    take = np.arange(sv.size) - first[sv] < n[owner]
+    return np.bincount(owner[order[take]], minlength=seg.size)
 
 
 def _greedy_batch(hosts: np.ndarray, rows: np.ndarray, free_cpu: np.ndarray,
@@ -256,7 +386,7 @@ def _greedy_batch(hosts: np.ndarray, rows: np.ndarray, free_cpu: np.ndarray,
     and ``runs`` (K, hosts) (:func:`_feasible_runs`) and of ``link_free`` (K, links),
     ``uplink`` each host's uplink, n/s/b (P,) the pair's VC, where the hosts' ``runs``
     total at least n (else the greedy dies). Returns m (P, W), the VMs per host of the
-    greedy, which places all n.
+    greedy, which places all n. (:func:`_embed_rows` runs the same steps on its rows.)
 
     The greedy (max key among the hosts' next VMs, ties to the lowest position) takes the
     VMs in the order of the keys *ironed* to their running minimum along each host,
@@ -265,64 +395,49 @@ def _greedy_batch(hosts: np.ndarray, rows: np.ndarray, free_cpu: np.ndarray,
     minimum encodes (``tests/test_vc_batch.py`` checks it against the loop). So m counts
     each host's VMs among the first n in that order. An infeasible VM (key −inf) irons
     every later one of its host to −inf: only each host's run of feasible VMs from the
-    first (``runs``) is tabled; the greedy places all n VMs iff the runs total ≥ n.
+    first (``runs``) takes part; the greedy places all n VMs iff the runs total ≥ n.
     """
-    P, W = hosts.shape
     h = np.maximum(hosts, 0)
-    r = rows[:, None]
-    length = np.where(hosts >= 0, runs[r, h], 0)
-    fr, up = free_cpu[r, h], link_free[r, uplink[h]]
-    # key[i]: the (i+1)-th VM of every host of every pair, as _greedy computes it (the
-    # same floats); (T, P, W), a VM at a time (large temporaries are slow to allocate)
-    T = int(length.max())
-    key = np.empty((T, P, W))
-    nq, sq, bq = n[:, None], s[:, None], b[:, None]
-    c_after = np.empty((P, W))
-    b_after = np.empty((P, W))
-    stranded = np.where(bq > 0, -1e300, np.inf)  # tetris_rho at b' = 0, -inf floored
-    for i in range(T):
-        np.subtract(fr, (i + 1) * sq, out=c_after)
-        np.subtract(up, np.minimum(i + 1, nq - (i + 1)) * bq, out=b_after)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            np.divide(c_after, b_after, out=key[i])
-        zero_b = b_after <= _EPS
-        np.copyto(key[i], np.where(c_after > _EPS, stranded, np.inf), where=zero_b)
-        np.copyto(key[i], -np.inf, where=length <= i)
-        if i:  # ironed: the running minimum
-            np.minimum(key[i], key[i - 1], out=key[i])
-    flat = np.sort(key.transpose(1, 2, 0).reshape(P, W * T), axis=1)  # ascending
-    thr = flat[np.arange(P), W * T - n]  # the n-th largest (n <= Σ length <= W·T)
-    above = (key > thr[:, None]).sum(axis=0)
-    tied = (key == thr[:, None]).sum(axis=0)
-    need = nq - above.sum(axis=1, keepdims=True)
-    before = np.cumsum(tied, axis=1) - tied
-    return above + np.clip(need - before, 0, tied)
+    length = np.where(hosts >= 0, runs[rows[:, None], h], 0)
+    pp, pw = np.nonzero(length)  # pair by pair, in position order
+    hh, rr, ln = hosts[pp, pw], rows[pp], length[pp, pw]
+    keys, owner = _ironed_keys(free_cpu[rr, hh], link_free[rr, uplink[hh]], ln, n[pp], s[pp],
+                               b[pp])
+    m = np.zeros(hosts.shape, dtype=np.int64)
+    m[pp, pw] = _pick_counts(_rank(keys), owner, pp, n[pp], None)
+    return m
 
 
 def _feasible_runs(free_cpu: np.ndarray, up_free: np.ndarray, n: np.ndarray, s: np.ndarray,
                    b: np.ndarray) -> np.ndarray:
     """(K, hosts): how many VMs each host takes before the first that does not fit (CU
     ``free - m·S >= -eps`` and uplink ``up - min(m, n - m)·B >= -eps`` for m = 1, 2, ...),
-    at most n. The greedy never puts more on a host."""
-    nn = n[:, None].astype(np.float64)
-    run = _fit_count(free_cpu, s[:, None], nn)
-    bw = _fit_count(up_free, b[:, None], nn)  # the hose of y VMs fits for 0 < y <= bw
+    at most n. The greedy never puts more on a host. (:func:`_runs`, per row.)"""
+    return _runs(free_cpu, up_free, n[:, None], s[:, None], b[:, None])
+
+
+def _runs(free: np.ndarray, up: np.ndarray, n: np.ndarray, s: np.ndarray,
+          b: np.ndarray) -> np.ndarray:
+    """:func:`_feasible_runs` elementwise (arguments broadcast together): int32."""
+    nn = n.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        run = _fit_count(free, s, nn)
+        bw = _fit_count(up, b, nn)  # the hose of y VMs fits for 0 < y <= bw
     # VM m needs y = min(m, n - m): up to n/2 that is m; past it y shrinks again, and VM n
     # needs y = 0 (up >= -eps)
-    all_fit = bw >= nn // 2
-    bw[all_fit] = np.broadcast_to(nn, bw.shape)[all_fit]
-    bw[all_fit & ~(up_free >= -_EPS)] = 0
+    all_fit = bw >= n // 2
+    np.copyto(bw, np.where(up >= -_EPS, nn, 0.0), where=all_fit)
     np.minimum(run, bw, out=run)
     return run.astype(np.int32)
 
 
 def _fit_count(base: np.ndarray, step: np.ndarray, cap: np.ndarray) -> np.ndarray:
     """How many y = 1, 2, ... (at most ``cap``) pass ``base - y * step >= -1e-9``, the
-    comparison the one-row code makes; it fails from some y on (step >= 0). As floats;
-    in place where it can (large temporaries are slow to allocate)."""
+    comparison the one-row code makes; it fails from some y on (step >= 0). As floats, of
+    ``base``'s shape (``step`` and ``cap`` broadcast to it); in place where it can (large
+    temporaries are slow to allocate). Divides by 0: the caller ignores those warnings."""
     q = base + _EPS
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        np.divide(q, step, out=q)
+    np.divide(q, step, out=q)
     np.floor(q, out=q)
     if not (step > 0).all():  # step 0: every y or none, as y = 1 says
         q = np.where(step > 0, q, np.where(base >= -_EPS, cap, 0.0))

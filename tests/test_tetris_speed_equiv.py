@@ -1,0 +1,75 @@
+"""tetris_embed_batch (sparse, ranked keys) = tetris_embed row by row, edge cases included.
+
+The batch skips the one-row code's room filter (hosts' min(slots, N) total ≥ N) where the
+feasible runs imply it; these states break that implication on purpose (negative free CU,
+tiny S where slots and runs round differently) besides the ordinary loaded k = 12 states.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import pytest
+
+from dcsim.allocators.vc_tetris import tetris_embed, tetris_embed_batch
+from dcsim.model.topologies import build_topology
+from dcsim.model.vc import TreeLevels
+
+
+@cache
+def k12():
+    topo = build_topology({"kind": "fat_tree", "preset": "ahab_k12"})
+    return topo, TreeLevels(topo)
+
+
+@cache
+def small():
+    topo = build_topology({"kind": "fat_tree", "pods": 2, "racks": 3, "hosts": 3,
+                           "server": {"cpu": 8}, "host_link": 8})
+    return topo, TreeLevels(topo)
+
+
+def check(levels, free, lf, n, s, b):
+    counts, ok = tetris_embed_batch(levels, free, lf, n, s, b)
+    for i in range(len(n)):
+        want = tetris_embed(levels, free[i], lf[i], int(n[i]), float(s[i]), float(b[i]))
+        assert ok[i] == (want is not None), i
+        if want is None:
+            assert not counts[i].any(), i
+        else:
+            np.testing.assert_array_equal(counts[i], want, err_msg=f"row {i}")
+    return ok
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_loaded_k12_states(seed):
+    """Mostly full hosts and links, as in AHAB's lookahead: few active hosts per row."""
+    topo, levels = k12()
+    rng = np.random.default_rng(seed)
+    k = 40
+    free = rng.choice([0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 4.0, 8.0], (k, topo.n_servers))
+    lf = np.floor(topo.link_capacity * rng.random((k, topo.n_links)) ** 2)
+    n = rng.integers(3, 61, k)
+    s = rng.choice([1.0, 2.0, 4.0, 8.0], k, p=[0.45, 0.3, 0.2, 0.05])
+    b = rng.choice([1.0, 2.0, 4.0, 8.0], k, p=[0.45, 0.3, 0.2, 0.05])
+    ok = check(levels, free, lf, n, s, b)
+    assert 0 < ok.sum() < k
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_room_filter_edge_cases(seed):
+    """Negative free CU, tiny and zero S and B, residuals just under a VM's size."""
+    topo, levels = small()
+    rng = np.random.default_rng(100 + seed)
+    k = 16
+    free = rng.integers(0, 9, (k, topo.n_servers)).astype(float)
+    free[rng.random(free.shape) < 0.15] -= rng.choice([1e-9, 5e-10, 0.5, 3.0])
+    lf = np.floor(topo.link_capacity * rng.random((k, topo.n_links)))
+    n = rng.integers(1, 25, k)
+    s = rng.choice([0.0, 1e-3, 0.1, 0.7, 1.0, 2.0, 8.0], k)
+    b = rng.choice([0.0, 1e-3, 0.3, 1.0, 2.0], k)
+    near = rng.random(k) < 0.5  # free CU a hair under a multiple of S
+    mult = rng.integers(0, 4, (near.sum(), topo.n_servers))
+    free[near] = s[near, None] * mult - rng.choice([0.0, 5e-10, 2e-9], (near.sum(), 1))
+    check(levels, free, lf, n, s, b)
