@@ -149,9 +149,14 @@ class Ahab(VCAllocator):
             reward[:q] += n * s
         for j in range(ns.shape[1]):
             c, ok = self.embedder.embed_batch(cpu, lf, ns[:, j], ss[:, j], bs[:, j])
-            cpu -= c * ss[:, j, None]
-            lf -= hose_loads_batch(self.levels, c, ns[:, j], bs[:, j])
-            reward += np.where(ok, ns[:, j] * ss[:, j], 0.0)
+            r = np.flatnonzero(ok)  # under load about half the futures' VCs do not fit
+            if r.size == 0:
+                continue
+            if r.size < ok.size:
+                c = c[r]
+            cpu[r] -= c * ss[r, j, None]
+            lf[r] -= hose_loads_batch(self.levels, c, ns[r, j], bs[r, j])
+            reward[r] += ns[r, j] * ss[r, j]
         return float(reward[:q].mean()), float(reward[q:].mean())
 
 
