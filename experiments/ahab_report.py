@@ -77,7 +77,7 @@ def sweep_table(results: Path, name: str, by: list[str], metric: str = "util_cpu
 SWEEPS = [
     ("ahab_lookahead", ["embed", "lookahead"], "Fig. 6a: used CU against lookahead (20 sequences)"),
     ("ahab_sequences", ["embed", "sequences"], "Fig. 6b: used CU against sequences (lookahead 15)"),
-    ("ahab_host_capacity", ["cpu", "host_link", "allocator"],
+    ("ahab_host_capacity", ["topology_server_cpu", "host_link", "allocator"],
      "Fig. 9: used CU against host capacity"),
 ]
 
