@@ -31,6 +31,15 @@ def test_shipped_experiments_validate(name):
     assert "30 seed(s)" in out
 
 
+def test_fig6b_command_in_the_experiment_file_expands_to_the_sequences_panel():
+    """The Fig. 6b command quoted in ahab_lookahead.yaml sweeps sequences for each embedder."""
+    text = (EXPERIMENTS / "ahab_lookahead.yaml").read_text()
+    quoted = text.split("--set '")[1].split("'")[0].replace("#", " ")
+    out = run("validate", EXPERIMENTS / "ahab_lookahead.yaml", "--set", quoted,
+              "--set", "allocators.0.options.lookahead=15").output
+    assert "15 sweep point(s), 30 seed(s)" in out
+
+
 def test_reduced_lambda12_end_to_end(tmp_path):
     """ahab_lambda12 on a 2-pod tree, 2 seeds x 150 VCs: all seven configurations run, and
     the per-request rows support the paper's acceptance-by-(S, B) analysis."""
