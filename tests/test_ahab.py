@@ -133,6 +133,7 @@ def test_labels_name_the_composition():
     """Results label the composition: ahab(kraken), ahab(kraken,empirical)."""
     assert Ahab.label_for(Ahab.Options()) == "ahab(kraken)"
     assert Ahab.label_for(Ahab.Options(distributions="empirical")) == "ahab(kraken,empirical)"
+    assert Ahab.label_for(Ahab.Options(paired=True)) == "ahab(kraken,paired)"
     with pytest.raises(ConfigError, match="embed"):
         a = Ahab(Ahab.Options(embed="first_fit"))
         a.setup(StateView(ClusterState(build_topology(TREE))))
@@ -158,3 +159,23 @@ def test_batched_kraken_equals_kraken_row_by_row(seed, k):
         if one is not None:
             assert np.array_equal(one, counts[i])
             np.testing.assert_allclose(loads[i], levels.hose_loads(one, int(n[i]), b[i]))
+
+
+def test_paired_futures_accept_whatever_leaves_every_future_embeddable():
+    """With common futures (paired), if every future VC still fits after R, the with-R side
+    scores exactly R's N*S more, so AHAB accepts; independent futures only add noise."""
+    topo = build_topology(TREE)  # 12 hosts x 8 CU, empty: tiny futures always fit
+    view = StateView(ClusterState(topo))
+    tiny = {**VC_WORKLOAD, "attrs": {**VC_WORKLOAD["attrs"],
+                                     "N": {"dist": "uniform_int", "low": 2, "high": 3},
+                                     "S": {"dist": "discrete", "values": [1, 2]},
+                                     "B": {"dist": "constant", "value": 1}}}
+    view.workload = build_source(tiny, topo)
+    req = Request(0, 0.0, 1.0, np.array([2.0]), 1.0, {"N": 2, "S": 1.0, "B": 1.0})
+    decisions = {}
+    for paired in (True, False):
+        a = ahab(paired=paired, shortcut=None, sequences=4, lookahead=3)
+        a.setup(view)
+        decisions[paired] = [a.allocate(req, view) is not None for _ in range(40)]
+    assert all(decisions[True])
+    assert not all(decisions[False])  # the paper's independent halves: noise can reject

@@ -58,6 +58,7 @@ class Ahab(VCAllocator):
     @classmethod
     def label_for(cls, options: Options) -> str:
         extra = ",empirical" if options.distributions == "empirical" else ""
+        extra += ",paired" if options.paired else ""
         return f"ahab({options.embed}{extra})"
 
     def setup(self, view: StateView) -> None:
