@@ -22,7 +22,8 @@ ENTRY_POINT_GROUP = "dcsim"
 ENV_VAR = "DCSIM_PLUGINS"
 BUILTIN_MODULES = ("dcsim.allocators.builtin", "dcsim.allocators.kraken",
                    "dcsim.allocators.ahab", "dcsim.allocators.oktopus",
-                   "dcsim.allocators.vc_tetris", "dcsim.allocators.strawman")
+                   "dcsim.allocators.vc_tetris", "dcsim.allocators.strawman",
+                   "dcsim.allocators.nara")
 
 _pm: pluggy.PluginManager | None = None
 _sources: dict[str, str] = {}  # plugin name -> distribution that provided it

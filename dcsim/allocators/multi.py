@@ -1,0 +1,306 @@
+"""The Nara allocation step: a request spread over servers chosen one at a time.
+
+Nara (Shabka et al. 2021, 2023) and its baselines all build a placement the same way, and
+differ only in *which server comes next*. :func:`allocate_multi` is that shared step;
+:class:`MultiServerAllocator` wires it to an allocator whose :meth:`~MultiServerAllocator.choose`
+names the next server. Third-party allocators subclass it, or call :func:`allocate_multi`
+with any chooser.
+
+The step, for a request with demand ``d`` and per-flow bandwidth ``B``:
+
+1. The chooser gets the partial allocation (:class:`Partial`: remaining demand, servers so
+   far, the free bandwidth the path check sees) and returns a server, or ``None``.
+2. The server gives ``min(free, remaining)`` of every resource.
+3. For the new server and *every* server already holding part of the request, the first of
+   the ``k`` shortest simple paths (by hop count unless the allocator ranks paths otherwise)
+   whose links all have enough free bandwidth is accepted; if no candidate has, the whole
+   request fails.
+4. Repeat until nothing remains.
+
+Failure returns ``None``. The step never mutates the state: it returns a :class:`Placement`
+that the engine validates and reserves, so a failed request leaves the state exactly as it
+was (the papers' "de-allocate everything and drop the request").
+
+Servers a chooser may pick (:meth:`Partial.eligible`): not already chosen, and with some free
+amount of a resource the request still needs (a server that would give nothing is never
+offered). When no such server exists the request **fails**: the cluster cannot hold the
+rest. (The authors' environment instead fast-forwarded time until it fitted; that is a
+property of the arrival process, not of the allocation step.) A request whose demand is all
+zero still needs one server: every server is eligible for its first choice.
+
+Two reservation semantics (``reservation``):
+
+* ``union`` (2021 paper): ``B`` is reserved **once per link** in the union of the accepted
+  paths, when the request completes. A path passes when each of its links either already
+  lies on an accepted path of this request (already paid) or has ``free >= B``.
+* ``per_pair_channel`` (2023 paper, one channel per link per server pair): every accepted
+  pair reserves ``B`` on each link of its path **immediately**, so later pairs of the same
+  request see the reduced free bandwidth; a link on ``p`` accepted paths carries ``p·B``.
+
+A zero-bandwidth request, or a topology without links (``flat``), needs no paths.
+"""
+
+from __future__ import annotations
+
+import weakref
+from abc import abstractmethod
+from collections.abc import Callable
+from itertools import pairwise
+from typing import Literal
+
+import networkx as nx
+import numpy as np
+from pydantic import Field, PositiveInt
+
+from dcsim.allocators.base import Allocator, Choice
+from dcsim.errors import PluginError
+from dcsim.model import Placement, Request, StateView, Topology
+from dcsim.model.paths import PathService
+from dcsim.model.state import EPS
+
+Reservation = Literal["union", "per_pair_channel"]
+
+_PATHS: weakref.WeakKeyDictionary[Topology, PathService] = weakref.WeakKeyDictionary()
+
+
+def path_service(topology: Topology) -> PathService:
+    """The :class:`PathService` of ``topology``, shared by every allocator of the process."""
+    ps = _PATHS.get(topology)
+    if ps is None:
+        ps = _PATHS[topology] = PathService(topology)
+    return ps
+
+
+class Partial:
+    """A request's allocation in progress, as a chooser sees it.
+
+    ``remaining`` is the demand still to place; ``servers`` and ``amounts`` what the chosen
+    servers give, in choice order; ``chosen`` the same as a boolean mask over servers.
+    ``link_free`` is the free bandwidth the path check compares against ``bandwidth``: the
+    view's under ``union``, the view's minus this request's earlier pairs under
+    ``per_pair_channel``. ``reserved`` is the bandwidth this request will take per link
+    (``None`` when it needs no paths). ``scratch`` is a per-request dict for choosers that
+    keep state between their calls (e.g. a BFS frontier).
+    """
+
+    __slots__ = ("request", "view", "remaining", "servers", "amounts", "chosen", "bandwidth",
+                 "reservation", "link_free", "reserved", "scratch", "_tol", "_eligible")
+
+    def __init__(self, request: Request, view: StateView, reservation: Reservation,
+                 needs_paths: bool):
+        self.request = request
+        self.view = view
+        self.remaining = np.array(request.demand, dtype=np.float64)
+        self.servers: list[int] = []
+        self.amounts: list[np.ndarray] = []
+        self.chosen = np.zeros(view.free.shape[0], dtype=bool)
+        self.bandwidth = float(request.bandwidth)
+        self.reservation = reservation
+        self.link_free: np.ndarray = view.link_free
+        self.reserved: np.ndarray | None = None
+        if needs_paths:
+            self.reserved = np.zeros(view.link_free.shape[0], dtype=np.float64)
+            if reservation == "per_pair_channel":
+                self.link_free = np.array(view.link_free, dtype=np.float64)
+        self.scratch: dict = {}
+        self._tol = EPS * np.maximum(view.capacity, 1.0)
+        self._eligible: np.ndarray | None = None
+
+    @property
+    def done(self) -> bool:
+        """Nothing left to place (and at least one server chosen)."""
+        return bool(self.servers) and not np.any(self.remaining > EPS * np.maximum(
+            self.request.demand, 1.0))
+
+    @property
+    def previous(self) -> int:
+        """The most recently chosen server, -1 before the first choice."""
+        return self.servers[-1] if self.servers else -1
+
+    def gives(self) -> np.ndarray:
+        """Per server and resource, what it would give now: ``min(free, remaining)``."""
+        return np.minimum(self.view.free, self.remaining)
+
+    def eligible(self) -> np.ndarray:
+        """Servers a chooser may pick: unchosen, giving something the request still needs.
+
+        Before the first choice of an all-zero demand, every server. Computed once per
+        choice (the view does not change while a request is being placed); read-only.
+        """
+        if self._eligible is None:
+            if not self.servers and not np.any(self.remaining > 0):
+                mask = np.ones(self.chosen.shape[0], dtype=bool)
+            else:
+                mask = np.any(self.gives() > self._tol, axis=1) & ~self.chosen
+            mask.flags.writeable = False
+            self._eligible = mask
+        return self._eligible
+
+    def path_ok(self, links: np.ndarray) -> bool:
+        """Whether every link of a path has enough free bandwidth for this request now."""
+        if not links.size:
+            return True
+        free = self.link_free[links]
+        ok = free >= self.bandwidth - 0.5 * EPS * np.maximum(self.view.link_capacity[links], 1)
+        if self.reservation == "union":
+            ok |= self.reserved[links] > 0
+        return bool(ok.all())
+
+    def accept_path(self, links: np.ndarray) -> None:
+        """Charge an accepted path according to the reservation semantics."""
+        if self.reservation == "union":
+            self.reserved[links] = self.bandwidth
+        else:
+            self.reserved[links] += self.bandwidth
+            self.link_free[links] -= self.bandwidth
+
+    def add(self, server: int) -> None:
+        """Take ``min(free, remaining)`` from ``server`` (paths already accepted)."""
+        take = np.minimum(self.view.free[server], self.remaining)
+        np.maximum(take, 0.0, out=take)
+        self.servers.append(server)
+        self.amounts.append(take)
+        self.remaining = self.remaining - take
+        self.chosen[server] = True
+        self._eligible = None
+
+    def placement(self) -> Placement:
+        """The finished allocation; the amounts sum to the request's demand."""
+        amounts = np.array(self.amounts, dtype=np.float64)
+        # absorb the float residue of repeated subtraction into the last server's share
+        amounts[-1] += self.request.demand - amounts.sum(axis=0)
+        np.maximum(amounts[-1], 0.0, out=amounts[-1])
+        servers = np.array(self.servers, dtype=np.int64)
+        if self.reserved is None:
+            return Placement(servers, amounts)
+        links = np.flatnonzero(self.reserved > 0)
+        return Placement(servers, amounts, links, self.reserved[links])
+
+
+#: Chooser: the next server for a partial allocation, or None when none will do.
+Chooser = Callable[[Partial, StateView], "int | None"]
+#: Path finder: candidate paths (link-index arrays, best first) between servers a and b.
+PathFinder = Callable[[int, int, Partial], list[np.ndarray]]
+
+
+def allocate_multi(
+    request: Request,
+    view: StateView,
+    choose: Chooser,
+    find_paths: PathFinder,
+    reservation: Reservation = "union",
+    who: str = "allocator",
+) -> Placement | None:
+    """Run the Nara step (module docstring) with ``choose`` and ``find_paths``.
+
+    Returns the placement, or ``None`` when the chooser finds no server or some server pair
+    has no usable path. ``who`` names the allocator when the chooser misbehaves.
+    """
+    needs_paths = request.bandwidth > 0 and view.link_free.shape[0] > 0
+    part = Partial(request, view, reservation, needs_paths)
+    while not part.done:
+        s = choose(part, view)
+        if s is None:
+            return None
+        s = int(s)
+        if not (0 <= s < part.chosen.shape[0]) or not part.eligible()[s]:
+            raise PluginError(f"allocator {who!r} chose server {s}, which is not eligible "
+                              "(already chosen, out of range, or has nothing still needed)")
+        if needs_paths:
+            for t in part.servers:
+                for links in find_paths(s, t, part):
+                    if part.path_ok(links):
+                        part.accept_path(links)
+                        break
+                else:
+                    return None
+        part.add(s)
+    return part.placement()
+
+
+def weighted_k_paths(paths: PathService, a: int, b: int, k: int,
+                     weight: np.ndarray) -> list[np.ndarray]:
+    """Up to ``k`` shortest simple paths between servers ``a`` and ``b`` by link ``weight``.
+
+    ``weight`` has one entry per link; a NaN or infinite entry removes the link. Not cached
+    (the weights follow the state). Ties resolve in the graph's insertion order.
+    """
+    if a == b or paths.is_flat:
+        return [np.zeros(0, dtype=np.int64)]
+    topo = paths.topology
+    li = topo._link_index
+    w = weight.tolist()
+
+    def edge_weight(u, v, _d):
+        x = w[li[(u, v)]]
+        return x if np.isfinite(x) else None
+
+    lo, hi = min(a, b), max(a, b)
+    src = paths.nodes[paths.server_node[lo]]
+    dst = paths.nodes[paths.server_node[hi]]
+    out = []
+    try:
+        for p in nx.shortest_simple_paths(topo.graph, src, dst, weight=edge_weight):
+            out.append(np.fromiter((li[e] for e in pairwise(p)), dtype=np.int64,
+                                   count=len(p) - 1))
+            if len(out) == k:
+                break
+    except nx.NetworkXNoPath:
+        pass
+    return out
+
+
+#: How multi-server allocators rank candidate paths (see :meth:`MultiServerAllocator.paths`).
+PathWeight = Literal["hops", "inverse_free", "free"]
+
+
+def link_weights(kind: PathWeight, link_free: np.ndarray, link_capacity: np.ndarray
+                 ) -> np.ndarray:
+    """Per-link weights for :func:`weighted_k_paths`.
+
+    ``inverse_free``: capacity / free, 1 on an empty link (so on an idle network the paths
+    are the hop-count ones) and growing as the link fills; a link with nothing free is
+    skipped. ``free``: the free bandwidth itself, the NALB authors' weight, which makes the
+    *fullest* links the shortest.
+    """
+    if kind == "free":
+        return np.maximum(np.asarray(link_free, dtype=np.float64), 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = np.asarray(link_capacity, dtype=np.float64) / link_free
+    w[~(link_free > 0)] = np.inf
+    return w
+
+
+class MultiServerAllocator(Allocator):
+    """Base of allocators that spread a request over servers chosen one at a time.
+
+    Subclasses implement :meth:`choose`; :meth:`paths` ranks candidate paths (hop count by
+    default, or by ``path_weight`` where a subclass declares that option).
+    """
+
+    class Options(Allocator.Options):
+        reservation: Reservation = Field(
+            "union", description="union: B once per link of the request (2021); "
+            "per_pair_channel: B per link per server pair, at once (2023)")
+        k_paths: PositiveInt = Field(3, description="candidate shortest paths per server pair")
+
+    def setup(self, view: StateView) -> None:
+        self.path_service = path_service(view.topology)
+
+    @abstractmethod
+    def choose(self, partial: Partial, view: StateView) -> int | None:
+        """The next server for ``partial`` (one of ``partial.eligible()``), or None to fail."""
+
+    def paths(self, a: int, b: int, partial: Partial) -> list[np.ndarray]:
+        """Candidate paths between servers ``a`` and ``b``, best first."""
+        kind = getattr(self.options, "path_weight", "hops")
+        if kind == "hops":
+            return self.path_service.k_paths(a, b, self.options.k_paths)
+        w = link_weights(kind, partial.link_free, partial.view.link_capacity)
+        return weighted_k_paths(self.path_service, a, b, self.options.k_paths, w)
+
+    def allocate(self, request: Request, view: StateView) -> Choice:
+        if not hasattr(self, "path_service"):
+            self.setup(view)
+        return allocate_multi(request, view, self.choose, self.paths,
+                              self.options.reservation, self.label)

@@ -1,0 +1,360 @@
+"""Multi-server, network-aware allocation (Nara baselines): the shared step and its allocators."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dcsim import plugins
+from dcsim.allocators.multi import MultiServerAllocator, allocate_multi, path_service
+from dcsim.allocators.nara import NALB, NARA_ALLOCATORS, NULB, BestFitMulti, Tetris
+from dcsim.errors import PluginError
+from dcsim.model import ClusterState, Request, StateView, Topology
+from dcsim.model.topologies import build_topology
+from dcsim.sim import Engine
+from tests.conftest import ListSource, star_topology
+
+RESERVATIONS = ("union", "per_pair_channel")
+
+
+@cache
+def racks_topology(racks: int = 2, per_rack: int = 2, fabrics: int = 1, cpu: float = 10,
+                   mem: float = 10, sr: float = 10, rf: float = 10) -> Topology:
+    """Servers ``h*`` under rack switches ``r*``; every rack switch linked to every ``f*``."""
+    g = nx.Graph()
+    for r in range(racks):
+        for i in range(per_rack):
+            g.add_node(f"h{r * per_rack + i}", kind="server", cpu=cpu, mem=mem, rack=r, pod=0)
+    for r in range(racks):
+        g.add_node(f"r{r}", kind="switch", tier=1)
+    for j in range(fabrics):
+        g.add_node(f"f{j}", kind="switch", tier=2)
+    for r in range(racks):
+        for i in range(per_rack):
+            g.add_edge(f"h{r * per_rack + i}", f"r{r}", capacity=sr)
+    for r in range(racks):
+        for j in range(fabrics):
+            g.add_edge(f"r{r}", f"f{j}", capacity=rf)
+    return Topology.from_graph(g, name=f"racks{racks}x{per_rack}x{fabrics}")
+
+
+def request(demand, bandwidth=0.0, rid=0) -> Request:
+    return Request(rid, 0.0, 1.0, np.asarray(demand, dtype=float), float(bandwidth))
+
+
+def make(cls, topo, view, seed=0, **options):
+    alloc = cls(cls.Options(**options), rng=np.random.default_rng(seed), topology=topo)
+    alloc.setup(view)
+    return alloc
+
+
+def scripted(order):
+    """A chooser that picks ``order`` one by one (and None when it runs out)."""
+    it = iter(order)
+    return lambda partial, view: next(it, None)
+
+
+def hop_paths(topo, k=3):
+    ps = path_service(topo)
+    return lambda a, b, partial: ps.k_paths(a, b, k)
+
+
+def link(topo, u, v) -> int:
+    return topo.link_index(u, v)
+
+
+# ---------------------------------------------------------------------- the shared step
+@pytest.mark.parametrize("reservation", RESERVATIONS)
+def test_second_shortest_path_is_used_when_the_first_lacks_bandwidth(reservation):
+    """h0 (rack 0) and h2 (rack 1) connect via f0 or f1; f0's uplink is short, so f1 carries it."""
+    topo = racks_topology(racks=2, per_rack=2, fabrics=2, cpu=4, mem=4)
+    state = ClusterState(topo)
+    state.link_free[link(topo, "r0", "f0")] = 0.5
+    view = StateView(state)
+    req = request([8, 8], bandwidth=1.0)
+    assert allocate_multi(req, view, scripted([0, 2]), hop_paths(topo, k=1), reservation) is None
+    p = allocate_multi(req, view, scripted([0, 2]), hop_paths(topo, k=3), reservation)
+    assert p.servers.tolist() == [0, 2]
+    used = {link(topo, *e) for e in [("h0", "r0"), ("r0", "f1"), ("r1", "f1"), ("h2", "r1")]}
+    assert set(p.links.tolist()) == used
+    assert p.bandwidth.tolist() == [1.0] * 4
+    assert state.check(p) is None
+
+
+def test_shared_links_are_charged_once_under_union_and_per_pair_under_channels():
+    """Three servers on one switch: each server link lies on two of the three pair paths."""
+    topo = star_topology(n=3, cpu=4, mem=4, link=10)
+    view = StateView(ClusterState(topo))
+    req = request([12, 12], bandwidth=2.0)
+    union = allocate_multi(req, view, scripted([0, 1, 2]), hop_paths(topo), "union")
+    pairs = allocate_multi(req, view, scripted([0, 1, 2]), hop_paths(topo), "per_pair_channel")
+    assert sorted(union.links.tolist()) == sorted(pairs.links.tolist()) == [0, 1, 2]
+    assert union.bandwidth.tolist() == [2.0, 2.0, 2.0]
+    assert pairs.bandwidth.tolist() == [4.0, 4.0, 4.0]
+
+
+@pytest.mark.parametrize("reservation, accepted", [("union", True), ("per_pair_channel", False)])
+def test_per_pair_reservations_are_seen_by_later_pairs(reservation, accepted):
+    """Links of 3 units carry B = 2 once (union) but not twice (the third server's pairs)."""
+    topo = star_topology(n=3, cpu=4, mem=4, link=3)
+    view = StateView(ClusterState(topo))
+    p = allocate_multi(request([12, 12], 2.0), view, scripted([0, 1, 2]), hop_paths(topo),
+                       reservation)
+    assert (p is not None) == accepted
+
+
+@pytest.mark.parametrize("reservation", RESERVATIONS)
+def test_failed_request_returns_none_and_leaves_the_state_untouched(reservation):
+    """Two servers connect, the third has no bandwidth left: None, and nothing changed."""
+    topo = star_topology(n=3, cpu=4, mem=4, link=10)
+    state = ClusterState(topo)
+    state.link_free[2] = 0.5
+    before = (state.free.copy(), state.link_free.copy())
+    view = StateView(state)
+    assert allocate_multi(request([12, 12], 1.0), view, scripted([0, 1, 2]), hop_paths(topo),
+                          reservation) is None
+    assert np.array_equal(state.free, before[0]) and np.array_equal(state.link_free, before[1])
+    # through the engine: the request is dropped and every free array is back to capacity
+    alloc = Tetris(Tetris.Options(reservation=reservation), topology=topo)
+    eng = Engine(topo, ListSource([0], [1], [[12, 12]], [11.0]), alloc, np.random.default_rng(0))
+    summary = eng.run()
+    assert summary["accepted"] == 0
+    assert np.array_equal(eng.state.link_free, topo.link_capacity)
+
+
+def test_no_eligible_server_fails_and_zero_demand_takes_one_server():
+    """Demand above the free total fails; an all-zero demand still gets one server."""
+    topo = star_topology(n=2, cpu=4, mem=4)
+    view = StateView(ClusterState(topo))
+    alloc = make(Tetris, topo, view)
+    assert alloc.allocate(request([9, 1], 1.0), view) is None
+    p = alloc.allocate(request([0, 0], 1.0), view)
+    assert p.servers.tolist() == [0] and p.amounts.tolist() == [[0, 0]] and p.links.size == 0
+
+
+def test_zero_bandwidth_and_flat_topologies_need_no_paths():
+    """B = 0 (or no links at all) spreads the demand without reserving a link."""
+    flat = build_topology({"kind": "flat", "servers": 3, "server": {"cpu": 4, "mem": 4}})
+    for topo, bw in [(star_topology(n=3, cpu=4, mem=4, link=0.0), 0.0), (flat, 5.0)]:
+        view = StateView(ClusterState(topo))
+        p = make(Tetris, topo, view).allocate(request([10, 6], bw), view)
+        assert p.amounts.sum(axis=0).tolist() == [10, 6] and p.links.size == 0
+
+
+def test_a_chooser_picking_an_ineligible_server_is_a_plugin_error():
+    """Choosing a server twice names the allocator."""
+    topo = star_topology(n=2, cpu=4, mem=4)
+    view = StateView(ClusterState(topo))
+    with pytest.raises(PluginError, match="'mine'.*server 0"):
+        allocate_multi(request([6, 6]), view, scripted([0, 0]), hop_paths(topo), who="mine")
+
+
+def test_a_third_party_allocator_reuses_the_step():
+    """Subclassing MultiServerAllocator needs only `choose`: here, the highest index first."""
+
+    class Backwards(MultiServerAllocator):
+        name = "backwards"
+
+        def choose(self, partial, view):
+            idx = np.flatnonzero(partial.eligible())
+            return int(idx[-1]) if idx.size else None
+
+    topo = star_topology(n=3, cpu=4, mem=4)
+    view = StateView(ClusterState(topo))
+    p = make(Backwards, topo, view, k_paths=1).allocate(request([6, 6], 1.0), view)
+    assert p.servers.tolist() == [2, 1] and p.amounts.tolist() == [[4, 4], [2, 2]]
+
+
+# ---------------------------------------------------------------------- hand-worked orders
+@pytest.mark.parametrize("penalty, order", [(0.9, [2, 0, 3]), (0.5, [2, 3, 0])])
+def test_tetris_order_alignment_and_locality_penalty(penalty, order):
+    """Free (4,4) (2,2) | (5,5) (3,3), capacity 10, demand (12,12).
+
+    Score = remaining · free / 100. First h2 (1.2). Remaining (7,7): h0 0.56 × penalty against
+    h3 0.42 (h2's rack): 0.504 wins at 0.9, 0.28 loses at 0.5. At 0.9, remaining (3,3) after
+    h0: h1 0.12 against h3 0.18 × 0.9 = 0.162, so h3. At 0.5, remaining (4,4) after h3:
+    h0 0.32 × 0.5 against h1 0.16 × 0.5, so h0.
+    """
+    topo = racks_topology()
+    state = ClusterState(topo)
+    state.free[:] = [[4, 4], [2, 2], [5, 5], [3, 3]]
+    view = StateView(state)
+    p = make(Tetris, topo, view, locality_penalty=penalty).allocate(request([12, 12]), view)
+    assert p.servers.tolist() == order
+
+
+def test_tetris_normalises_by_server_capacity():
+    """A big server with more free in absolute terms but less relative to its size loses."""
+    g = nx.Graph()
+    g.add_node("sw", kind="switch")
+    for i, cap in enumerate([100, 10]):
+        g.add_node(f"h{i}", kind="server", cpu=cap, rack=0)
+        g.add_edge(f"h{i}", "sw", capacity=10)
+    topo = Topology.from_graph(g)
+    state = ClusterState(topo)
+    state.free[:, 0] = [30, 8]  # scores: 5·30/100² = 0.015, 5·8/10² = 0.4
+    view = StateView(state)
+    assert make(Tetris, topo, view).allocate(request([5]), view).servers.tolist() == [1]
+
+
+@pytest.mark.parametrize("cls, order", [(NULB, [0, 1, 2, 3, 4, 5]), (NALB, [0, 1, 4, 5, 2, 3])])
+def test_bfs_orders_of_nalb_and_nulb(cls, order):
+    """Three racks under f0; the r1–f0 link has less free than r2–f0.
+
+    From h0 (the Tetris pick, all tied): r0 gives h1, then f0 meets r1 and r2 — in graph
+    order for NULB, the freer r2 first for NALB.
+    """
+    topo = racks_topology(racks=3, per_rack=2, fabrics=1, cpu=2, mem=2)
+    state = ClusterState(topo)
+    state.link_free[link(topo, "r1", "f0")] = 5.0
+    view = StateView(state)
+    for reservation in RESERVATIONS:
+        alloc = make(cls, topo, view, reservation=reservation)
+        assert alloc.allocate(request([12, 12], 0.5), view).servers.tolist() == order
+
+
+@pytest.mark.parametrize(
+    "full, weight, via",
+    [("f0", "hops", "f0"), ("f0", "inverse_free", "f1"), ("f0", "free", "f0"),
+     ("f1", "hops", "f0"), ("f1", "inverse_free", "f0"), ("f1", "free", "f1")],
+)
+def test_path_weight_choices(full, weight, via):
+    """Two routes between racks; one fabric's links have 3 of 10 free, the other's all 10.
+
+    Hop count takes the first (f0); inverse_free the emptier; the authors' `free` the fuller.
+    """
+    topo = racks_topology(racks=2, per_rack=1, fabrics=2, cpu=1, mem=1)
+    state = ClusterState(topo)
+    for r in ("r0", "r1"):
+        state.link_free[link(topo, r, full)] = 3.0
+    view = StateView(state)
+    p = make(NALB, topo, view, path_weight=weight).allocate(request([2, 2], 1.0), view)
+    assert link(topo, "r0", via) in p.links.tolist()
+    assert link(topo, "r0", "f1" if via == "f0" else "f0") not in p.links.tolist()
+
+
+def test_best_fit_multi_prefers_fit_then_largest_share_then_nearby():
+    """Free (6,6) (1,1) | (10,10) (4,4), capacity 10, one pod.
+
+    (9,9): only h2 fits. (14,14): none fits, h2 gives most; then h3 (same rack) fits exactly.
+    (15,15): h2, then h3 (same rack, gives 4), then of h0 and h1 (same pod, both fit the
+    remaining 1) h1 with no leftover.
+    """
+    topo = racks_topology()
+    state = ClusterState(topo)
+    state.free[:] = [[6, 6], [1, 1], [10, 10], [4, 4]]
+    view = StateView(state)
+    alloc = make(BestFitMulti, topo, view)
+    for demand, order in [([9, 9], [2]), ([14, 14], [2, 3]), ([15, 15], [2, 3, 1])]:
+        assert alloc.allocate(request(demand, 1.0), view).servers.tolist() == order
+
+
+def test_best_fit_multi_skips_servers_cut_off_from_the_network():
+    """h1's only link is full: a spanning request goes to h2 instead of the nearer h1."""
+    topo = racks_topology()
+    state = ClusterState(topo)
+    state.free[:] = [[6, 6], [6, 6], [6, 6], [6, 6]]
+    state.link_free[link(topo, "h1", "r0")] = 0.0
+    view = StateView(state)
+    p = make(BestFitMulti, topo, view).allocate(request([10, 10], 1.0), view)
+    assert p.servers.tolist() == [0, 2]
+
+
+def test_random_multi_only_picks_servers_with_something_needed():
+    """Servers with no free cpu are never chosen for a cpu-only demand."""
+    topo = star_topology(n=6, cpu=4, mem=4)
+    state = ClusterState(topo)
+    state.free[[1, 3, 5], 0] = 0.0
+    view = StateView(state)
+    alloc = make(NARA_ALLOCATORS[3], topo, view, seed=5)
+    for _ in range(20):
+        p = alloc.allocate(request([8, 0], 0.5), view)
+        assert set(p.servers.tolist()) <= {0, 2, 4} and len(p.servers) == 2
+
+
+# ---------------------------------------------------------------------- properties
+@cache
+def small_fabric(pods, racks, servers, fabric, rf):
+    return build_topology({"kind": "fabric", "pods": pods, "racks": racks, "servers": servers,
+                           "fabric": fabric, "spines": 1, "sr": 2, "rf": rf, "fs": rf,
+                           "server": {"cpu": 4, "mem": 4}})
+
+
+@st.composite
+def scenarios(draw):
+    topo = small_fabric(draw(st.integers(1, 2)), draw(st.integers(1, 2)), draw(st.integers(1, 3)),
+                        draw(st.integers(1, 2)), draw(st.sampled_from([1.0, 2.0, 4.0])))
+    free = draw(st.lists(st.integers(0, 4), min_size=2 * topo.n_servers,
+                         max_size=2 * topo.n_servers))
+    lfree = draw(st.lists(st.integers(0, 4), min_size=topo.n_links, max_size=topo.n_links))
+    demand = [draw(st.integers(0, 12)), draw(st.integers(0, 12))]
+    bw = draw(st.sampled_from([0.0, 0.5, 1.0, 2.0]))
+    cls = draw(st.sampled_from(NARA_ALLOCATORS))
+    reservation = draw(st.sampled_from(RESERVATIONS))
+    return topo, free, lfree, demand, bw, cls, reservation, draw(st.integers(0, 99))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_every_placement_is_valid_exact_and_reversible(scenario):
+    """Any returned placement fits the state, sums to the demand, and release restores it."""
+    topo, free, lfree, demand, bw, cls, reservation, seed = scenario
+    state = ClusterState(topo)
+    state.free[:] = np.minimum(np.reshape(free, (-1, 2)), topo.server_capacity)
+    state.link_free[:] = np.minimum(lfree, topo.link_capacity)
+    view = StateView(state)
+    before = (state.free.copy(), state.link_free.copy())
+    p = make(cls, topo, view, seed=seed, reservation=reservation).allocate(
+        request(demand, bw), view)
+    assert np.array_equal(state.free, before[0]) and np.array_equal(state.link_free, before[1])
+    if p is None:
+        return
+    assert state.check(p) is None
+    assert p.amounts.sum(axis=0).tolist() == demand
+    assert np.unique(p.servers).size == p.servers.size
+    if bw == 0 or p.servers.size == 1:
+        assert p.links.size == 0
+    else:
+        assert p.links.size > 0
+        pairs = p.servers.size * (p.servers.size - 1) // 2
+        if reservation == "union":
+            assert np.all(p.bandwidth == bw)
+        else:
+            assert np.all(p.bandwidth % bw == 0) and p.bandwidth.max() <= pairs * bw
+    state.reserve(p)
+    assert (state.free >= 0).all() and (state.link_free >= 0).all()
+    state.release(p)
+    assert np.array_equal(state.free, before[0]) and np.array_equal(state.link_free, before[1])
+
+
+# ---------------------------------------------------------------------- end to end
+@pytest.mark.parametrize("name", [cls.name for cls in NARA_ALLOCATORS])
+@pytest.mark.parametrize("reservation", RESERVATIONS)
+def test_engine_runs_each_allocator_on_fabric_alpha(name, reservation):
+    """Uniform Nara-style requests on α: some span servers, everything is released at the end."""
+    topo = build_topology({"kind": "fabric", "preset": "alpha"})
+    cls = plugins.get_allocator_class(name)
+    rng = np.random.default_rng(7)
+    n = 80
+    src = ListSource(np.arange(n, dtype=float), rng.integers(1, 20, n).astype(float),
+                     rng.integers(1, 51, (n, 2)), rng.uniform(0.1, 1.0, n))
+    rows: dict[str, list] = {}
+
+    def sink(kind, cols):
+        if kind == "requests":
+            for k, v in cols.items():
+                rows.setdefault(k, []).extend(v.tolist() if hasattr(v, "tolist") else v)
+
+    alloc = cls(cls.Options(reservation=reservation), rng=np.random.default_rng(1),
+                topology=topo)
+    eng = Engine(topo, src, alloc, np.random.default_rng(0), None, sink)
+    summary = eng.run()
+    assert 0 < summary["accepted"] < n
+    assert max(rows["n_servers"]) > 1
+    assert np.allclose(eng.state.free, topo.server_capacity)
+    assert np.allclose(eng.state.link_free, topo.link_capacity)
