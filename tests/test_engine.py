@@ -35,6 +35,7 @@ def test_first_fit_placement_trace():
     src = ListSource([1, 2, 3, 4], [10, 10, 10, 10], [[3, 1], [2, 1], [2, 1], [4, 4]])
     eng, summary, rec = run(topo, src, FirstFitAllocator())
     assert rec["servers"] == [[0], [1], [1], []]
+    assert rec["wait"] == [0, 0, 0, 0]  # loss mode (capacity: reject) never holds a request
     assert rec["accepted"] == [True, True, True, False]
     assert rec["end"][:3] == [11, 12, 13]
     assert summary["accepted"] == 3 and summary["received"] == 4

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import itertools
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -50,6 +50,7 @@ class ExperimentSpec(_Strict):
     topology: dict[str, Any]
     workload: dict[str, Any]
     allocators: Annotated[list[str | AllocatorSpec], Field(min_length=1)]
+    capacity: Literal["reject", "wait"] = "reject"  # lack of total cpu/mem: drop or hold
     warmup: WarmupSpec = Field(default_factory=WarmupSpec)
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
@@ -128,10 +129,10 @@ def validate_spec(data: dict[str, Any], source: str) -> ExperimentSpec:
 #: Column names results already use; a swept key never takes one of them.
 RESERVED_COLUMNS = frozenset({
     "experiment", "allocator", "seed", "run_id", "wall_time_s", "received", "accepted",
-    "acceptance_ratio", "mean_concurrent", "mean_footprint", "mean_decision_s", "sim_time",
-    "window_start", "window_end", "id", "arrival", "duration", "bandwidth", "start", "end",
-    "n_servers", "servers", "locality", "footprint", "measured", "decision_s", "time", "active",
-    "cpu", "mem",
+    "acceptance_ratio", "acceptance_last20", "mean_concurrent", "mean_footprint",
+    "mean_decision_s", "sim_time", "window_start", "window_end", "id", "arrival", "duration",
+    "bandwidth", "start", "end", "n_servers", "servers", "locality", "footprint", "measured",
+    "wait", "decision_s", "time", "active", "cpu", "mem",
 })
 #: Keys that ``matrix:`` may not sweep (use ``seeds:`` / ``--seeds`` for replications).
 UNSWEEPABLE = ("name", "seed", "seeds", "matrix")

@@ -59,6 +59,7 @@ def execute_run(plan: RunPlan, out: str | Path) -> dict[str, Any]:
         sample_interval=spec.metrics.sample_interval,
         sample_every=spec.metrics.sample_every,
         flush_rows=spec.metrics.flush_rows,
+        capacity=spec.capacity,
     )
     writer = RunWriter(Path(out), plan.run_id, plan.label, plan.seed, constants=plan.params,
                        row_group=spec.metrics.flush_rows)

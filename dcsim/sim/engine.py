@@ -7,7 +7,10 @@ schedules the departure and writes one record per request.
 
 Loss mode is the only admission mode so far: a request the allocator rejects is dropped.
 ``_admit`` is the single place a queue with a scheduler will plug in; periodic rescheduling
-will be another SimPy process beside ``_arrivals``.
+will be another SimPy process beside ``_arrivals``. With ``capacity="wait"`` (the Nara
+authors' environment) ``_arrivals_waiting`` replaces ``_arrivals``: a request whose demand
+exceeds the cluster's *total* free resources holds the arrival process until departures
+make it fit, and only then is offered to the allocator.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ import simpy
 from dcsim.allocators.base import Allocator
 from dcsim.errors import DcsimError, PluginError
 from dcsim.model import ClusterState, Placement, Request, StateView, Topology
-from dcsim.sim.metrics import Meter
+from dcsim.model.state import EPS
+from dcsim.sim.metrics import AcceptanceLog, Meter
 from dcsim.sim.records import ColumnBuffer
 from dcsim.workload.base import RequestBatch, RequestSource
 
@@ -39,6 +43,16 @@ class EngineConfig:
     sample_interval: float | None = None  # time-series period (simulated time)
     sample_every: int = 100  # ... or one sample per this many arrivals when no interval
     flush_rows: int = 65536  # time-series rows per batch handed to the sink
+    # "reject": the allocator decides at arrival (a request that fits nowhere is dropped);
+    # "wait": a request held until the cluster's total free resources cover its demand
+    capacity: str = "reject"
+
+    def __post_init__(self) -> None:
+        if self.capacity not in CAPACITY_MODES:
+            raise ValueError(f"capacity must be one of {CAPACITY_MODES}, got {self.capacity!r}")
+
+
+CAPACITY_MODES = ("reject", "wait")
 
 
 #: Receives column batches: ``sink(kind, columns)`` with kind "requests" (one call per
@@ -78,6 +92,10 @@ class Engine:
         self._footprint_sum = 0.0
         self._decision_sum = 0.0
         self._arrivals_done = False
+        self._measured_log = AcceptanceLog()  # for acceptance_last20
+        self._wait = self.config.capacity == "wait"
+        self._departure: simpy.Event | None = None  # a held request waits on this
+        self._on_depart = self._depart_and_notify if self._wait else self._depart
         self._samples = ColumnBuffer(None)
         self._n_servers = topology.n_servers
         # skip the per-departure call when the allocator does not override released()
@@ -91,27 +109,32 @@ class Engine:
     def run(self) -> dict[str, Any]:
         """Run to completion (every accepted request departed); return the summary metrics."""
         self.allocator.setup(self.view)
-        self.env.process(self._arrivals())
+        self.env.process(self._arrivals_waiting() if self._wait else self._arrivals())
         if self.config.sample_interval:
             self.env.process(self._sampler(self.config.sample_interval))
         self.env.run()
+        if not self._arrivals_done:  # cannot happen: a held request fits an empty cluster
+            raise DcsimError(f"request {self.received} was held for capacity and never fitted")
         self._flush(final=True)
         return self.summary()
+
+    def _unpack(self, batch: RequestBatch):
+        """A batch's columns as the per-request loop reads them."""
+        n_res = len(self.topology.resources)
+        demand = np.ascontiguousarray(batch.demand, dtype=np.float64)
+        if demand.ndim != 2 or demand.shape[1] != n_res:
+            raise DcsimError(
+                f"workload yields demand of shape {demand.shape}; expected "
+                f"(n, {n_res}) for resources {self.topology.resources}"
+            )
+        attrs = {k: v.tolist() for k, v in batch.attrs.items()}
+        return demand, batch.duration.tolist(), batch.bandwidth.tolist(), attrs
 
     def _arrivals(self):
         env = self.env
         cfg = self.config
-        n_res = len(self.topology.resources)
         for batch in self.source.batches(self.rng):
-            demand = np.ascontiguousarray(batch.demand, dtype=np.float64)
-            if demand.ndim != 2 or demand.shape[1] != n_res:
-                raise DcsimError(
-                    f"workload yields demand of shape {demand.shape}; expected "
-                    f"(n, {n_res}) for resources {self.topology.resources}"
-                )
-            duration = batch.duration.tolist()
-            bandwidth = batch.bandwidth.tolist()
-            attrs = {k: v.tolist() for k, v in batch.attrs.items()}
+            demand, duration, bandwidth, attrs = self._unpack(batch)
             first_id = self.received
             placements: list[Placement | None] = []
             decisions: list[float] = []
@@ -131,9 +154,68 @@ class Engine:
                 p, dt = self._arrive(req)
                 placements.append(p)
                 decisions.append(dt)
-            self._record_batch(batch, first_id, placements, decisions)
+            arrival = np.asarray(batch.arrival, dtype=np.float64)
+            self._finish_batch(batch, first_id, arrival, placements, decisions, None)
         self._arrivals_done = True
         self.meter.close_window(env.now)
+
+    def _arrivals_waiting(self):
+        """``_arrivals`` under ``capacity="wait"``: hold a request until the total fits.
+
+        While a request is held the arrival process is paused, so every later arrival time
+        shifts by the wait (the gaps between arrivals are the workload's). A request larger
+        than the whole cluster could never fit: it is offered at once.
+        """
+        env = self.env
+        cfg = self.config
+        meter = self.meter
+        free = self.state.free
+        capacity = meter.capacity
+        tol = EPS * np.maximum(capacity, 1.0)
+        shift = 0.0  # total wait so far: how far later arrivals are pushed back
+        for batch in self.source.batches(self.rng):
+            demand, duration, bandwidth, attrs = self._unpack(batch)
+            first_id = self.received
+            placements: list[Placement | None] = []
+            decisions: list[float] = []
+            arrivals: list[float] = []
+            waits: list[float] = []
+            for i, t in enumerate(batch.arrival.tolist()):
+                t += shift
+                if t > env.now:
+                    yield env.timeout(t - env.now)
+                if not cfg.sample_interval and self.received % cfg.sample_every == 0:
+                    self._sample()
+                d = demand[i]
+                req = Request(
+                    self.received,
+                    t,
+                    duration[i],
+                    d,
+                    bandwidth[i],
+                    {k: v[i] for k, v in attrs.items()} if attrs else {},
+                )
+                held = 0.0
+                if (free.sum(axis=0) + tol < d).any() and (d <= capacity + tol).all():
+                    # the window opens at the arrival, before the wait, as in loss mode
+                    if (not meter.open and req.id >= cfg.warmup_requests
+                            and t >= cfg.warmup_time):
+                        meter.open_window(env.now)
+                    since = env.now
+                    while (free.sum(axis=0) + tol < d).any():
+                        self._departure = env.event()
+                        yield self._departure
+                    held = env.now - since
+                    shift += held
+                p, dt = self._arrive(req)
+                placements.append(p)
+                decisions.append(dt)
+                arrivals.append(t)
+                waits.append(held)
+            self._finish_batch(batch, first_id, np.asarray(arrivals, dtype=np.float64),
+                               placements, decisions, np.asarray(waits, dtype=np.float64))
+        self._arrivals_done = True
+        meter.close_window(env.now)
 
     def _sampler(self, interval: float):
         while not self._arrivals_done:
@@ -144,7 +226,7 @@ class Engine:
     def _arrive(self, req: Request) -> tuple[Placement | None, float]:
         now = self.env.now
         cfg = self.config
-        measured = req.id >= cfg.warmup_requests and now >= cfg.warmup_time
+        measured = req.id >= cfg.warmup_requests and req.arrival >= cfg.warmup_time
         if measured and not self.meter.open:
             self.meter.open_window(now)
         self.received += 1
@@ -162,7 +244,7 @@ class Engine:
                 self._measured_accepted += 1
                 self._footprint_sum += placement.footprint
             ev = self.env.timeout(req.duration)
-            ev.callbacks.append(partial(self._depart, req, placement, amount))
+            ev.callbacks.append(partial(self._on_depart, req, placement, amount))
         if measured:
             self._decision_sum += decision
         return placement, decision
@@ -224,22 +306,53 @@ class Engine:
             self.view.now = self.env.now
             self.allocator.released(req, placement, self.view)
 
+    def _depart_and_notify(self, req: Request, placement: Placement, amount: list[float],
+                           event: simpy.Event) -> None:
+        """``_depart``, then wake a request held for capacity (``capacity="wait"``).
+
+        The held request resumes after every other departure at this instant: their
+        timeouts were scheduled before this wake-up event.
+        """
+        self._depart(req, placement, amount, event)
+        waiting = self._departure
+        if waiting is not None:
+            self._departure = None
+            waiting.succeed()
+
     # ------------------------------------------------------------------ records
-    def _record_batch(
+    def _finish_batch(
         self,
         batch: RequestBatch,
         first_id: int,
+        arrival: np.ndarray,
         placements: list[Placement | None],
         decisions: list[float],
+        waits: np.ndarray | None,
     ) -> None:
-        """Hand one batch's request rows to the sink, built column-wise."""
-        if self.sink is None:
-            return
+        """Keep the measured accepted flags (for acceptance_last20); write the batch's rows."""
         n = len(placements)
-        topo = self.topology
         ids = np.arange(first_id, first_id + n, dtype=np.int64)
         accepted = np.fromiter((p is not None for p in placements), dtype=bool, count=n)
-        arrival = np.asarray(batch.arrival, dtype=np.float64)
+        measured = (ids >= self.config.warmup_requests) & (arrival >= self.config.warmup_time)
+        self._measured_log.extend(accepted[measured])
+        if self.sink is not None:
+            self._record_batch(batch, ids, arrival, accepted, measured, placements, decisions,
+                               waits)
+
+    def _record_batch(
+        self,
+        batch: RequestBatch,
+        ids: np.ndarray,
+        arrival: np.ndarray,
+        accepted: np.ndarray,
+        measured: np.ndarray,
+        placements: list[Placement | None],
+        decisions: list[float],
+        waits: np.ndarray | None,
+    ) -> None:
+        """Hand one batch's request rows to the sink, built column-wise."""
+        n = len(placements)
+        topo = self.topology
         duration = np.asarray(batch.duration, dtype=np.float64)
         cols: dict[str, Any] = {"id": ids, "arrival": arrival, "duration": duration}
         for j, name in enumerate(topo.resources):
@@ -248,8 +361,14 @@ class Engine:
         for k, v in batch.attrs.items():
             cols[k] = v
         cols["accepted"] = accepted
-        cols["start"] = np.where(accepted, arrival, np.nan)
-        cols["end"] = np.where(accepted, arrival + duration, np.nan)
+        if waits is None:
+            cols["wait"] = np.zeros(n)
+            start = arrival
+        else:
+            cols["wait"] = waits
+            start = arrival + waits
+        cols["start"] = np.where(accepted, start, np.nan)
+        cols["end"] = np.where(accepted, start + duration, np.nan)
         servers = [[] if p is None else p.servers.tolist() for p in placements]
         # defaults for the common case (one server, no network); others are fixed up below
         locality = np.where(accepted, 0, -1)
@@ -262,9 +381,7 @@ class Engine:
         cols["servers"] = servers
         cols["locality"] = locality
         cols["footprint"] = footprint
-        cols["measured"] = (ids >= self.config.warmup_requests) & (
-            arrival >= self.config.warmup_time
-        )
+        cols["measured"] = measured
         cols["decision_s"] = np.asarray(decisions, dtype=np.float64)
         self.sink("requests", cols)
 
@@ -291,6 +408,7 @@ class Engine:
             "received": rec,
             "accepted": acc,
             "acceptance_ratio": acc / rec if rec else math.nan,
+            "acceptance_last20": self._measured_log.last20(),
         }
         out.update(self.meter.averages())
         if self.topology.n_links:

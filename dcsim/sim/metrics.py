@@ -16,6 +16,40 @@ import numpy as np
 from dcsim.model import ClusterState, Placement, Topology
 
 
+def acceptance_last20(accepted: np.ndarray) -> float:
+    """The Nara papers' acceptance: the running ratio averaged over the last 20 % of requests.
+
+    ``accepted`` holds one flag per request, in arrival order. With ``n`` requests, ``A_k``
+    the number accepted among the first ``k`` and ``m = ceil(n / 5)``, the value is the mean
+    of ``A_k / k`` for ``k = n - m + 1 .. n``; NaN when ``n == 0``.
+    """
+    n = int(accepted.size)
+    if n == 0:
+        return math.nan
+    m = -(-n // 5)  # ceil(n / 5) in integers (0.2 * n is inexact in floats)
+    running = np.cumsum(accepted, dtype=np.int64)[n - m:] / np.arange(n - m + 1, n + 1)
+    return float(running.mean())
+
+
+class AcceptanceLog:
+    """Accepted-or-not of every measured request in arrival order, one bit each."""
+
+    def __init__(self) -> None:
+        self._chunks: list[tuple[np.ndarray, int]] = []
+
+    def extend(self, accepted: np.ndarray) -> None:
+        if accepted.size:
+            self._chunks.append((np.packbits(accepted), accepted.size))
+
+    def flags(self) -> np.ndarray:
+        if not self._chunks:
+            return np.zeros(0, dtype=bool)
+        return np.concatenate([np.unpackbits(b, count=n).astype(bool) for b, n in self._chunks])
+
+    def last20(self) -> float:
+        return acceptance_last20(self.flags())
+
+
 class Meter:
     """Time integrals of used resources, per-tier bandwidth and active requests."""
 
