@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -149,12 +150,25 @@ def sweep_column(key: str, keys: list[str]) -> str:
     return last
 
 
+def sweep_value(value: Any) -> Any:
+    """What the results column of a swept key holds: the value itself, except for a mapping
+    (a whole section, e.g. a workload): its ``name`` if it has a string one, else its compact
+    JSON text (keys sorted), so that the column stays one plain string per run."""
+    if not isinstance(value, dict):
+        return value
+    name = value.get("name")
+    if isinstance(name, str) and name:
+        return name
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
 def sweep_points(spec: ExperimentSpec, raw: dict[str, Any], source: str):
     """Yield ``(params, resolved_raw_config)`` for every combination in ``matrix``.
 
     Entries combine as a Cartesian product. A key naming several comma-separated dotted
     keys sweeps them together (zipped): ``"topology.server.cpu,workload.arrival.rate":
-    [[8, 12], [16, 20]]`` gives two points, not four.
+    [[8, 12], [16, 20]]`` gives two points, not four. A swept mapping (a whole section such
+    as ``workload``) is recorded in ``params`` by its ``name`` field (see :func:`sweep_value`).
     """
     entries = []  # (list of dotted keys, list of value tuples)
     for k, values in spec.matrix.items():
@@ -180,6 +194,8 @@ def sweep_points(spec: ExperimentSpec, raw: dict[str, Any], source: str):
         params = {}
         for (keys, _), values in zip(entries, combo, strict=True):
             for k, v in zip(keys, values, strict=True):
-                set_dotted(data, k, v, where=f"{source}: matrix")
-                params[sweep_column(k, all_keys)] = v
+                # a copy: YAML aliases (*name) make several points share one object, and a
+                # later key of the same point may set a field inside it
+                set_dotted(data, k, copy.deepcopy(v), where=f"{source}: matrix")
+                params[sweep_column(k, all_keys)] = sweep_value(v)
         yield params, data

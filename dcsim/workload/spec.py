@@ -2,7 +2,9 @@
 
 A workload is either synthetic (``arrival`` + ``duration`` [+ ``demand``, ``bandwidth``,
 ``attrs``]) or a ``trace`` (optionally with synthetic ``bandwidth`` / ``attrs`` drawn per
-request on top of it, e.g. Nara's random bandwidth on Azure-derived requests).
+request on top of it, e.g. Nara's random bandwidth on Azure-derived requests). A trace with
+``resample: true`` is the mix: demand rows drawn at random from the table, synthetic
+``arrival`` and ``duration`` (see :mod:`dcsim.workload.resample`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dcsim.workload.arrivals import Arrival
 from dcsim.workload.base import RequestSource
 from dcsim.workload.distributions import Dist, Empirical, validation_message
 from dcsim.workload.importers import import_trace
+from dcsim.workload.resample import TableRows
 from dcsim.workload.synthetic import AugmentedSource, SyntheticSource
 from dcsim.workload.traces import TraceSource
 
@@ -31,7 +34,9 @@ class TraceSpec(BaseModel):
     ``time_scale`` multiplies arrival and duration, ``limit`` caps the number of requests
     (default: ``workload.requests``). ``split`` (azure2017) and ``options`` (other importer
     keywords, e.g. ``lifetime: lower``, ``statuses: null``, ``horizon_days: 14``) go to the
-    importer.
+    importer. ``resample: true`` draws each request's demand as a whole row, uniformly with
+    replacement, from the table's first ``limit`` rows (default: all of them), and takes
+    arrival and duration from ``workload.arrival`` / ``workload.duration``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -48,12 +53,16 @@ class TraceSpec(BaseModel):
     sort: bool = False
     dropna: bool = False
     batch_size: int = Field(65536, ge=1)
+    resample: bool = False
 
 
 class WorkloadSpec(BaseModel):
-    """Synthetic (``arrival`` + ``duration`` + ``demand``) or ``trace``, never both."""
+    """Synthetic (``arrival`` + ``duration`` + ``demand``) or ``trace``, never both — except
+    a resampled trace, which needs ``arrival`` and ``duration``. ``name`` is a label only (the
+    results column of a swept workload)."""
 
     model_config = ConfigDict(extra="forbid")
+    name: str | None = None
     requests: int | None = Field(None, ge=0)
     arrival: Arrival | None = None
     demand: dict[str, Dist] = Field(default_factory=dict)
@@ -75,7 +84,9 @@ def parse_workload(spec: WorkloadSpec | dict[str, Any], where: str = "workload")
             ws = WorkloadSpec.model_validate(spec)
         except ValidationError as e:
             raise ConfigError(validation_message(e, where, spec)) from None
-    if ws.trace is not None:
+    if ws.trace is not None and ws.trace.resample:
+        _check_resample(ws, where)
+    elif ws.trace is not None:
         extra = [k for k in ("arrival", "duration") if getattr(ws, k) is not None]
         if ws.demand:
             extra.append("demand")
@@ -92,6 +103,23 @@ def parse_workload(spec: WorkloadSpec | dict[str, Any], where: str = "workload")
         if ws.requests is None:
             raise ConfigError(f"{where}.requests: required for a synthetic workload")
     return ws
+
+
+def _check_resample(ws: WorkloadSpec, where: str) -> None:
+    tr, w = ws.trace, f"{where}.trace"
+    missing = [k for k in ("arrival", "duration") if getattr(ws, k) is None]
+    if missing:
+        raise ConfigError(f"{where}: a resampled trace (trace.resample: true) needs "
+                          f"{' and '.join(missing)}; the trace's own timing is not used")
+    if ws.requests is None:
+        raise ConfigError(f"{where}.requests: required for a resampled trace")
+    if ws.demand:
+        raise ConfigError(f"{where}.demand: a resampled trace gives the demand (from "
+                          f"{w}.columns); remove demand")
+    if tr.time_scale != 1.0:
+        raise ConfigError(f"{w}.time_scale: not used with resample (timing is synthetic)")
+    if tr.split is not None and tr.format != "azure2017":
+        raise ConfigError(f"{w}.split: only for format azure2017")
 
 
 def resolve_path(path: str | Path, base_dir: Path | None, where: str) -> Path:
@@ -137,18 +165,33 @@ def build_source(spec: WorkloadSpec | dict[str, Any], topology: Topology,
     attrs = {k: _load(d, base, f"{where}.attrs.{k}") for k, d in ws.attrs.items()}
     bandwidth = _load(ws.bandwidth, base, f"{where}.bandwidth")
     resources = tuple(topology.resources)
-    if ws.trace is None:
+    if ws.trace is None or ws.trace.resample:
+        rows = None
+        if ws.trace is not None:
+            rows = TableRows(_trace_source(ws, resources, base, where))
         demand = {k: _load(d, base, f"{where}.demand.{k}") for k, d in ws.demand.items()}
         capacity = dict(zip(resources, map(float, topology.total_capacity()), strict=True))
         return SyntheticSource(
             arrival=ws.arrival, n_requests=ws.requests, demand=demand,
             duration=_load(ws.duration, base, f"{where}.duration"), bandwidth=bandwidth,
             resources=resources, attrs=attrs, batch_size=ws.batch_size,
-            total_capacity=capacity, where=where)
+            total_capacity=capacity, where=where, rows=rows)
+    source = _trace_source(ws, resources, base, where)
+    if bandwidth is not None or attrs:
+        source = AugmentedSource(source, bandwidth=bandwidth, attrs=attrs, where=where)
+    return source
+
+
+def _trace_source(ws: WorkloadSpec, resources: tuple[str, ...], base: Path | None,
+                  where: str) -> TraceSource:
+    """The replay of ``workload.trace`` (for resampling: its first ``limit`` rows, sorted)."""
     tr = ws.trace
     w = f"{where}.trace"
     path = resolve_path(tr.path, base, f"{w}.path")
-    limit = tr.limit if tr.limit is not None else ws.requests
+    if tr.resample:
+        limit = tr.limit
+    else:
+        limit = tr.limit if tr.limit is not None else ws.requests
     if tr.format == "table":
         if tr.options:
             raise ConfigError(f"{w}.options: only for importer formats")
@@ -164,12 +207,10 @@ def build_source(spec: WorkloadSpec | dict[str, Any], topology: Topology,
             raise ConfigError(f"{w}: {e}") from None
         name = f"{tr.path} ({tr.format})"
     try:
-        source: RequestSource = TraceSource(
+        return TraceSource(
             table, columns=tr.columns, scale=tr.scale, time_scale=tr.time_scale,
             start_at_zero=tr.start_at_zero, limit=limit, resources=resources,
-            batch_size=tr.batch_size, sort=tr.sort, dropna=tr.dropna, cap=tr.cap, name=name)
+            batch_size=tr.batch_size, sort=tr.sort or tr.resample, dropna=tr.dropna,
+            cap=tr.cap, name=name)
     except ConfigError as e:
         raise ConfigError(f"{w}: {e}") from None
-    if bandwidth is not None or attrs:
-        source = AugmentedSource(source, bandwidth=bandwidth, attrs=attrs, where=where)
-    return source

@@ -2,8 +2,13 @@
 
 Draw order (fixed, so a seed and a ``batch_size`` give the same requests every time): for
 each batch of ``m`` requests, the ``m`` arrival gaps, then each attribute in declaration
-order, then each demand column in the topology's resource order, then durations, then
-bandwidth. A different ``batch_size`` gives a different (equally distributed) stream.
+order, then the row numbers of a resampled trace (``rows``), then each demand column in the
+topology's resource order, then durations, then bandwidth. A different ``batch_size`` gives a
+different (equally distributed) stream.
+
+With ``rows`` (a :class:`~dcsim.workload.resample.TableRows`), every request's demand — and
+its bandwidth, unless a ``bandwidth`` distribution is given, and the table's carried
+attributes — is one row of a trace drawn uniformly with replacement.
 
 A demand or the bandwidth may be an :class:`~dcsim.workload.distributions.AttrProduct`
 (YAML ``"N*S"``): the product of attribute columns drawn for the same request, as for a
@@ -26,6 +31,7 @@ from dcsim.model.topology import DEFAULT_RESOURCES
 from dcsim.workload.arrivals import ArrivalProcess
 from dcsim.workload.base import RequestBatch, RequestSource
 from dcsim.workload.distributions import AttrProduct, _Dist, _Scalable
+from dcsim.workload.resample import TableRows
 
 Column = _Dist | AttrProduct
 
@@ -45,6 +51,7 @@ class SyntheticSource:
         batch_size: int = 4096,
         total_capacity: Mapping[str, float] | None = None,
         where: str = "workload",
+        rows: TableRows | None = None,
     ) -> None:
         if int(n_requests) != n_requests or n_requests < 0:
             raise ConfigError(f"{where}.requests: must be a non-negative integer")
@@ -58,6 +65,18 @@ class SyntheticSource:
         self.bandwidth = bandwidth
         self.batch_size = int(batch_size)
         self.total_capacity = dict(total_capacity) if total_capacity is not None else None
+        self.rows = rows
+        if rows is not None:
+            if self.demand:
+                raise ConfigError(f"{where}.demand: a resampled trace gives the demand; "
+                                  "remove demand")
+            if tuple(rows.resources) != self.resources:
+                raise ConfigError(f"{where}.trace: the table's resources "
+                                  f"({', '.join(rows.resources)}) differ from the topology's")
+            clash = sorted(set(rows.attrs) & set(self.attrs))
+            if clash:
+                raise ConfigError(f"{where}.attrs.{clash[0]}: also a column carried from the "
+                                  "trace; rename one of them")
         for name, d in self.attrs.items():
             if isinstance(d, AttrProduct):
                 raise ConfigError(f"{where}.attrs.{name}: a product of attributes is only "
@@ -88,10 +107,11 @@ class SyntheticSource:
         _check_nonneg(d, where)
 
     def mean_demand(self, resource: str) -> float:
-        """E[demand of ``resource``] per request (0 when it has no distribution)."""
+        """E[demand of ``resource``] per request: its distribution's mean, the mean of the
+        resampled rows, or 0."""
         d = self.demand.get(resource)
         if d is None:
-            return 0.0
+            return self.rows.mean(resource) if self.rows is not None else 0.0
         return d.mean_from(self.attrs) if isinstance(d, AttrProduct) else d.mean()
 
     def _resolve_duration(self, d: _Dist, where: str) -> _Dist:
@@ -138,12 +158,19 @@ class SyntheticSource:
         """The next ``n`` requests arriving after ``start`` (also usable for lookahead)."""
         arrival = self.arrival.times(rng, n, start)
         attrs = {name: d.sample(rng, n) for name, d in self.attrs.items()}
-        demand = np.zeros((n, len(self.resources)), dtype=np.float64)
+        if self.rows is not None:
+            idx = self.rows.indices(rng, n)
+            demand = self.rows.demand[idx]
+            table_bw = self.rows.bandwidth[idx]
+            attrs.update({k: v[idx] for k, v in self.rows.attrs.items()})
+        else:
+            demand = np.zeros((n, len(self.resources)), dtype=np.float64)
+            table_bw = np.zeros(n)
         for j, r in enumerate(self.resources):
             if r in self.demand:
                 demand[:, j] = self._column(self.demand[r], rng, n, attrs)
         duration = self.duration.sample(rng, n)
-        bandwidth = (np.zeros(n) if self.bandwidth is None
+        bandwidth = (table_bw if self.bandwidth is None
                      else self._column(self.bandwidth, rng, n, attrs))
         return RequestBatch(arrival, duration, demand, bandwidth, attrs)
 
