@@ -1,0 +1,94 @@
+"""Decisions per second of the Nara baselines as the Fabric topology grows (issue #4).
+
+    python benchmarks/bench_nara.py [--requests 200] [--allocators tetris,nulb]
+                                    [--topologies alpha,gamma] [--seed 0]
+
+Runs the uniform request set of experiments/nara_table1.yaml (one arrival per tick, cpu and
+mem ~ U{1..50}, bw ~ U(0.1, 1.0), holding ~ U{1..H} with H = 30 x servers / 40, as the
+paper's 30 / 480 / 1920) under ``capacity: wait`` on alpha (40 servers), gamma (640), delta
+(2,560) and a ~10k-server Fabric (delta with 64 racks per pod: 10,240 servers). Each cell is
+one episode of ``--requests`` requests (default: the paper's episodes, 128 on alpha, 896 on
+gamma, 2,048 on delta, and 1,024 on fabric10k; about a minute in all), timed by the
+engine (``mean_decision_s``: the allocator's own time per request). Prints decisions/s per
+allocator and topology, then each cell's cost relative to the baseline cell
+measured in the same run (random_multi on alpha, or the first cell), so that growth with size
+is visible: a ratio of 64 means a decision costs 64 times the baseline's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from dcsim.model.topologies import build_topology
+from dcsim.plugins import get_allocator_class
+from dcsim.sim import Engine, EngineConfig
+from dcsim.workload.spec import build_source
+
+EXPERIMENT = Path(__file__).parents[1] / "experiments" / "nara_table1.yaml"
+WORKLOAD = yaml.safe_load(EXPERIMENT.read_text())["workload"]  # the uniform set, alpha
+ALLOCATORS = ("random_multi", "tetris", "best_fit_multi", "nulb", "nalb")
+#: topology name -> fabric builder parameters
+TOPOLOGIES = {
+    "alpha": {"kind": "fabric", "preset": "alpha"},
+    "gamma": {"kind": "fabric", "preset": "gamma"},
+    "delta": {"kind": "fabric", "preset": "delta"},
+    "fabric10k": {"kind": "fabric", "preset": "delta", "racks": 64},
+}
+#: default requests per episode: the paper's episode lengths (fabric10k: shortened)
+EPISODE = {"alpha": 128, "gamma": 896, "delta": 2048, "fabric10k": 1024}
+
+
+def cell(topo_spec: dict, allocator: str, requests: int, seed: int) -> tuple[float, float]:
+    """(decisions/s of the allocator alone, wall seconds of the whole episode)."""
+    topo = build_topology(topo_spec)
+    workload = dict(WORKLOAD, requests=requests,
+                    duration=dict(WORKLOAD["duration"], high=30 * topo.n_servers // 40))
+    source = build_source(workload, topo)
+    rng = np.random.default_rng(seed)
+    eng = Engine(topo, source, get_allocator_class(allocator)(), rng,
+                 EngineConfig(capacity="wait"), sink=lambda kind, cols: None)
+    t0 = time.perf_counter()
+    summary = eng.run()
+    wall = time.perf_counter() - t0
+    return 1.0 / summary["mean_decision_s"], wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=None,
+                    help="requests per episode (default: 128 / 896 / 2048 / 1024)")
+    ap.add_argument("--allocators", default=",".join(ALLOCATORS))
+    ap.add_argument("--topologies", default=",".join(TOPOLOGIES))
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    allocators = [a for a in args.allocators.split(",") if a]
+    topologies = [t for t in args.topologies.split(",") if t]
+    for t in topologies:
+        if t not in TOPOLOGIES:
+            ap.error(f"--topologies: unknown {t!r} (one of {', '.join(TOPOLOGIES)})")
+    for a in allocators:
+        get_allocator_class(a)  # fail early on a typo
+    rate: dict[tuple[str, str], float] = {}
+    print(f"{'allocator':<16}{'topology':<11}{'servers':>8}{'requests':>9}"
+          f"{'decisions/s':>13}{'wall s':>8}")
+    for t in topologies:
+        n_servers = build_topology(TOPOLOGIES[t]).n_servers
+        n = args.requests or EPISODE[t]
+        for a in allocators:
+            rate[a, t], wall = cell(TOPOLOGIES[t], a, n, args.seed)
+            print(f"{a:<16}{t:<11}{n_servers:>8}{n:>9}{rate[a, t]:>13,.0f}{wall:>8.1f}",
+                  flush=True)
+    base = ("random_multi", "alpha") if ("random_multi", "alpha") in rate else next(iter(rate))
+    print(f"\ncost per decision relative to {base[0]} on {base[1]} (same run):")
+    print(f"{'allocator':<16}" + "".join(f"{t:>11}" for t in topologies))
+    for a in allocators:
+        print(f"{a:<16}" + "".join(f"{rate[base] / rate[a, t]:>11.1f}" for t in topologies))
+
+
+if __name__ == "__main__":
+    main()
