@@ -146,3 +146,19 @@ def test_every_output_column_is_documented(output_columns, table):
     columns = output_columns[table]
     assert "util_bw_host" in output_columns["summary"]  # the tier columns are exercised
     assert missing(columns, page("reference/outputs.md")) == []
+
+
+def test_readme_first_commands_are_what_ci_runs():
+    """The README's first command (install + the main experiment, small) and its test command
+    are the ones .ci/run executes, so a red CI means the README is wrong for a new user."""
+    root = DOCS.parent
+    block = (root / "README.md").read_text().split("```bash\n")[1].split("```")[0]
+    install_run, test_cmd = block.strip().splitlines()
+    install, run = (part.strip() for part in install_run.split("&&"))
+    ci = (root / ".ci" / "run").read_text().replace("\\\n", " ")
+    ci = re.sub(r"\s+", " ", ci)
+    assert install == 'pip install -e ".[dev]"' and f"python -m {install}" in ci
+    assert "experiments/ahab_lambda12.yaml" in run
+    main_args = run.split(" --out ")[0]  # CI writes to a temporary directory instead
+    assert main_args in ci
+    assert test_cmd == "python -m pytest" and ci.rstrip().endswith(test_cmd)
