@@ -358,3 +358,36 @@ def test_engine_runs_each_allocator_on_fabric_alpha(name, reservation):
     assert max(rows["n_servers"]) > 1
     assert np.allclose(eng.state.free, topo.server_capacity)
     assert np.allclose(eng.state.link_free, topo.link_capacity)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), pair=st.tuples(st.integers(0, 39), st.integers(0, 39)))
+def test_weighted_paths_skip_leaf_servers_without_changing_any_path(seed, pair):
+    """Pruning one-link servers from the search gives networkx's own k shortest weighted
+    paths, in the same order (ties included), on Fabric alpha with random link weights."""
+    from itertools import islice, pairwise
+
+    from dcsim.allocators.multi import weighted_k_paths
+
+    topo = build_topology({"kind": "fabric", "preset": "alpha"})
+    ps = path_service(topo)
+    rng = np.random.default_rng(seed)
+    w = rng.choice([1.0, 2.0, 3.0, np.inf], size=topo.n_links, p=[0.4, 0.3, 0.2, 0.1])
+    a, b = pair
+    if a == b:
+        return
+    got = [p.tolist() for p in weighted_k_paths(ps, a, b, 4, w)]
+    li = topo._link_index
+
+    def full(u, v, _d):
+        x = w[li[(u, v)]]
+        return x if np.isfinite(x) else None
+
+    lo, hi = min(a, b), max(a, b)
+    src, dst = ps.nodes[ps.server_node[lo]], ps.nodes[ps.server_node[hi]]
+    try:
+        ref = [[li[e] for e in pairwise(p)]
+               for p in islice(nx.shortest_simple_paths(topo.graph, src, dst, weight=full), 4)]
+    except nx.NetworkXNoPath:
+        ref = []
+    assert got == ref

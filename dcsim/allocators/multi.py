@@ -46,6 +46,7 @@ import weakref
 from abc import abstractmethod
 from collections.abc import Callable
 from itertools import pairwise
+from math import isfinite
 from typing import Literal
 
 import networkx as nx
@@ -218,6 +219,16 @@ def allocate_multi(
     return part.placement()
 
 
+def _leaf_servers(paths: PathService) -> frozenset:
+    """Graph nodes of the servers with exactly one link (cached on the path service)."""
+    leaves = getattr(paths, "_dcsim_leaf_servers", None)
+    if leaves is None:
+        g = paths.topology.graph
+        leaves = frozenset(v for v in paths.topology.servers if g.degree(v) == 1)
+        paths._dcsim_leaf_servers = leaves
+    return leaves
+
+
 def weighted_k_paths(paths: PathService, a: int, b: int, k: int,
                      weight: np.ndarray) -> list[np.ndarray]:
     """Up to ``k`` shortest simple paths between servers ``a`` and ``b`` by link ``weight``.
@@ -230,14 +241,20 @@ def weighted_k_paths(paths: PathService, a: int, b: int, k: int,
     topo = paths.topology
     li = topo._link_index
     w = weight.tolist()
-
-    def edge_weight(u, v, _d):
-        x = w[li[(u, v)]]
-        return x if np.isfinite(x) else None
-
     lo, hi = min(a, b), max(a, b)
     src = paths.nodes[paths.server_node[lo]]
     dst = paths.nodes[paths.server_node[hi]]
+    # A server with one link (every server of a Fabric) can only end a simple path, never
+    # lie inside one: hiding the other such servers prunes the search to the switches
+    # without changing any path or the order of ties (networkx orders ties by push count,
+    # which stays monotone).
+    leaves = _leaf_servers(paths)
+
+    def edge_weight(u, v, _d):
+        if (v in leaves and v != src and v != dst) or (u in leaves and u != src and u != dst):
+            return None
+        x = w[li[(u, v)]]
+        return x if isfinite(x) else None
     out = []
     try:
         for p in nx.shortest_simple_paths(topo.graph, src, dst, weight=edge_weight):
