@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -61,7 +63,7 @@ def reduced_table1(tmp_path: Path, requests: int) -> Path:
 def test_reduced_table1_end_to_end(tmp_path):
     """Table 1 on alpha, 1 rollout of 40 requests: every baseline on every request set, with
     the sets' demands as documented in docs/howto/nara-workloads.md."""
-    out = tmp_path / "out"
+    out = tmp_path / "nara_table1"
     run("run", reduced_table1(tmp_path, 40), "--out", out, "--seeds", "1")
     s = pd.read_parquet(out / "summary.parquet")
     assert len(s) == 15 and set(s["allocator"]) == BASELINES
@@ -82,3 +84,9 @@ def test_reduced_table1_end_to_end(tmp_path):
     first = r[r["allocator"] == "tetris"].set_index(["workload", "id"])["cpu"]
     other = r[r["allocator"] == "nulb"].set_index(["workload", "id"])["cpu"]
     pd.testing.assert_series_equal(first.sort_index(), other.sort_index())
+    # the documented report reads these results: every baseline in Tables 1 and 2
+    rep = subprocess.run([sys.executable, str(EXPERIMENTS / "nara_report.py"), "--results",
+                          str(tmp_path)], capture_output=True, text=True, check=True).stdout
+    t1 = rep.split("### Table 1")[1].split("###")[0]
+    assert all(f"| {a} | " in t1 for a in BASELINES) and "uniform alpha" in t1
+    assert "| tetris | " in rep.split("### Table 2")[1]
