@@ -17,21 +17,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+
+from dcsim.results.stats import mean_ci
 
 ORDER = ["oktopus", "kraken", "vc_tetris", "strawman(kraken)", "ahab(oktopus)",
          "ahab(kraken)", "ahab(vc_tetris)"]
 METRICS = {"util_cpu": "used CU", "mean_footprint": "footprint (BU)",
            "mean_concurrent": "concurrent VCs", "acceptance_ratio": "acceptance"}
-
-
-def ci(values: pd.Series) -> tuple[float, float, int]:
-    """Mean and half-width of the 95 % Student-t interval."""
-    v = values.dropna().to_numpy()
-    if len(v) < 2:
-        return (float(v.mean()) if len(v) else np.nan), np.nan, len(v)
-    half = stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
-    return float(v.mean()), float(half), len(v)
 
 
 def load(results: Path) -> pd.DataFrame:
@@ -52,7 +44,7 @@ def table(df: pd.DataFrame, metric: str) -> str:
     for label in labels:
         cells = []
         for lam in lams:
-            m, h, n = ci(df[(df["allocator"] == label) & (df["lam"] == lam)][metric])
+            m, h, n = mean_ci(df[(df["allocator"] == label) & (df["lam"] == lam)][metric])
             cells.append("—" if n == 0 else f"{m:.3f} ± {h:.3f} (n={n})" if metric in (
                 "util_cpu", "acceptance_ratio") else f"{m:.1f} ± {h:.1f} (n={n})")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
@@ -67,7 +59,7 @@ def sweep_table(results: Path, name: str, by: list[str], metric: str = "util_cpu
     df = pd.read_parquet(p)
     lines = ["| " + " | ".join(by) + " | used CU (mean ± 95 % CI) |", "|---" * (len(by) + 1) + "|"]
     for key, g in df.groupby(by):
-        m, h, n = ci(g[metric])
+        m, h, n = mean_ci(g[metric])
         cells = key if isinstance(key, tuple) else (key,)
         lines.append("| " + " | ".join(str(c) for c in cells) + f" | {m:.3f} ± {h:.3f} (n={n}) |")
     return "\n".join(lines)
@@ -91,7 +83,7 @@ def plot(df: pd.DataFrame, png: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 4))
     labels = [a for a in ORDER if a in set(df["allocator"])]
     for label in labels:
-        pts = [(lam, *ci(df[(df["allocator"] == label) & (df["lam"] == lam)]["util_cpu"])[:2])
+        pts = [(lam, *mean_ci(df[(df["allocator"] == label) & (df["lam"] == lam)]["util_cpu"])[:2])
                for lam in sorted(df["lam"].unique())]
         pts = [p for p in pts if not np.isnan(p[1])]
         if pts:

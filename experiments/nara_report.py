@@ -17,24 +17,16 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+
+from dcsim.results.stats import mean_ci
 
 ORDER = ["tetris", "nalb", "nulb", "random_multi", "best_fit_multi"]
 SETS = ["uniform", "azure", "alibaba"]
 PRESETS = ["alpha", "beta", "gamma", "delta"]
 
 
-def ci(values: pd.Series) -> tuple[float, float, int]:
-    """Mean and half-width of the 95 % Student-t interval."""
-    v = values.dropna().to_numpy()
-    if len(v) < 2:
-        return (float(v.mean()) if len(v) else np.nan), np.nan, len(v)
-    half = stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
-    return float(v.mean()), float(half), len(v)
-
-
 def cell(values: pd.Series) -> str:
-    m, h, n = ci(values)
+    m, h, n = mean_ci(values)
     if n == 0:
         return "—"
     return f"{m:.2f}" if np.isnan(h) else f"{m:.2f} ± {h:.2f}"
