@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from dcsim.allocators.vc_base import VCAllocator
+from dcsim.allocators.vc_batch import vm_counts
 from dcsim.hookspecs import hookimpl
 from dcsim.model.vc import UNLIMITED, TreeLevels
 
@@ -71,23 +72,6 @@ def _split_rows(levels: TreeLevels, k: int, amount: np.ndarray, cap: np.ndarray)
     return np.minimum(out, cap, out=out)
 
 
-def _per_vm(free: np.ndarray, size: np.ndarray, cap: np.ndarray | int) -> np.ndarray:
-    """⌊free / size⌋ per row (UNLIMITED where size is 0), at most ``cap``, as int32.
-
-    The same values as :func:`dcsim.model.vc.vm_slots` / ``link_slots`` row by row; int32
-    halves the memory traffic of the (K, hosts) passes below (all counts are < 2**30).
-    """
-    pos = size > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        q = np.divide(free, size[:, None])
-    q += 1e-9
-    np.floor(q, out=q)
-    if not pos.all():
-        q[~pos] = UNLIMITED
-    np.minimum(q, cap, out=q)
-    return q.astype(np.int32)
-
-
 def kraken_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray,
                        n: np.ndarray, s: np.ndarray, b: np.ndarray):
     """Embed K VCs, one per row of K independent states, in one vectorised pass.
@@ -102,8 +86,9 @@ def kraken_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
     n = n.astype(np.int32)
     rows = np.arange(K)
     nn = n[:, None]
-    slots = _per_vm(free_cpu, s, nn)
-    lcap = _per_vm(link_free, b, UNLIMITED)
+    # int32 halves the memory traffic of the (K, hosts) passes below (counts are < 2**30)
+    slots = vm_counts(free_cpu, s, nn).astype(np.int32)
+    lcap = vm_counts(link_free, b, UNLIMITED).astype(np.int32)
     sup = [np.minimum(slots, lcap[:, levels.uplink[0]])]
     childsum = [slots]
     for k in range(1, H + 1):

@@ -43,8 +43,8 @@ from dcsim.allocators.vc_batch import (
     hose_limit,
     popcount,
     powers_of_two,
-    slots_rows,
     sum_sets,
+    vm_counts,
 )
 from dcsim.hookspecs import hookimpl
 from dcsim.model.vc import TreeLevels, vm_slots
@@ -192,7 +192,7 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
         if c is not None:
             counts[i], ok[i] = c, True
     topo = _topology(levels)
-    slots = _slots(free_cpu, s, n)  # float, ≤ n
+    slots = vm_counts(free_cpu, s, n[:, None])  # float, ≤ n
     fits = slots >= n[:, None]
     one = fits.any(axis=1)  # a single host: no bandwidth at all
     if any_big:
@@ -349,16 +349,6 @@ def _topology(levels: TreeLevels) -> _Topology:
     if topo is None:
         topo = _TOPOLOGIES[levels] = _Topology(levels)
     return topo
-
-
-def _slots(free_cpu: np.ndarray, s: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """min(:func:`slots_rows`, n) as floats (exact small integers), cheaply when all s > 0."""
-    if not (s > 0).all():
-        return np.minimum(slots_rows(free_cpu, s), n[:, None]).astype(np.float64)
-    q = free_cpu / s[:, None]
-    q += 1e-9
-    np.floor(q, out=q)
-    return np.minimum(q, n[:, None], out=q)
 
 
 def _grouped(x: np.ndarray, topo: _Topology, k: int) -> np.ndarray:

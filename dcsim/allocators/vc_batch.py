@@ -47,6 +47,22 @@ def slots_rows(free_cpu: np.ndarray, s: np.ndarray) -> np.ndarray:
     return q.astype(np.int64)
 
 
+def vm_counts(free: np.ndarray, size: np.ndarray, cap: np.ndarray | int) -> np.ndarray:
+    """⌊free / size + 1e-9⌋ per row (UNLIMITED where size[row] ≤ 0), at most ``cap`` (float64).
+
+    ``free`` (K, m), ``size`` (K,): the row-wise :func:`dcsim.model.vc.vm_slots` (sizes are
+    compute units per VM) or ``link_slots`` (bandwidth per VM), capped, in place where it can.
+    """
+    pos = size > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.divide(free, size[:, None])
+    q += 1e-9
+    np.floor(q, out=q)
+    if not pos.all():
+        q[~pos] = UNLIMITED
+    return np.minimum(q, cap, out=q)
+
+
 def sum_sets(a: np.ndarray, b: np.ndarray, right: bool = False) -> np.ndarray:
     """Elementwise Minkowski sums {x + y : x ∈ a, y ∈ b} of bit sets, sums above 63 dropped.
 

@@ -49,8 +49,6 @@ of those VMs by (state, group, rank) and a count for every (state, group) pair a
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from dcsim.allocators.vc_base import VCAllocator
@@ -195,20 +193,6 @@ def tetris_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
     return counts, ok
 
 
-_HOST_STARTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _host_starts(levels: TreeLevels) -> list[np.ndarray]:
-    """Per level k, where each level-k group's hosts start (a group's hosts are contiguous,
-    so a sum over them is one ``np.add.reduceat``); computed once per :class:`TreeLevels`."""
-    starts = _HOST_STARTS.get(levels)
-    if starts is None:
-        starts = [np.searchsorted(g, np.arange(size))
-                  for g, size in zip(levels.group, levels.size, strict=True)]
-        _HOST_STARTS[levels] = starts
-    return starts
-
-
 def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
                 link_free: np.ndarray, n: np.ndarray, s: np.ndarray, b: np.ndarray,
                 capacity: np.ndarray, counts: np.ndarray, ok: np.ndarray) -> None:
@@ -259,7 +243,7 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
     room_rows = np.flatnonzero(unsure & alive)
     if room_rows.size:  # the one-row code's filter, on all hosts of those rows
         room = np.minimum(slots_rows(free_cpu[room_rows], s[room_rows]), n[room_rows, None])
-        host_starts = _host_starts(levels)
+        host_starts = levels.host_starts
     on = np.flatnonzero((ln > 0) & alive[ar])
     if on.size == 0:
         return

@@ -82,6 +82,10 @@ class TreeLevels:
         #: (children are contiguous, so sums over children are one ``np.add.reduceat``)
         self.starts = [np.searchsorted(self.parent[k], np.arange(self.size[k + 1]))
                        for k in range(H)]
+        #: per level k, where each level-k group's hosts start (hosts of a group are
+        #: contiguous, so a sum over them is one ``np.add.reduceat``)
+        self.host_starts = [np.searchsorted(g, np.arange(size))
+                            for g, size in zip(groups, self.size, strict=True)]
         self.link_level = np.full(topology.n_links, -1, dtype=np.int64)
         for k in range(H):
             self.link_level[self.uplink[k]] = k
