@@ -8,9 +8,9 @@ schedules the departure and writes one record per request.
 Loss mode is the only admission mode so far: a request the allocator rejects is dropped.
 ``_admit`` is the single place a queue with a scheduler will plug in; periodic rescheduling
 will be another SimPy process beside ``_arrivals``. With ``capacity="wait"`` (the Nara
-authors' environment) ``_arrivals_waiting`` replaces ``_arrivals``: a request whose demand
-exceeds the cluster's *total* free resources holds the arrival process until departures
-make it fit, and only then is offered to the allocator.
+authors' environment) ``_arrivals`` first holds (``_hold``) a request whose demand exceeds
+the cluster's *total* free resources, pausing the arrival process until departures make it
+fit; only then is it offered to the allocator.
 """
 
 from __future__ import annotations
@@ -94,6 +94,7 @@ class Engine:
         self._arrivals_done = False
         self._measured_log = AcceptanceLog()  # for acceptance_last20
         self._wait = self.config.capacity == "wait"
+        self._hold_tol = EPS * np.maximum(self.meter.capacity, 1.0)
         self._departure: simpy.Event | None = None  # a held request waits on this
         self._on_depart = self._depart_and_notify if self._wait else self._depart
         self._samples = ColumnBuffer(None)
@@ -109,7 +110,7 @@ class Engine:
     def run(self) -> dict[str, Any]:
         """Run to completion (every accepted request departed); return the summary metrics."""
         self.allocator.setup(self.view)
-        self.env.process(self._arrivals_waiting() if self._wait else self._arrivals())
+        self.env.process(self._arrivals())
         if self.config.sample_interval:
             self.env.process(self._sampler(self.config.sample_interval))
         self.env.run()
@@ -131,14 +132,26 @@ class Engine:
         return demand, batch.duration.tolist(), batch.bandwidth.tolist(), attrs
 
     def _arrivals(self):
+        """Offer each request to the allocator at its arrival.
+
+        Under ``capacity="wait"`` a request the cluster's total free resources cannot cover
+        is first held (:meth:`_hold`); the arrival process pauses meanwhile, so every later
+        arrival time shifts by the wait (the gaps between arrivals stay the workload's).
+        """
         env = self.env
         cfg = self.config
+        wait = self._wait
+        shift = 0.0  # total wait so far: how far later arrivals are pushed back
         for batch in self.source.batches(self.rng):
             demand, duration, bandwidth, attrs = self._unpack(batch)
             first_id = self.received
             placements: list[Placement | None] = []
             decisions: list[float] = []
-            for i, t in enumerate(batch.arrival.tolist()):
+            times = batch.arrival.tolist()
+            waits = [0.0] * len(times) if wait else None
+            for i, t in enumerate(times):
+                if shift:
+                    t = times[i] = t + shift
                 if t > env.now:
                     yield env.timeout(t - env.now)
                 if not cfg.sample_interval and self.received % cfg.sample_every == 0:
@@ -151,71 +164,38 @@ class Engine:
                     bandwidth[i],
                     {k: v[i] for k, v in attrs.items()} if attrs else {},
                 )
+                if wait:
+                    held = yield from self._hold(req)
+                    shift += held
+                    waits[i] = held
                 p, dt = self._arrive(req)
                 placements.append(p)
                 decisions.append(dt)
-            arrival = np.asarray(batch.arrival, dtype=np.float64)
-            self._finish_batch(batch, first_id, arrival, placements, decisions, None)
+            self._finish_batch(batch, first_id, np.asarray(times, dtype=np.float64), placements,
+                               decisions, None if waits is None else np.asarray(waits))
         self._arrivals_done = True
         self.meter.close_window(env.now)
 
-    def _arrivals_waiting(self):
-        """``_arrivals`` under ``capacity="wait"``: hold a request until the total fits.
-
-        While a request is held the arrival process is paused, so every later arrival time
-        shifts by the wait (the gaps between arrivals are the workload's). A request larger
-        than the whole cluster could never fit: it is offered at once.
-        """
-        env = self.env
-        cfg = self.config
-        meter = self.meter
+    def _hold(self, req: Request):
+        """Until the cluster's total free resources cover ``req``'s demand, wait for
+        departures (``capacity="wait"``); return the time held. A request larger than the
+        whole cluster could never fit: it is not held."""
         free = self.state.free
-        capacity = meter.capacity
-        tol = EPS * np.maximum(capacity, 1.0)
-        shift = 0.0  # total wait so far: how far later arrivals are pushed back
-        for batch in self.source.batches(self.rng):
-            demand, duration, bandwidth, attrs = self._unpack(batch)
-            first_id = self.received
-            placements: list[Placement | None] = []
-            decisions: list[float] = []
-            arrivals: list[float] = []
-            waits: list[float] = []
-            for i, t in enumerate(batch.arrival.tolist()):
-                t += shift
-                if t > env.now:
-                    yield env.timeout(t - env.now)
-                if not cfg.sample_interval and self.received % cfg.sample_every == 0:
-                    self._sample()
-                d = demand[i]
-                req = Request(
-                    self.received,
-                    t,
-                    duration[i],
-                    d,
-                    bandwidth[i],
-                    {k: v[i] for k, v in attrs.items()} if attrs else {},
-                )
-                held = 0.0
-                if (free.sum(axis=0) + tol < d).any() and (d <= capacity + tol).all():
-                    # the window opens at the arrival, before the wait, as in loss mode
-                    if (not meter.open and req.id >= cfg.warmup_requests
-                            and t >= cfg.warmup_time):
-                        meter.open_window(env.now)
-                    since = env.now
-                    while (free.sum(axis=0) + tol < d).any():
-                        self._departure = env.event()
-                        yield self._departure
-                    held = env.now - since
-                    shift += held
-                p, dt = self._arrive(req)
-                placements.append(p)
-                decisions.append(dt)
-                arrivals.append(t)
-                waits.append(held)
-            self._finish_batch(batch, first_id, np.asarray(arrivals, dtype=np.float64),
-                               placements, decisions, np.asarray(waits, dtype=np.float64))
-        self._arrivals_done = True
-        meter.close_window(env.now)
+        capacity = self.meter.capacity
+        tol = self._hold_tol
+        d = req.demand
+        if not ((free.sum(axis=0) + tol < d).any() and (d <= capacity + tol).all()):
+            return 0.0
+        cfg = self.config
+        # the window opens at the arrival, before the wait, as in loss mode
+        if (not self.meter.open and req.id >= cfg.warmup_requests
+                and req.arrival >= cfg.warmup_time):
+            self.meter.open_window(self.env.now)
+        since = self.env.now
+        while (free.sum(axis=0) + tol < d).any():
+            self._departure = self.env.event()
+            yield self._departure
+        return self.env.now - since
 
     def _sampler(self, interval: float):
         while not self._arrivals_done:
