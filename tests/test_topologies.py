@@ -155,6 +155,42 @@ def test_optical_parameters_are_free():
     assert set(tier_caps(t, 3)) == {3.0}
 
 
+def switch_ratios(topo, tier):
+    """Down/up capacity of every tier-``tier`` switch, read off the graph's links."""
+    g = topo.graph
+    out = set()
+    for node, d in g.nodes(data=True):
+        if d["kind"] == "switch" and d["tier"] == tier:
+            down = sum(g.edges[node, v]["capacity"] for v in g[node] if g.nodes[v]["tier"] < tier)
+            up = sum(g.edges[node, v]["capacity"] for v in g[node] if g.nodes[v]["tier"] > tier)
+            out.add(down / up)
+    return out
+
+
+@pytest.mark.parametrize("n", [8, 16, 32])
+@pytest.mark.parametrize("ovs", ["1:16", "1:8", "1:4"])
+def test_optical_scaled_keeps_every_oversubscription(n, ovs):
+    """The scaled preset has 1024 servers (16x) and the same per-switch down/up ratio at
+    each tier as the 64-server topology, hence the same bottom-to-top oversubscription."""
+    small = build_topology({"kind": "optical", "channels": n, "oversubscription": ovs})
+    big = build_topology({"kind": "optical", "preset": "scaled", "channels": n,
+                          "oversubscription": ovs})
+    assert big.n_servers == 1024 and big.name == f"optical-{n}-{ovs}-scaled"
+    assert big.total_capacity().tolist() == [16384.0, 16384.0]
+    for tier in (1, 2):
+        assert switch_ratios(big, tier) == switch_ratios(small, tier)
+        assert len(switch_ratios(small, tier)) == 1
+    (r1,), (r2,) = switch_ratios(big, 1), switch_ratios(big, 2)
+    assert r1 * r2 == int(ovs.split(":")[1])
+    assert (n_switches(big, 1), n_switches(big, 2), n_switches(big, 3)) == (64, 8, 32)
+
+
+def test_optical_preset_fields_override():
+    """An explicit count wins over the preset's."""
+    t = build_topology({"kind": "optical", "preset": "scaled", "pods": 2})
+    assert t.n_servers == 2 * 16 * 16
+
+
 # ---------------------------------------------------------------------------- flat
 def test_flat_has_servers_and_no_links():
     """A flat topology is servers only: zero links, no tiers."""

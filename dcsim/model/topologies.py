@@ -247,20 +247,35 @@ class FabricSpec(_PresetSpec):
 OPTICAL_RATIOS = {"1:16": (2.0, 0.5), "1:8": (4.0, 1.0), "1:4": (4.0, 2.0)}
 
 
-class OpticalSpec(_Spec):
+#: 2023 paper, Sec. 4A: the 64-server training/test topology, and the scaled-up test
+#: topology of "1024 servers" (the paper's "4 clusters of 4 racks each with 16 servers" is
+#: only 256; dcsim takes the stated total, 4 pods x 16 racks x 16 servers). The scaled one
+#: has one tier-3 switch per plane for each rack of a pod, so every tier keeps the
+#: oversubscription of Table 1.
+OPTICAL_PRESETS: dict[str, dict[str, Any]] = {
+    "small": {"pods": 2, "racks": 2, "servers": 16, "tier2": 2, "tier3": 2},
+    "scaled": {"pods": 4, "racks": 16, "servers": 16, "tier2": 2, "tier3": 16},
+}
+
+
+class OpticalSpec(_PresetSpec):
     """Nara (2023) optical topology: capacities are channels per link."""
 
     kind: Literal["optical"] = "optical"
-    pods: PositiveInt = 2
-    racks: PositiveInt = Field(2, description="racks per pod (cluster)")
-    servers: PositiveInt = Field(16, description="servers per rack")
-    tier2: PositiveInt = Field(2, description="tier-2 switches per pod (= tier-3 planes)")
-    tier3: PositiveInt = Field(2, description="tier-3 switches per plane")
+    preset: Literal["small", "scaled"] | None = None
+    pods: PositiveInt | None = None
+    racks: PositiveInt | None = Field(None, description="racks per pod (cluster)")
+    servers: PositiveInt | None = Field(None, description="servers per rack")
+    tier2: PositiveInt | None = Field(None, description="tier-2 switches per pod (= planes)")
+    tier3: PositiveInt | None = Field(None, description="tier-3 switches per plane")
     channels: PositiveInt = Field(16, description="channels per tier-1 link (n)")
     oversubscription: Literal["1:16", "1:8", "1:4"] = "1:8"
     tier2_channels: PositiveFloat | None = None
     tier3_channels: PositiveFloat | None = None
     server: Resources = Field(default_factory=lambda: {"cpu": 16.0, "mem": 16.0})
+
+    _presets = OPTICAL_PRESETS
+    _default_preset = "small"
 
     def link_channels(self) -> tuple[float, float, float]:
         """Channels per link at tiers 1, 2, 3."""
@@ -277,7 +292,8 @@ class OpticalSpec(_Spec):
         params = self._params()
         params["link_channels"] = list(caps)
         return Topology.from_graph(
-            g, name=self.name or f"optical-{self.channels}-{self.oversubscription}",
+            g, name=self.name or (f"optical-{self.channels}-{self.oversubscription}"
+                                  + ("-scaled" if self.preset == "scaled" else "")),
             resources=list(self.server),
             tier_names={1: "tier-1", 2: "tier-2", 3: "tier-3"},
             params=params, source="optical",
