@@ -21,8 +21,8 @@ left. All take the options ``reservation`` (``union`` | ``per_pair_channel``) an
   prefers short paths over empty links. ``free`` is the authors' weight, free capacity,
   which makes the *fullest* links the shortest (likely a bug; offered to reproduce them).
   ``hops`` ranks by hop count.
-* ``nulb`` — the same search in plain graph order (bandwidth-unaware), hop-count paths by
-  default (``path_weight`` as for ``nalb``; the 2021 paper's NULB used weighted paths).
+* ``nulb`` — the same search in plain graph order (bandwidth-unaware); paths weighted as
+  for ``nalb`` (both papers: "weighting is still used for the k-shortest paths").
 * ``random_multi`` — uniform over the eligible servers (those with some free amount of a
   resource the request still needs).
 * ``best_fit_multi`` — network-aware best fit: among the eligible servers nearest to those
@@ -161,14 +161,15 @@ class NALB(_BFSAllocator):
 
 
 class NULB(_BFSAllocator):
-    """Network-unaware locality-based: plain BFS order, hop-count paths."""
+    """Network-unaware locality-based: plain BFS order, bandwidth-weighted paths (both
+    papers: "weighting is still used for the k-shortest paths procedure")."""
 
     name = "nulb"
-    description = "multi-server: Tetris first server, plain BFS order, hop-count paths"
+    description = "multi-server: Tetris first server, plain BFS order, weighted paths"
     weighted_search = False
 
     class Options(MultiServerAllocator.Options):
-        path_weight: PathWeight = Field("hops", description=_PATH_WEIGHT_DOC)
+        path_weight: PathWeight = Field("inverse_free", description=_PATH_WEIGHT_DOC)
 
 
 class RandomMulti(MultiServerAllocator):
