@@ -13,3 +13,9 @@ hookimpl = HookimplMarker("dcsim")
 @hookspec
 def register_allocators(register: Callable[[type], None]) -> None:
     """Register allocator classes by calling ``register(AllocatorSubclass)`` for each."""
+
+
+@hookspec
+def register_schedulers(register: Callable[[type], None]) -> None:
+    """Register queue-mode scheduler classes (:class:`dcsim.schedulers.Scheduler`
+    subclasses) by calling ``register(SchedulerSubclass)`` for each."""

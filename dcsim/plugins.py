@@ -23,7 +23,7 @@ ENV_VAR = "DCSIM_PLUGINS"
 BUILTIN_MODULES = ("dcsim.allocators.builtin", "dcsim.allocators.kraken",
                    "dcsim.allocators.ahab", "dcsim.allocators.oktopus",
                    "dcsim.allocators.vc_tetris", "dcsim.allocators.strawman",
-                   "dcsim.allocators.nara")
+                   "dcsim.allocators.nara", "dcsim.schedulers.builtin")
 
 _pm: pluggy.PluginManager | None = None
 _sources: dict[str, str] = {}  # plugin name -> distribution that provided it
@@ -31,7 +31,7 @@ _sources: dict[str, str] = {}  # plugin name -> distribution that provided it
 
 @dataclass(frozen=True)
 class Registered:
-    kind: str  # "allocator"
+    kind: str  # "allocator" or "scheduler"
     name: str
     cls: type
     package: str  # "dcsim" for built-ins, else the distribution name
@@ -83,7 +83,8 @@ def registered(kind: str = "allocator") -> dict[str, Registered]:
     """Everything registered of ``kind``, by name; a name registered twice is an error."""
     pm = get_plugin_manager()
     out: dict[str, Registered] = {}
-    hook = {"allocator": pm.hook.register_allocators}[kind]
+    hook = {"allocator": pm.hook.register_allocators,
+            "scheduler": pm.hook.register_schedulers}[kind]
     for impl in reversed(hook.get_hookimpls()):
         package = _sources.get(impl.plugin_name, impl.plugin_name)
         found: list[type] = []
@@ -101,12 +102,22 @@ def registered(kind: str = "allocator") -> dict[str, Registered]:
     return out
 
 
-def get_allocator_class(name: str) -> type:
-    """The allocator class registered as ``name``; unknown names list what is available."""
-    found = registered("allocator")
+def get_plugin_class(name: str, kind: str = "allocator") -> type:
+    """The ``kind`` class registered as ``name``; unknown names list what is available."""
+    found = registered(kind)
     if name not in found:
         raise PluginError(
-            f"unknown allocator {name!r}; available: {', '.join(sorted(found)) or 'none'} "
+            f"unknown {kind} {name!r}; available: {', '.join(sorted(found)) or 'none'} "
             f"(see `dcsim plugins`)"
         )
     return found[name].cls
+
+
+def get_allocator_class(name: str) -> type:
+    """The allocator class registered as ``name``; unknown names list what is available."""
+    return get_plugin_class(name, "allocator")
+
+
+def get_scheduler_class(name: str) -> type:
+    """The queue-mode scheduler class registered as ``name``."""
+    return get_plugin_class(name, "scheduler")

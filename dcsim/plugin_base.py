@@ -1,0 +1,55 @@
+"""What every plugin kind shares: a YAML name, validated options and a results label."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from dcsim.errors import ConfigError
+
+
+class Configurable:
+    """A plugin class: ``name`` (the identifier used in YAML), an optional nested
+    ``Options`` pydantic model (unknown keys rejected) and the label results use."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    kind: ClassVar[str] = "plugin"  # "allocator", "scheduler": used in error messages
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+    options: BaseModel
+
+    @classmethod
+    def parse_options(cls, raw: dict[str, Any] | None, where: str = "options") -> BaseModel:
+        """Validate ``raw`` (from YAML) into ``cls.Options``; errors name the field."""
+        try:
+            return cls.Options.model_validate(raw or {})
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(x) for x in err["loc"])
+            field = f"{where}.{loc}" if loc else where
+            raise ConfigError(f"{field}: {err['msg']} ({cls.kind} {cls.name!r})") from None
+
+    @classmethod
+    def label_for(cls, options: BaseModel) -> str:
+        """The name results use for this plugin with ``options`` (e.g. ``ahab(kraken)``).
+
+        Default: ``name`` alone, or ``name(key=value, ...)`` listing the options that differ
+        from their defaults. Override for a shorter composition label.
+        """
+        changed = {
+            k: v for k, v in options.model_dump().items()
+            if k in type(options).model_fields
+            and v != type(options).model_fields[k].get_default(call_default_factory=True)
+        }
+        if not changed:
+            return cls.name
+        return f"{cls.name}({', '.join(f'{k}={v}' for k, v in changed.items())})"
+
+    @property
+    def label(self) -> str:
+        """This instance's label: ``label_for(self.options)``."""
+        return self.label_for(self.options)
