@@ -15,7 +15,14 @@ from pydantic import BaseModel
 from dcsim import hookspecs
 from dcsim.cli import main
 from dcsim.model.topologies import TOPOLOGY_KINDS, TopologySpec
-from dcsim.runner.config import AllocatorSpec, ExperimentSpec, MetricsSpec, WarmupSpec
+from dcsim.queue.spec import DeepRMJobs, TraceJobs
+from dcsim.runner.config import (
+    AllocatorSpec,
+    ExperimentSpec,
+    MetricsSpec,
+    QueueSpec,
+    WarmupSpec,
+)
 from dcsim.workload.arrivals import Arrival
 from dcsim.workload.distributions import KINDS, Distribution
 from dcsim.workload.spec import TraceSpec, WorkloadSpec
@@ -79,7 +86,8 @@ def test_every_hook_is_documented():
 def test_every_experiment_field_is_documented():
     """Every top-level, warmup, metrics and allocator field appears in config.md."""
     names = [*field_names(ExperimentSpec), *field_names(WarmupSpec), *field_names(MetricsSpec),
-             *field_names(AllocatorSpec)]
+             *field_names(AllocatorSpec), *field_names(QueueSpec), *field_names(DeepRMJobs),
+             *field_names(TraceJobs)]
     assert missing(names, page("reference/config.md")) == []
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dcsim.errors import ConfigError
 
@@ -23,7 +23,8 @@ class _Strict(BaseModel):
 
 
 class AllocatorSpec(_Strict):
-    """One allocator of the comparison: its registered name, options and optional label."""
+    """One allocator (or, in queue mode, scheduler) of the comparison: its registered name,
+    options and optional label."""
 
     name: str
     options: dict[str, Any] = Field(default_factory=dict)
@@ -41,23 +42,66 @@ class MetricsSpec(_Strict):
     flush_rows: Annotated[int, Field(gt=0)] = 65536  # rows per Parquet row group
 
 
+class QueueSpec(_Strict):
+    """Queue mode's environment (DeepRM): visible slots, backlog, resource horizon."""
+
+    slots: Annotated[int, Field(ge=1)] = 10
+    backlog: Annotated[int, Field(ge=0)] = 60
+    horizon: Annotated[int, Field(ge=1)] = 20
+    max_steps: Annotated[int, Field(ge=1)] = 10_000
+
+
+#: queue mode's default machine: DeepRM's two resources of 10 slots each
+QUEUE_TOPOLOGY = {"kind": "flat", "servers": 1, "server": {"cpu": 10, "mem": 10}}
+
+
 class ExperimentSpec(_Strict):
-    """The whole experiment file. ``topology`` and ``workload`` are checked by their builders."""
+    """The whole experiment file. ``topology`` and ``workload`` are checked by their builders.
+
+    ``mode: loss`` (default): requests arrive and are placed or rejected by ``allocators``.
+    ``mode: queue``: jobs wait in a queue and ``schedulers`` pick which starts (DeepRM);
+    ``workload`` is then a job source (:mod:`dcsim.queue.spec`) and ``topology`` defaults
+    to one machine of 10 cpu / 10 mem whose total capacity the jobs share.
+    """
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]+$")]
     description: str = ""
+    mode: Literal["loss", "queue"] = "loss"
     seed: Annotated[int, Field(ge=0)] = 0
     seeds: Annotated[int, Field(ge=1)] = 1
-    topology: dict[str, Any]
+    topology: dict[str, Any] | None = None
     workload: dict[str, Any]
-    allocators: Annotated[list[str | AllocatorSpec], Field(min_length=1)]
+    allocators: list[str | AllocatorSpec] = Field(default_factory=list)
+    schedulers: list[str | AllocatorSpec] = Field(default_factory=list)
+    queue: QueueSpec = Field(default_factory=QueueSpec)
     capacity: Literal["reject", "wait"] = "reject"  # lack of total cpu/mem: drop or hold
     warmup: WarmupSpec = Field(default_factory=WarmupSpec)
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _plugins_of_the_mode(self) -> ExperimentSpec:
+        own, other = (("allocators", "schedulers") if self.mode == "loss"
+                      else ("schedulers", "allocators"))
+        if getattr(self, other):
+            raise ValueError(f"{other}: not used in mode {self.mode!r}; list {own} instead")
+        if not getattr(self, own):
+            raise ValueError(f"{own}: mode {self.mode!r} needs at least one")
+        if self.topology is None:
+            if self.mode == "loss":
+                raise ValueError("topology: Field required")
+            self.topology = copy.deepcopy(QUEUE_TOPOLOGY)
+        return self
+
+    @property
+    def plugin_key(self) -> str:
+        """The list this mode's plugins come from: ``allocators`` or ``schedulers``."""
+        return "allocators" if self.mode == "loss" else "schedulers"
+
     def allocator_specs(self) -> list[AllocatorSpec]:
-        return [AllocatorSpec(name=a) if isinstance(a, str) else a for a in self.allocators]
+        """This mode's plugin entries (allocators, or schedulers in queue mode)."""
+        return [AllocatorSpec(name=a) if isinstance(a, str) else a
+                for a in getattr(self, self.plugin_key)]
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -124,6 +168,8 @@ def validate_spec(data: dict[str, Any], source: str) -> ExperimentSpec:
         loc = ".".join(str(x) for x in err["loc"] if not str(x).startswith("function-"))
         # drop pydantic's union-member tags (e.g. "allocators.0.str") for readability
         loc = loc.replace(".str", "").replace(".AllocatorSpec", "")
+        if not loc:  # a whole-file rule; its message starts with the field it is about
+            raise ConfigError(f"{source}: {err['msg'].removeprefix('Value error, ')}") from None
         raise ConfigError(f"{source}: {loc}: {err['msg']}") from None
 
 
@@ -134,6 +180,9 @@ RESERVED_COLUMNS = frozenset({
     "mean_decision_s", "sim_time", "window_start", "window_end", "id", "arrival", "duration",
     "bandwidth", "start", "end", "n_servers", "servers", "locality", "footprint", "measured",
     "wait", "decision_s", "time", "active", "cpu", "mem",
+    # queue mode
+    "jobset", "dropped", "slowdown", "completion_time", "mean_slowdown",
+    "mean_completion_time", "finished", "unfinished", "jobsets", "forced_jobsets",
 })
 #: Keys that ``matrix:`` may not sweep (use ``seeds:`` / ``--seeds`` for replications).
 UNSWEEPABLE = ("name", "seed", "seeds", "matrix")

@@ -21,6 +21,7 @@ import yaml
 
 from dcsim import __version__
 from dcsim.errors import ConfigError
+from dcsim.queue.env import QueueConfig
 from dcsim.runner.plan import Experiment, RunPlan, resolved_config
 
 MANAGED = ("requests", "timeseries", "runs", "summary.parquet", "manifest.json", "experiment.yaml")
@@ -39,32 +40,21 @@ def run_rngs(seed: int, index: int) -> tuple[np.random.Generator, np.random.Gene
 def execute_run(plan: RunPlan, out: str | Path) -> dict[str, Any]:
     """Simulate one run, commit its files into ``out`` and return its summary row."""
     from dcsim.model.topologies import build_topology
-    from dcsim.plugins import get_allocator_class
     from dcsim.results.writer import RunWriter
     from dcsim.runner.config import validate_spec
-    from dcsim.sim import Engine, EngineConfig
-    from dcsim.workload.spec import build_source
 
     t0 = time.perf_counter()
     spec = validate_spec(plan.config, plan.experiment)
     topology = build_topology(spec.topology, plan.base_dir)
-    source = build_source(spec.workload, topology, Path(plan.base_dir))
     workload_rng, allocator_rng = run_rngs(spec.seed, plan.seed)
-    cls = get_allocator_class(plan.allocator["name"])
-    options = cls.parse_options(plan.allocator["options"], where=plan.where)
-    allocator = cls(options, rng=allocator_rng, topology=topology)
-    config = EngineConfig(
-        warmup_requests=spec.warmup.requests,
-        warmup_time=spec.warmup.time,
-        sample_interval=spec.metrics.sample_interval,
-        sample_every=spec.metrics.sample_every,
-        flush_rows=spec.metrics.flush_rows,
-        capacity=spec.capacity,
-    )
+    if spec.mode == "queue":
+        simulate = _queue_run(spec, plan, topology, workload_rng, allocator_rng)
+    else:
+        simulate = _loss_run(spec, plan, topology, workload_rng, allocator_rng)
     writer = RunWriter(Path(out), plan.run_id, plan.label, plan.seed, constants=plan.params,
                        row_group=spec.metrics.flush_rows)
     try:
-        metrics = Engine(topology, source, allocator, workload_rng, config, sink=writer).run()
+        metrics = simulate(writer)
         row = {
             "experiment": plan.experiment,
             "allocator": plan.label,
@@ -79,6 +69,53 @@ def execute_run(plan: RunPlan, out: str | Path) -> dict[str, Any]:
         writer.abort()
         raise
     return row
+
+
+def _loss_run(spec, plan: RunPlan, topology, workload_rng, allocator_rng):
+    """Loss mode: requests arrive and the allocator places or rejects them."""
+    from dcsim.plugins import get_allocator_class
+    from dcsim.sim import Engine, EngineConfig
+    from dcsim.workload.spec import build_source
+
+    source = build_source(spec.workload, topology, Path(plan.base_dir))
+    cls = get_allocator_class(plan.allocator["name"])
+    options = cls.parse_options(plan.allocator["options"], where=plan.where)
+    allocator = cls(options, rng=allocator_rng, topology=topology)
+    config = EngineConfig(
+        warmup_requests=spec.warmup.requests,
+        warmup_time=spec.warmup.time,
+        sample_interval=spec.metrics.sample_interval,
+        sample_every=spec.metrics.sample_every,
+        flush_rows=spec.metrics.flush_rows,
+        capacity=spec.capacity,
+    )
+    return lambda sink: Engine(topology, source, allocator, workload_rng, config,
+                               sink=sink).run()
+
+
+def queue_config(spec, topology) -> QueueConfig:
+    """The queue environment of an experiment: the ``queue:`` section and the topology's
+    total capacity per resource (jobs share the whole machine, as in DeepRM)."""
+    q = spec.queue
+    return QueueConfig(capacity=tuple(float(c) for c in topology.total_capacity()),
+                       horizon=q.horizon, slots=q.slots, backlog=q.backlog,
+                       max_steps=q.max_steps)
+
+
+def _queue_run(spec, plan: RunPlan, topology, workload_rng, allocator_rng):
+    """Queue mode: job sets wait for the machine and the scheduler picks which starts."""
+    from dcsim.plugins import get_scheduler_class
+    from dcsim.queue.spec import build_jobsets
+    from dcsim.sim.queue import run_queue
+
+    config = queue_config(spec, topology)
+    jobsets = build_jobsets(spec.workload, tuple(topology.resources),
+                            float(topology.total_capacity().max()), workload_rng,
+                            Path(plan.base_dir))
+    cls = get_scheduler_class(plan.allocator["name"])
+    options = cls.parse_options(plan.allocator["options"], where=plan.where)
+    scheduler = cls(options, rng=allocator_rng)
+    return lambda sink: run_queue(config, jobsets, scheduler, sink)
 
 
 def prepare_out(exp: Experiment, out: Path, overwrite: bool) -> dict[str, dict[str, Any]]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dcsim.errors import ConfigError, PluginError
-from dcsim.plugins import get_allocator_class
+from dcsim.plugins import get_plugin_class
 from dcsim.runner.config import (
     ExperimentSpec,
     parse_set,
@@ -73,24 +73,27 @@ def load_experiment(
         point = validate_spec(data, source)
         _check_point(point, data, source, base_dir)
         labels: dict[str, int] = {}
+        key_name = point.plugin_key
+        kind = "allocator" if point.mode == "loss" else "scheduler"
         for i, a in enumerate(point.allocator_specs()):
-            where = f"allocators.{i}"
+            where = f"{key_name}.{i}"
             try:
-                cls = get_allocator_class(a.name)
+                cls = get_plugin_class(a.name, kind)
             except PluginError as e:
                 raise ConfigError(f"{source}: {where}.name: {e}") from None
             options = cls.parse_options(a.options, where=f"{source}: {where}.options")
             label = a.label or cls.label_for(options)
             if label in labels:
                 raise ConfigError(
-                    f"{source}: {where}: label {label!r} is used by allocators.{labels[label]} "
+                    f"{source}: {where}: label {label!r} is used by {key_name}.{labels[label]} "
                     "too; give one of them a distinct `label:`"
                 )
             labels[label] = i
             alloc = {"name": a.name, "options": options.model_dump(mode="json")}
             for s in range(point.seeds):
                 key = json.dumps(
-                    {"config": {k: v for k, v in data.items() if k not in ("seeds", "allocators")},
+                    {"config": {k: v for k, v in data.items()
+                                if k not in ("seeds", "allocators", "schedulers")},
                      "allocator": alloc, "label": label, "seed": s, "params": params},
                     sort_keys=True, default=str,
                 )
@@ -110,6 +113,9 @@ def _check_point(point: ExperimentSpec, data: dict[str, Any], source: str, base_
 
     try:
         topology = build_topology(point.topology, base_dir)
+        if point.mode == "queue":
+            _check_queue_point(point, topology, base_dir)
+            return
         build_source(point.workload, topology, Path(base_dir))
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from None
@@ -120,6 +126,19 @@ def _check_point(point: ExperimentSpec, data: dict[str, Any], source: str, base_
                           "choose another")
 
 
+def _check_queue_point(point: ExperimentSpec, topology, base_dir: str) -> None:
+    """Queue mode: the job source parses, a trace loads and has the topology's resources."""
+    import numpy as np
+
+    from dcsim.queue.spec import build_jobsets, parse_jobs
+
+    jobs = parse_jobs(point.workload)
+    if jobs.kind == "trace":  # load it once (one job set) so path and columns are checked
+        build_jobsets({**point.workload, "jobsets": 1}, tuple(topology.resources),
+                      float(topology.total_capacity().max()), np.random.default_rng(0),
+                      Path(base_dir))
+
+
 def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_") or "run"
 
@@ -127,18 +146,22 @@ def _slug(label: str) -> str:
 def resolved_config(exp: Experiment) -> dict[str, Any]:
     """The experiment with every default filled in (what ``experiment.yaml`` records)."""
     from dcsim.model.topologies import parse_topology_spec
+    from dcsim.queue.spec import describe_jobs
     from dcsim.workload.spec import parse_workload
 
-    out = exp.spec.model_dump(mode="json")
+    queue = exp.spec.mode == "queue"
+    out = exp.spec.model_dump(mode="json", exclude={"allocators", "schedulers"} | (
+        set() if queue else {"queue"}))
     out["topology"] = parse_topology_spec(exp.spec.topology).model_dump(
         mode="json", exclude_none=True)
-    out["workload"] = parse_workload(exp.spec.workload).model_dump(
-        mode="json", exclude_none=True)
+    out["workload"] = (describe_jobs(exp.spec.workload) if queue else
+                       parse_workload(exp.spec.workload).model_dump(mode="json",
+                                                                    exclude_none=True))
     allocators, seen = [], set()
     for r in exp.runs:
         if r.label not in seen:
             seen.add(r.label)
             allocators.append({"name": r.allocator["name"], "label": r.label,
                                "options": r.allocator["options"]})
-    out["allocators"] = allocators
+    out[exp.spec.plugin_key] = allocators
     return out
