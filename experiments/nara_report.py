@@ -6,8 +6,9 @@ Reads ``results/nara_table1/summary.parquet`` and prints Markdown tables of mean
 Student-t half-width over seeds: Table 1, the acceptance ratio the paper reports (the running
 ratio averaged over the last 20 % of requests, ``acceptance_last20``) per request set and
 topology; Table 2, the cpu and memory utilisation on topology alpha. If
-``results/nara_optical/summary.parquet`` exists, also the acceptance on the nine optical
-topologies of the 2023 paper.
+``results/nara_optical/summary.parquet`` (or ``nara_optical_scaled``) exists, also the
+acceptance, cpu and memory utilisation on the nine optical topologies of the 2023 paper
+(its Fig. 2), and each baseline's rank per topology.
 """
 
 from __future__ import annotations
@@ -56,14 +57,35 @@ def table2(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def optical(df: pd.DataFrame) -> str:
+def topology_order(key) -> tuple:
+    """Channels ascending, then oversubscription from 1:16 to 1:4 (the paper's order)."""
+    channels, ovs = key
+    return channels, -int(str(ovs).split(":")[1])
+
+
+def optical(df: pd.DataFrame, metric: str = "acceptance_last20") -> str:
     by = [c for c in ("channels", "oversubscription") if c in df.columns]
-    keys = sorted(df.groupby(by).groups) if by else []
+    keys = sorted(df.groupby(by).groups, key=topology_order) if by else []
     lines = ["| allocator | " + " | ".join(" ".join(map(str, np.atleast_1d(k))) for k in keys)
              + " |", "|---" * (len(keys) + 1) + "|"]
     for a in [x for x in ORDER if x in set(df["allocator"])]:
-        g = df[df["allocator"] == a].groupby(by)["acceptance_last20"]
+        g = df[df["allocator"] == a].groupby(by)[metric]
         lines.append(f"| {a} | " + " | ".join(cell(g.get_group(k)) for k in keys) + " |")
+    return "\n".join(lines)
+
+
+def ranks(df: pd.DataFrame) -> str:
+    """Per topology, each allocator's place by mean acceptance over seeds (the 2023
+    paper's claim is that the baselines 'frequently trade places')."""
+    means = df.groupby(["channels", "oversubscription", "allocator"])[
+        "acceptance_last20"].mean().unstack("allocator")
+    order = [a for a in ORDER if a in means.columns]
+    means = means.loc[sorted(means.index, key=topology_order)]
+    place = means[order].rank(axis=1, ascending=False, method="min").astype(int)
+    lines = ["| channels, oversubscription | " + " | ".join(order) + " |",
+             "|---" * (len(order) + 1) + "|"]
+    for k, row in place.iterrows():
+        lines.append(f"| {k[0]} {k[1]} | " + " | ".join(str(row[a]) for a in order) + " |")
     return "\n".join(lines)
 
 
@@ -79,10 +101,17 @@ def main() -> None:
     print(table1(df))
     print("\n### Table 2: utilisation on alpha\n")
     print(table2(df))
-    q = args.results / "nara_optical" / "summary.parquet"
-    if q.exists():
-        print("\n### Optical (2023): acceptance\n")
-        print(optical(pd.read_parquet(q)))
+    for name, title in (("nara_optical", "Optical (2023), 64 servers"),
+                        ("nara_optical_scaled", "Optical (2023), scaled to 1024 servers")):
+        q = args.results / name / "summary.parquet"
+        if not q.exists():
+            continue
+        opt = pd.read_parquet(q)
+        for metric in ("acceptance_last20", "util_cpu", "util_mem"):
+            print(f"\n### {title}: {metric}\n")
+            print(optical(opt, metric))
+        print(f"\n### {title}: rank of each baseline by acceptance (1 = best)\n")
+        print(ranks(opt))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,86 @@
+"""Slowdown table of the DeepRM load sweep, and the papers' qualitative claims checked.
+
+    python experiments/deeprm_report.py [--results results]
+
+Reads ``results/deeprm_load_sweep/summary.parquet`` and prints, per scheduler and
+``new_job_rate`` (offered load = 1.845 × rate), the mean slowdown over seeds with its 95 %
+Student-t half-width (each seed's value already averages every finished job of its 100 job
+sets), then whether each claim holds at each rate: SJF beats Packer; the learned policy
+(``deeprm``, when present) is at least as good as SJF at high load (rate ≥ 0.7), judged by
+the means and by whether the intervals separate.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dcsim.queue.jobs import offered_load
+from dcsim.results.stats import mean_ci
+
+ORDER = ["deeprm", "sjf", "tetris_star", "packer", "fifo", "random"]
+
+
+def cell(values: pd.Series) -> str:
+    m, h, n = mean_ci(values)
+    if n == 0:
+        return "—"
+    return f"{m:.2f}" if np.isnan(h) else f"{m:.2f} ± {h:.2f}"
+
+
+def slowdown_table(df: pd.DataFrame) -> str:
+    rates = sorted(df["new_job_rate"].unique())
+    lines = ["| scheduler | " + " | ".join(f"{r:g}" for r in rates) + " |",
+             "|---" * (len(rates) + 1) + "|",
+             "| *offered load* | " + " | ".join(f"{offered_load(r):.2f}" for r in rates) + " |"]
+    names = [a for a in ORDER if a in set(df["allocator"])]
+    names += sorted(set(df["allocator"]) - set(names))
+    for a in names:
+        g = df[df["allocator"] == a].groupby("new_job_rate")["mean_slowdown"]
+        lines.append(f"| {a} | " + " | ".join(
+            cell(g.get_group(r)) if r in g.groups else "—" for r in rates) + " |")
+    return "\n".join(lines)
+
+
+def compare(df: pd.DataFrame, better: str, worse: str, rates) -> list[str]:
+    """Per rate: mean slowdowns of the two, and whether ``better``'s is lower (or equal
+    within the intervals)."""
+    out = []
+    for r in rates:
+        a = mean_ci(df[(df.allocator == better) & (df.new_job_rate == r)]["mean_slowdown"])
+        b = mean_ci(df[(df.allocator == worse) & (df.new_job_rate == r)]["mean_slowdown"])
+        if a[2] == 0 or b[2] == 0:
+            continue
+        if a[0] <= b[0]:
+            verdict = "holds"
+        elif np.isnan(a[1]) or a[0] - a[1] > b[0] + b[1]:
+            verdict = "FAILS"
+        else:
+            verdict = "within noise"
+        out.append(f"- rate {r:g}: {better} {a[0]:.2f} vs {worse} {b[0]:.2f}: {verdict}")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", type=Path, default=Path("results"))
+    args = ap.parse_args()
+    p = args.results / "deeprm_load_sweep" / "summary.parquet"
+    if not p.exists():
+        raise SystemExit(f"no {p}: run `dcsim run experiments/deeprm_load_sweep.yaml --jobs 2`")
+    df = pd.read_parquet(p)
+    print("### Mean slowdown (mean ± 95 % CI over seeds)\n")
+    print(slowdown_table(df))
+    rates = sorted(df["new_job_rate"].unique())
+    print("\n### SJF beats Packer\n")
+    print("\n".join(compare(df, "sjf", "packer", rates)))
+    if "deeprm" in set(df["allocator"]):
+        print("\n### The learned policy at least matches SJF at high load\n")
+        print("\n".join(compare(df, "deeprm", "sjf", [r for r in rates if r >= 0.7])))
+
+
+if __name__ == "__main__":
+    main()
