@@ -116,14 +116,18 @@ def import_trace_cmd(fmt: str, src: Path, out: Path, split: str | None,
 
 @main.command()
 def plugins() -> None:
-    """List registered allocators, the package providing each, and their options."""
+    """List registered allocators and schedulers, the package providing each, and their
+    options."""
     from dcsim.plugins import registered
 
-    found = registered("allocator")
-    click.echo("allocators:")
-    for name in sorted(found):
-        r = found[name]
-        click.echo(f"  {name}  [{r.package}]  {getattr(r.cls, 'description', '')}")
-        for field, info in r.cls.Options.model_fields.items():
-            default = info.get_default(call_default_factory=True)
-            click.echo(f"      {field}: {info.annotation!s} = {default!r}".replace("typing.", ""))
+    for kind in ("allocator", "scheduler"):
+        found = registered(kind)
+        click.echo(f"{kind}s:")
+        for name in sorted(found):
+            r = found[name]
+            click.echo(f"  {name}  [{r.package}]  {getattr(r.cls, 'description', '')}")
+            for field, info in r.cls.Options.model_fields.items():
+                default = info.get_default(call_default_factory=True)
+                ann = info.annotation
+                ann = ann.__name__ if isinstance(ann, type) else str(ann).replace("typing.", "")
+                click.echo(f"      {field}: {ann} = {default!r}")

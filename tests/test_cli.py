@@ -152,6 +152,9 @@ def test_plugins_lists_builtins():
     """dcsim plugins lists the built-in allocators and their package."""
     r = ok("plugins")
     assert "first_fit" in r.output and "[dcsim]" in r.output
+    allocators, _, schedulers = r.output.partition("schedulers:")
+    assert "first_fit" in allocators and "sjf" not in allocators
+    assert "  sjf  [dcsim]" in schedulers and "knob: float = 0.5" in schedulers
 
 
 def _error(tmp_path, cfg=None, *extra):
