@@ -19,3 +19,9 @@ def register_allocators(register: Callable[[type], None]) -> None:
 def register_schedulers(register: Callable[[type], None]) -> None:
     """Register queue-mode scheduler classes (:class:`dcsim.schedulers.Scheduler`
     subclasses) by calling ``register(SchedulerSubclass)`` for each."""
+
+
+@hookspec
+def register_reschedulers(register: Callable[[type], None]) -> None:
+    """Register VM rescheduler classes (:class:`dcsim.reschedulers.Rescheduler`
+    subclasses) by calling ``register(ReschedulerSubclass)`` for each."""

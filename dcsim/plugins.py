@@ -31,7 +31,7 @@ _sources: dict[str, str] = {}  # plugin name -> distribution that provided it
 
 @dataclass(frozen=True)
 class Registered:
-    kind: str  # "allocator" or "scheduler"
+    kind: str  # "allocator", "scheduler" or "rescheduler"
     name: str
     cls: type
     package: str  # "dcsim" for built-ins, else the distribution name
@@ -84,7 +84,8 @@ def registered(kind: str = "allocator") -> dict[str, Registered]:
     pm = get_plugin_manager()
     out: dict[str, Registered] = {}
     hook = {"allocator": pm.hook.register_allocators,
-            "scheduler": pm.hook.register_schedulers}[kind]
+            "scheduler": pm.hook.register_schedulers,
+            "rescheduler": pm.hook.register_reschedulers}[kind]
     for impl in reversed(hook.get_hookimpls()):
         package = _sources.get(impl.plugin_name, impl.plugin_name)
         found: list[type] = []
