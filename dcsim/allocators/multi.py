@@ -234,7 +234,8 @@ def weighted_k_paths(paths: PathService, a: int, b: int, k: int,
     """Up to ``k`` shortest simple paths between servers ``a`` and ``b`` by link ``weight``.
 
     ``weight`` has one entry per link; a NaN or infinite entry removes the link. Not cached
-    (the weights follow the state). Ties resolve in the graph's insertion order.
+    (the weights follow the state). Paths of equal weight come in a fixed, deterministic
+    order.
     """
     if a == b or paths.is_flat:
         return [np.zeros(0, dtype=np.int64)]
@@ -246,8 +247,9 @@ def weighted_k_paths(paths: PathService, a: int, b: int, k: int,
     dst = paths.nodes[paths.server_node[hi]]
     # A server with one link (every server of a Fabric) can only end a simple path, never
     # lie inside one: hiding the other such servers prunes the search to the switches
-    # without changing any path or the order of ties (networkx orders ties by push count,
-    # which stays monotone).
+    # without changing any path or its weight. Among paths of equal weight the order may
+    # differ from networkx's on the full graph (it breaks ties by push count); it is
+    # deterministic.
     leaves = _leaf_servers(paths)
 
     def edge_weight(u, v, _d):
