@@ -8,8 +8,9 @@ left. All take the options ``reservation`` (``union`` | ``per_pair_channel``) an
 
 * ``tetris`` — Grandl et al.'s alignment score: the dot product of the request's remaining
   demand and a server's free resources, both divided by that server's capacity
-  (``Σ_r rem_r · free_r / cap_r²``); servers in another rack than the previously chosen one
-  score × ``locality_penalty`` (0.9, the value the Nara authors tuned). Highest first, ties
+  (``Σ_r rem_r · free_r / cap_r²``); servers in another rack than the request's first chosen
+  server (the 2021 paper's App. D.1; ``anchor: previous`` for the most recent one) score ×
+  ``locality_penalty`` (0.9, the value the Nara authors tuned). Highest first, ties
   to the lowest index. (The papers call the score a cosine similarity; Tetris's own
   alignment is the dot product, which also prefers servers with *more* to give.)
 * ``nalb`` — the first server by the Tetris score, then breadth-first search over the
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
+from typing import Literal
 
 import numpy as np
 from pydantic import Field
@@ -58,14 +60,16 @@ _PATH_WEIGHT_DOC = ("inverse_free: capacity/free, prefers emptier links; free: t
 
 
 def tetris_scores(partial: Partial, view: StateView, inv_cap2: np.ndarray,
-                  locality_penalty: float) -> np.ndarray:
+                  locality_penalty: float, anchor: str = "first") -> np.ndarray:
     """Tetris alignment of every server with ``partial``'s remaining demand (-inf: ineligible).
 
     ``inv_cap2`` is ``1 / capacity²`` per server and resource. Servers in another rack than
-    the previously chosen server are multiplied by ``locality_penalty``.
+    the request's ``first`` (the paper's App. D.1) or ``previous`` chosen server are
+    multiplied by ``locality_penalty``.
     """
     score = (view.free * inv_cap2) @ partial.remaining
-    prev = partial.previous
+    prev = (partial.servers[0] if partial.servers else -1) if anchor == "first" \
+        else partial.previous
     if prev >= 0:
         rack = view.topology.server_rack
         if rack[prev] >= 0:
@@ -78,19 +82,23 @@ class Tetris(MultiServerAllocator):
     """Highest Tetris alignment first, remote racks penalised (Nara's Tetris baseline)."""
 
     name = "tetris"
-    description = "multi-server: Tetris alignment score, x0.9 off the previous server's rack"
+    description = "multi-server: Tetris alignment score, x0.9 off the first server's rack"
 
     class Options(MultiServerAllocator.Options):
         locality_penalty: float = Field(
             0.9, ge=0, le=1,
-            description="score factor for servers outside the previously chosen server's rack")
+            description="score factor for servers outside the anchor server's rack")
+        anchor: Literal["first", "previous"] = Field(
+            "first", description="the rack that is local: the request's first chosen server's "
+                                 "(the paper's App. D.1) or the previous one's")
 
     def setup(self, view: StateView) -> None:
         super().setup(view)
         self.inv_cap2 = view.inv_capacity ** 2
 
     def choose(self, partial: Partial, view: StateView) -> int | None:
-        score = tetris_scores(partial, view, self.inv_cap2, self.options.locality_penalty)
+        score = tetris_scores(partial, view, self.inv_cap2, self.options.locality_penalty,
+                              self.options.anchor)
         i = int(score.argmax())
         return i if np.isfinite(score[i]) else None
 
