@@ -25,3 +25,9 @@ def register_schedulers(register: Callable[[type], None]) -> None:
 def register_reschedulers(register: Callable[[type], None]) -> None:
     """Register VM rescheduler classes (:class:`dcsim.reschedulers.Rescheduler`
     subclasses) by calling ``register(ReschedulerSubclass)`` for each."""
+
+
+@hookspec
+def register_placers(register: Callable[[type], None]) -> None:
+    """Register VM placement classes (:class:`dcsim.placers.Placer` subclasses), which
+    choose the host and NUMA node of an arriving VM, by calling ``register(cls)``."""
