@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -375,3 +376,35 @@ def test_interrupted_run_keeps_every_finished_run(tmp_path, jobs, sig):
     assert set(pd.read_parquet(out / "summary.parquet")["run_id"]) == committed
     assert json.loads((out / "manifest.json").read_text())["runs_finished"] == len(committed)
     assert not list(out.rglob(".*tmp*"))
+
+
+# ---------------------------------------------------------------------------- reschedule
+def test_reschedule_prints_fr_and_writes_migrations(tmp_path):
+    """`dcsim reschedule` on a synthetic mapping: FR falls, the summary line says so, and
+    migrations.parquet has one row per migration reported."""
+    import json
+
+    from dcsim.vm.synthetic import synthetic_preset
+
+    mapping = tmp_path / "m.json"
+    mapping.write_text(json.dumps(synthetic_preset("small", 3)))
+    out = tmp_path / "out"
+    r = ok("reschedule", mapping, "--algorithm", "greedy", "--mnl", "5", "--out", out)
+    line = r.output.strip().splitlines()[-1]
+    before, after = (float(x) for x in re.findall(r"FR (\S+) -> (\S+) with", line)[0])
+    n = int(re.search(r"with (\d+) migrations", line).group(1))
+    assert after <= before and 0 <= n <= 5
+    summary_json = json.loads((out / "summary.json").read_text())
+    assert summary_json["migrations"] == n and summary_json["fr_after"] == pytest.approx(after,
+                                                                                       abs=1e-4)
+    assert len(pd.read_parquet(out / "migrations.parquet")) == n
+
+
+def test_reschedule_errors_are_one_line(tmp_path):
+    mapping = Path(__file__).parent / "data" / "vmr" / "tiny.json"
+    for args, msg in [(["-a", "nope"], "unknown rescheduler 'nope'"),
+                      (["-a", "mip", "--option", "time_limt=1"], "options.time_limt")]:
+        r = invoke("reschedule", mapping, *args)
+        assert r.exit_code == 1 and msg in r.stderr and "Traceback" not in r.output
+    r = invoke("reschedule", Path(__file__).parent / "data" / "vmr" / "bad_cpu.json")
+    assert r.exit_code == 1 and "bad_cpu.json" in r.stderr

@@ -61,11 +61,14 @@ def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` beside ``path`` and rename it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:  # a failed write leaves neither a torn file nor its temporary
+        tmp.unlink(missing_ok=True)
 
 
 class _Stream:

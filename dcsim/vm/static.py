@@ -23,7 +23,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dcsim.errors import PluginError
+from dcsim.plugins import get_plugin_class
 from dcsim.reschedulers.base import Rescheduler
+from dcsim.results.writer import write_atomic
 from dcsim.vm.mapping_io import load_mapping
 from dcsim.vm.model import MappingState, MoveRecord
 
@@ -38,22 +40,8 @@ MIGRATION_COLUMNS = {
 
 
 def rescheduler_class(name: str) -> type[Rescheduler]:
-    """The rescheduler class registered as ``name``.
-
-    Looks in the plugin registry (``dcsim.plugins.registered("rescheduler")``); the built-ins
-    are also found directly, so this works before ``dcsim.reschedulers.builtin`` is among
-    the plugin manager's built-in modules. Unknown names list what is available.
-    """
-    from dcsim import plugins
-    from dcsim.reschedulers.builtin import RESCHEDULERS
-
-    found = {n: r.cls for n, r in plugins.registered("rescheduler").items()}
-    for cls in RESCHEDULERS:
-        found.setdefault(cls.name, cls)
-    if name not in found:
-        raise PluginError(f"unknown rescheduler {name!r}; available: "
-                          f"{', '.join(sorted(found))} (see `dcsim plugins`)")
-    return found[name]
+    """The rescheduler class registered as ``name``; unknown names list what is available."""
+    return get_plugin_class(name, "rescheduler")
 
 
 def migrations_table(state: MappingState, records: list[MoveRecord]) -> pa.Table:
@@ -61,20 +49,6 @@ def migrations_table(state: MappingState, records: list[MoveRecord]) -> pa.Table
     rows = [state.describe(r) for r in records]
     return pa.table({k: pa.array([r[k] for r in rows], type=t)
                      for k, t in MIGRATION_COLUMNS.items()})
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def reschedule_file(path: str | os.PathLike, algorithm: str = "greedy", mnl: int = 50,
@@ -124,8 +98,8 @@ def reschedule_file(path: str | os.PathLike, algorithm: str = "greedy", mnl: int
         outdir = Path(out)
         sink = io.BytesIO()
         pq.write_table(migrations_table(state, result.records), sink)
-        _write_atomic(outdir / "migrations.parquet", sink.getvalue())
-        _write_atomic(outdir / "summary.json",
+        write_atomic(outdir / "migrations.parquet", sink.getvalue())
+        write_atomic(outdir / "summary.json",
                       (json.dumps(summary, indent=2, default=_jsonable) + "\n").encode())
     return summary
 
