@@ -1,0 +1,534 @@
+"""Train DeepRM's policy with REINFORCE and a per-time-step baseline (PyTorch, one file).
+
+CleanRL-style: the hyper-parameters are :class:`TrainConfig`, the algorithm is the loop in
+:func:`train`. One iteration:
+
+1. draw ``jobsets_per_iter`` (N) job sets from DeepRM's distribution (or take the next N of
+   a fixed pool when ``train_pool > 0``, like the authors' fixed ``num_ex`` sets);
+2. for each job set run ``rollouts`` (R) episodes of the current *stochastic* policy, the R
+   environments in lock-step (one batched image + forward pass per decision step, numpy);
+   an episode stops when done or after ``episode_max_length`` decisions;
+3. returns ``G_t = Σ_{t'≥t} γ^{t'−t} r_{t'}`` over the decisions of each rollout (γ = 1);
+   baseline ``b_t`` = mean over the R rollouts of ``G_t``, a rollout shorter than ``t``
+   counting 0 there (the authors' ``pg_re.py`` pads the returns with zeros before
+   averaging); advantage ``A_t = G_t − b_t``. ``t`` indexes decisions, not time steps;
+4. loss = mean over the job sets of (−mean over that set's decisions of
+   ``log π(a_t|s_t)·A_t``); one optimiser step per iteration.
+
+Every ``eval_every`` iterations (and after the last) the greedy policy (argmax over the
+slots holding a job and void, exactly as the ``deeprm`` scheduler's default) runs on a
+fixed held-out batch of ``eval_jobsets`` job sets; ``eval_slowdown`` is the mean slowdown
+over their jobs, where a job still unfinished when the episode is cut off at
+``max_steps`` counts ``(cut-off time − arrival) / length`` (a lower bound: a policy that
+never starts a job must not look good); dropped jobs are left out, as in
+:meth:`QueueEnv.summary`. The best checkpoint is the one with the lowest
+``eval_slowdown``. ``eval_slowdown_sampled`` is the same for the sampling policy (the
+authors evaluate DeepRM by sampling), for information.
+
+Where this differs from the paper and the authors' code:
+
+- optimiser: the reproduction paper uses Adam (lr 0.001), Mao et al.'s code RMSProp (lr
+  0.001, ρ 0.9, ε 1e-9); both are offered, Adam by default.
+- job sets: fresh ones every iteration by default (the authors reuse a fixed set of
+  ``num_ex`` sequences and evaluate on them); ``train_pool`` restores the fixed pool, and
+  evaluation is always on held-out sets.
+- size: the authors train 100 job sets per iteration for 1000+ iterations (GPU-free, but
+  days); the defaults here (N = 10, R = 20) fit a laptop CPU. See
+  ``experiments/deeprm_train.yaml``.
+
+Outputs in the output directory (each written atomically): ``progress.parquet`` (one row
+per iteration: iteration, wall_s, train_return (mean over rollouts), train_slowdown (over
+the jobs finished in the rollouts), eval_slowdown, eval_unfinished, eval_slowdown_sampled
+(NaN / −1 when not evaluated), entropy (mean over visited states), loss, decisions),
+``checkpoint.npz``/``.json`` (best eval slowdown) and ``last.npz``/``.json``. The run
+stops after ``iterations`` or, with ``max_wall_s``, after the iteration during which that
+much wall time has passed.
+
+Determinism: ``torch.manual_seed(seed)`` fixes the initial weights, numpy generators
+spawned from ``seed`` draw the job sets and the sampled actions, and torch runs on
+``threads`` threads; the same config gives the same weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import torch
+import yaml
+from pydantic import ConfigDict, Field, ValidationError
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+from torch import nn
+
+from dcsim import __version__
+from dcsim.errors import ConfigError
+from dcsim.queue.env import QueueConfig, QueueEnv
+from dcsim.queue.jobs import JobSet, deeprm_jobset
+from dcsim.schedulers.deeprm import (
+    ArrivalClock,
+    ImageSpec,
+    fill_images,
+    greedy_actions,
+    save_checkpoint,
+)
+
+__all__ = ["Policy", "TrainConfig", "evaluate", "load_train_config", "rollout_jobset", "train"]
+
+
+# --------------------------------------------------------------------------- config
+@pydantic_dataclass(config=ConfigDict(extra="forbid"))
+class TrainConfig:
+    """Hyper-parameters (a YAML training config holds any of these keys)."""
+
+    # --- run
+    seed: int = 0
+    iterations: int = Field(300, ge=1)
+    max_wall_s: float | None = Field(None, gt=0.0)  # stop (evaluate, save) after this long
+    threads: int = Field(1, ge=1)                 # torch threads (CPU)
+    # --- REINFORCE
+    jobsets_per_iter: int = Field(10, ge=1)       # N (authors: 100 job sets)
+    rollouts: int = Field(20, ge=1)               # R per job set (paper: 20)
+    discount: float = Field(1.0, ge=0.0, le=1.0)  # γ (paper: 1)
+    optimizer: Literal["adam", "rmsprop"] = "adam"  # paper: Adam; Mao et al.: RMSProp
+    lr: float = Field(1e-3, gt=0.0)               # paper: 0.001
+    rms_rho: float = Field(0.9, gt=0.0, lt=1.0)   # RMSProp only (authors' values)
+    rms_eps: float = Field(1e-9, gt=0.0)
+    hidden: int = Field(20, ge=1)                 # paper: one hidden layer of 20
+    init_std: float = Field(0.01, gt=0.0)         # authors: Normal(0.01) weights, 0 biases
+    episode_max_length: int = Field(1000, ge=1)   # decisions per training rollout
+    train_pool: int = Field(0, ge=0)              # 0: fresh job sets each iteration
+    # --- evaluation (greedy, held-out job sets)
+    eval_every: int = Field(10, ge=1)
+    eval_jobsets: int = Field(50, ge=1)
+    eval_seed: int = 1_000_003
+    # --- environment (QueueConfig) and image
+    capacity: float = Field(10.0, gt=0.0)
+    horizon: int = Field(20, ge=1)
+    slots: int = Field(10, ge=1)
+    backlog: int = Field(60, ge=0)
+    max_steps: int = Field(500, ge=1)             # time steps before an episode is cut off
+    penalty_running: float = -1.0
+    penalty_slots: float = -1.0
+    penalty_backlog: float = -1.0
+    max_job_size: int = Field(10, ge=1)
+    max_track: int = Field(10, ge=1)
+    # --- job distribution (deeprm_jobset)
+    resources: tuple[str, ...] = ("cpu", "mem")
+    steps: int = Field(50, ge=1)
+    new_job_rate: float = Field(0.7, ge=0.0, le=1.0)
+    short_prob: float = Field(0.8, ge=0.0, le=1.0)
+    short_len: tuple[int, int] = (1, 3)
+    long_len: tuple[int, int] = (10, 15)
+    dominant: tuple[int, int] = (5, 10)
+    other: tuple[int, int] = (1, 2)
+
+    def __post_init__(self):
+        for name in ("short_len", "long_len", "dominant", "other"):
+            lo, hi = getattr(self, name)
+            if lo > hi:
+                raise ValueError(f"{name}: lower bound {lo} exceeds upper bound {hi}")
+        if min(self.short_len[0], self.long_len[0]) < 1:
+            raise ValueError("short_len/long_len: job lengths must be >= 1")
+        if self.capacity != round(self.capacity):
+            raise ValueError(f"capacity: the image needs a whole number of slots, not "
+                             f"{self.capacity}")
+        if not self.resources:
+            raise ValueError("resources: name at least one resource")
+
+    def queue_config(self) -> QueueConfig:
+        return QueueConfig(capacity=self.capacity, horizon=self.horizon, slots=self.slots,
+                           backlog=self.backlog, max_steps=self.max_steps,
+                           penalty_running=self.penalty_running,
+                           penalty_slots=self.penalty_slots,
+                           penalty_backlog=self.penalty_backlog)
+
+    def image_spec(self) -> ImageSpec:
+        return ImageSpec.for_queue(self.queue_config(), len(self.resources),
+                                   max_job_size=self.max_job_size, max_track=self.max_track)
+
+    def job_params(self) -> dict[str, Any]:
+        return {"steps": self.steps, "new_job_rate": self.new_job_rate,
+                "resources": list(self.resources), "short_prob": self.short_prob,
+                "short_len": list(self.short_len), "long_len": list(self.long_len),
+                "dominant": list(self.dominant), "other": list(self.other)}
+
+    def jobset(self, rng: np.random.Generator) -> JobSet:
+        p = self.job_params()
+        return deeprm_jobset(rng, **{**p, "resources": tuple(p["resources"])})
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+
+def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
+    """Read a YAML training config (keys: :class:`TrainConfig`'s fields) and validate it;
+    ``overrides`` replace keys (CLI options). Errors are :class:`ConfigError` naming the
+    file and the field."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    raw = {} if raw is None else raw
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of TrainConfig fields at the top level")
+    raw.update(overrides)
+    try:
+        return TrainConfig(**raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(x) for x in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "unexpected_keyword_argument":
+            msg = "unknown field"
+        raise ConfigError(f"{path}: {field}: {msg}" if field else f"{path}: {msg}") from None
+    except ValueError as e:  # __post_init__ checks
+        raise ConfigError(f"{path}: {e}") from None
+
+
+# --------------------------------------------------------------------------- policy
+class Policy(nn.Module):
+    """image → Linear(hidden) → ReLU → Linear(M+1) logits (softmax outside)."""
+
+    def __init__(self, n_in: int, hidden: int, actions: int, init_std: float = 0.01):
+        super().__init__()
+        self.fc1 = nn.Linear(n_in, hidden)
+        self.fc2 = nn.Linear(hidden, actions)
+        for layer in (self.fc1, self.fc2):
+            nn.init.normal_(layer.weight, std=init_std)
+            nn.init.zeros_(layer.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(self.fc1(x)))
+
+    def numpy_weights(self) -> dict[str, np.ndarray]:
+        """Copies in the checkpoint layout (w1, b1, w2, b2)."""
+        return {"w1": self.fc1.weight.detach().numpy().copy(),
+                "b1": self.fc1.bias.detach().numpy().copy(),
+                "w2": self.fc2.weight.detach().numpy().copy(),
+                "b2": self.fc2.bias.detach().numpy().copy()}
+
+    def load_numpy(self, w: dict[str, np.ndarray]) -> None:
+        with torch.no_grad():
+            self.fc1.weight.copy_(torch.from_numpy(np.asarray(w["w1"], np.float32)))
+            self.fc1.bias.copy_(torch.from_numpy(np.asarray(w["b1"], np.float32)))
+            self.fc2.weight.copy_(torch.from_numpy(np.asarray(w["w2"], np.float32)))
+            self.fc2.bias.copy_(torch.from_numpy(np.asarray(w["b2"], np.float32)))
+
+
+# --------------------------------------------------------------------------- rollouts
+def torch_logits(policy: Policy) -> Callable[[np.ndarray], np.ndarray]:
+    """``x (B, input) float32 -> logits (B, actions)`` with ``policy`` (no gradient).
+
+    The trainer's rollouts use torch rather than :func:`policy_logits`: on a busy machine a
+    multi-threaded BLAS is slow for these small batched products, and torch runs on the
+    ``threads`` it is given. Both compute the same network (tested)."""
+    def f(x: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return policy(torch.from_numpy(x)).numpy()
+    return f
+
+
+class ObsBuffer:
+    """A growable (rows, input) float32 buffer reused across job sets: the images of one
+    job set's rollouts are written into it in place (no per-step allocation)."""
+
+    def __init__(self, size: int, rows: int = 4096):
+        self.data = np.zeros((rows, size), dtype=np.float32)
+        self.n = 0
+
+    def take(self, k: int) -> np.ndarray:
+        """The next ``k`` rows (C-contiguous), growing the buffer if needed."""
+        if self.n + k > self.data.shape[0]:
+            grown = np.zeros((max(2 * self.data.shape[0], self.n + k), self.data.shape[1]),
+                             dtype=np.float32)
+            grown[:self.n] = self.data[:self.n]
+            self.data = grown
+        rows = self.data[self.n:self.n + k]
+        self.n += k
+        return rows
+
+
+@dataclasses.dataclass
+class LockstepResult:
+    rewards: list[list[float]]     # per environment, per decision
+    actions: list[np.ndarray]      # per lock-step k (recorded only)
+    active: list[np.ndarray]       # per lock-step k: indices of the envs active at k
+
+
+def run_lockstep(envs: list[QueueEnv], jobsets: list[JobSet],
+                 logits: Callable[[np.ndarray], np.ndarray], spec: ImageSpec,
+                 rng: np.random.Generator | None, *, max_decisions: int | None = None,
+                 record: ObsBuffer | None = None) -> LockstepResult:
+    """Run one episode per (env, job set) in lock-step: at each step every unfinished env
+    makes one decision, all chosen from one batched forward pass ``logits(images)``.
+    ``rng`` None: greedy (:func:`greedy_actions`: argmax over the slots holding a job and
+    void, as the ``deeprm`` scheduler); else sample from the softmax over all M + 1.
+    Stops when all are done or after ``max_decisions`` steps. With ``record``, the images
+    go into that buffer (lock-step by lock-step) and the actions are kept."""
+    B = len(envs)
+    T, M, R = spec.horizon, spec.slots, spec.n_resources
+    free = np.empty((B, T, R))
+    valid = np.empty((B, M), dtype=bool)
+    length = np.empty((B, M), dtype=np.int64)
+    demand = np.empty((B, M, R))
+    backlog = np.empty(B, dtype=np.int64)
+    since = np.empty(B)
+    scratch = np.zeros((B, spec.size), dtype=np.float32)
+    clocks = [ArrivalClock(spec.max_track) for _ in range(B)]
+    for env, js in zip(envs, jobsets, strict=True):
+        env.reset(js)
+    out = LockstepResult([[] for _ in range(B)], [], [])
+    active = [i for i in range(B) if not envs[i].done]
+    k = 0
+    while active and (max_decisions is None or k < max_decisions):
+        n = len(active)
+        for j, i in enumerate(active):
+            v = envs[i].view()
+            free[j] = v.free
+            valid[j] = v.slot_valid
+            length[j] = v.slot_length
+            demand[j] = v.slot_demand
+            backlog[j] = v.backlog
+            since[j] = clocks[i].update(v)
+        x = fill_images(spec, free[:n], valid[:n], length[:n], demand[:n], backlog[:n],
+                        since[:n], out=record.take(n) if record is not None else scratch[:n])
+        z = logits(x)
+        if rng is None:
+            a = greedy_actions(z, valid[:n])
+        else:
+            z = z.astype(np.float64)
+            z -= z.max(axis=1, keepdims=True)
+            c = np.cumsum(np.exp(z), axis=1)
+            u = rng.random(n) * c[:, -1]
+            a = np.minimum((c <= u[:, None]).sum(axis=1), M)
+        still = []
+        for j, i in enumerate(active):
+            res = envs[i].step(int(a[j]))
+            out.rewards[i].append(res.reward)
+            if not res.done:
+                still.append(i)
+        if record is not None:
+            out.actions.append(a)
+            out.active.append(np.asarray(active))
+        active = still
+        k += 1
+    return out
+
+
+def _returns(rewards: list[float], gamma: float) -> np.ndarray:
+    r = np.asarray(rewards, dtype=np.float64)
+    if gamma == 1.0:
+        return np.cumsum(r[::-1])[::-1].copy()
+    g = np.empty_like(r)
+    acc = 0.0
+    for t in range(len(r) - 1, -1, -1):
+        acc = r[t] + gamma * acc
+        g[t] = acc
+    return g
+
+
+@dataclasses.dataclass
+class JobsetBatch:
+    """The R rollouts of one job set, ready for the policy-gradient loss."""
+
+    obs: np.ndarray          # (n, input) float32 (a view of the ObsBuffer)
+    actions: np.ndarray      # (n,)
+    advantages: np.ndarray   # (n,)
+    returns: np.ndarray      # (R,) total return of each rollout
+    slowdowns: np.ndarray    # slowdowns of the jobs finished in all R rollouts
+
+
+def rollout_jobset(envs: list[QueueEnv], jobset: JobSet,
+                   logits: Callable[[np.ndarray], np.ndarray], spec: ImageSpec,
+                   rng: np.random.Generator, cfg: TrainConfig,
+                   buffer: ObsBuffer | None = None) -> JobsetBatch:
+    """R = len(envs) stochastic rollouts of ``jobset`` in lock-step, with the
+    per-time-step baseline (see the module docstring)."""
+    R = len(envs)
+    buffer = buffer if buffer is not None else ObsBuffer(spec.size)
+    buffer.n = 0
+    res = run_lockstep(envs, [jobset] * R, logits, spec, rng,
+                       max_decisions=cfg.episode_max_length, record=buffer)
+    G = [_returns(r, cfg.discount) for r in res.rewards]
+    maxlen = max(len(g) for g in G)
+    padded = np.zeros((R, maxlen))
+    for i, g in enumerate(G):
+        padded[i, :len(g)] = g
+    adv = padded - padded.mean(axis=0)  # shorter rollouts count 0 (authors' padding)
+    advantages = np.concatenate([adv[idx, k] for k, idx in enumerate(res.active)])
+    slow = []
+    for env in envs:
+        rec = env.records()
+        fin = ~np.isnan(rec["finish"])
+        slow.append(rec["slowdown"][fin])
+    return JobsetBatch(obs=buffer.data[:buffer.n], actions=np.concatenate(res.actions),
+                       advantages=advantages,
+                       returns=np.array([float(np.sum(r)) for r in res.rewards]),
+                       slowdowns=np.concatenate(slow))
+
+
+def evaluate(logits: Callable[[np.ndarray], np.ndarray], spec: ImageSpec,
+             queue: QueueConfig, jobsets: list[JobSet],
+             rng: np.random.Generator | None = None) -> tuple[float, int]:
+    """The greedy policy (or, with ``rng``, the sampling one) on ``jobsets`` (lock-step):
+    (mean slowdown over their non-dropped jobs, unfinished jobs counting (end − arrival)
+    / length; number of unfinished jobs)."""
+    envs = [QueueEnv(queue) for _ in jobsets]
+    run_lockstep(envs, jobsets, logits, spec, rng)
+    slow, unfinished = [], 0
+    for env in envs:
+        rec = env.records()
+        fin = ~np.isnan(rec["finish"])
+        left = ~fin & ~rec["dropped"]
+        unfinished += int(left.sum())
+        slow.append(rec["slowdown"][fin])
+        slow.append((env.time - rec["arrival"][left]) / rec["length"][left])
+    s = np.concatenate(slow)
+    return (float(s.mean()) if s.size else float("nan")), unfinished
+
+
+# --------------------------------------------------------------------------- training
+def _write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
+    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+    try:
+        pd.DataFrame(rows).to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _meta(cfg: TrainConfig, *, command: str | None, iteration: int, iterations: int,
+          wall: float, eval_slowdown: float, best_iteration: int | None = None
+          ) -> dict[str, Any]:
+    queue = dataclasses.asdict(cfg.queue_config())
+    return {
+        "queue_config": queue,
+        "jobs": cfg.job_params(),
+        "training": {
+            "algorithm": "REINFORCE, per-time-step baseline over R rollouts per job set",
+            "command": command,
+            "iteration": iteration,          # the iteration these weights are from
+            "iterations": iterations,        # iterations run when this file was written
+            "wall_time_s": round(wall, 3),   # training wall time when this file was written
+            "eval_slowdown": eval_slowdown,
+            "best_iteration": best_iteration,
+            "config": cfg.to_dict(),
+        },
+        "dcsim_version": __version__,
+    }
+
+
+def train(cfg: TrainConfig, out: str | Path, *, command: str | None = None,
+          log: Callable[[str], None] | None = print) -> dict[str, Any]:
+    """Train with ``cfg``, writing progress and checkpoints to ``out``; returns a summary
+    (best iteration and eval slowdown, iterations, wall time, output paths)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    say = log or (lambda s: None)
+    spec = cfg.image_spec()
+    queue = cfg.queue_config()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)
+    try:
+        torch.manual_seed(cfg.seed)
+        policy = Policy(spec.size, cfg.hidden, spec.actions, cfg.init_std)
+        if cfg.optimizer == "adam":
+            opt: torch.optim.Optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
+        else:
+            opt = torch.optim.RMSprop(policy.parameters(), lr=cfg.lr, alpha=cfg.rms_rho,
+                                      eps=cfg.rms_eps)
+        set_seq, act_seq = np.random.SeedSequence(cfg.seed).spawn(2)
+        set_rng, act_rng = np.random.default_rng(set_seq), np.random.default_rng(act_seq)
+        eval_rng = np.random.default_rng(cfg.eval_seed)
+        eval_sets = [cfg.jobset(eval_rng) for _ in range(cfg.eval_jobsets)]
+        pool = [cfg.jobset(set_rng) for _ in range(cfg.train_pool)]
+        envs = [QueueEnv(queue) for _ in range(cfg.rollouts)]
+        buffer = ObsBuffer(spec.size)
+        act = torch_logits(policy)
+        rows: list[dict[str, Any]] = []
+        best = (float("inf"), -1, None)  # (eval slowdown, iteration, weights)
+        t0 = time.perf_counter()
+        paths = {"progress": out / "progress.parquet", "best": out / "checkpoint.npz",
+                 "last": out / "last.npz"}
+        it = 0
+        while it < cfg.iterations:
+            it += 1
+            stop = it == cfg.iterations or (
+                cfg.max_wall_s is not None and time.perf_counter() - t0 >= cfg.max_wall_s)
+            opt.zero_grad()
+            returns, slowdowns, ent_sum, loss_sum, decisions = [], [], 0.0, 0.0, 0
+            for n in range(cfg.jobsets_per_iter):
+                if pool:
+                    js = pool[((it - 1) * cfg.jobsets_per_iter + n) % len(pool)]
+                else:
+                    js = cfg.jobset(set_rng)
+                b = rollout_jobset(envs, js, act, spec, act_rng, cfg, buffer)
+                logits = policy(torch.from_numpy(b.obs))
+                logp = torch.log_softmax(logits, dim=1)
+                chosen = logp[torch.arange(len(b.actions)), torch.from_numpy(b.actions)]
+                adv = torch.from_numpy(b.advantages.astype(np.float32))
+                loss = -(chosen * adv).mean() / cfg.jobsets_per_iter
+                loss.backward()
+                with torch.no_grad():
+                    ent_sum += float(-(logp.exp() * logp).sum(dim=1).mean())
+                loss_sum += float(loss.detach())
+                decisions += len(b.actions)
+                returns.append(b.returns)
+                slowdowns.append(b.slowdowns)
+            opt.step()
+            sd = np.concatenate(slowdowns)
+            row = {"iteration": it, "wall_s": time.perf_counter() - t0,
+                   "train_return": float(np.concatenate(returns).mean()),
+                   "train_slowdown": float(sd.mean()) if sd.size else float("nan"),
+                   "eval_slowdown": float("nan"), "eval_unfinished": -1,
+                   "eval_slowdown_sampled": float("nan"),
+                   "entropy": ent_sum / cfg.jobsets_per_iter, "loss": loss_sum,
+                   "decisions": decisions}
+            if it % cfg.eval_every == 0 or stop:
+                weights = policy.numpy_weights()
+                ev, unfinished = evaluate(act, spec, queue, eval_sets)
+                ev_sampled, _ = evaluate(act, spec, queue, eval_sets,
+                                         np.random.default_rng([cfg.eval_seed, it]))
+                row.update(eval_slowdown=ev, eval_unfinished=unfinished,
+                           eval_slowdown_sampled=ev_sampled, wall_s=time.perf_counter() - t0)
+                wall = row["wall_s"]
+                if ev < best[0] or best[2] is None:
+                    best = (ev, it, weights)
+                    save_checkpoint(paths["best"], weights, spec,
+                                    _meta(cfg, command=command, iteration=it, iterations=it,
+                                          wall=wall, eval_slowdown=ev, best_iteration=it))
+                save_checkpoint(paths["last"], weights, spec,
+                                _meta(cfg, command=command, iteration=it, iterations=it,
+                                      wall=wall, eval_slowdown=ev, best_iteration=best[1]))
+                say(f"iter {it:5d}  {wall:8.1f}s  train return {row['train_return']:9.2f}  "
+                    f"train slowdown {row['train_slowdown']:6.3f}  eval slowdown {ev:6.3f}"
+                    f"{f' ({unfinished} unfinished)' if unfinished else ''}  "
+                    f"(sampled {ev_sampled:6.3f})  entropy {row['entropy']:.3f}")
+            rows.append(row)
+            if it % cfg.eval_every == 0 or stop:
+                _write_parquet(rows, paths["progress"])
+            if stop:
+                break
+        wall = time.perf_counter() - t0
+        # rewrite the best checkpoint's JSON with the whole run's record
+        ev, best_it, best_w = best
+        save_checkpoint(paths["best"], best_w, spec,
+                        _meta(cfg, command=command, iteration=best_it,
+                              iterations=it, wall=wall, eval_slowdown=ev,
+                              best_iteration=best_it))
+        return {"best_iteration": best_it, "best_eval_slowdown": ev,
+                "iterations": it, "wall_time_s": wall,
+                **{k: str(v) for k, v in paths.items()}}
+    finally:
+        torch.set_num_threads(threads)
