@@ -22,6 +22,14 @@ left); the migration number limit (MNL) counts steps. An invalid list raises
 :class:`InvalidMigration` naming the step (1-based), the VM and the reason, and leaves the
 state exactly as it was. Free resources never go negative nor above capacity.
 
+VMs can also arrive and leave (the online mode, :mod:`dcsim.vm.online`):
+:meth:`MappingState.add_vm` places a new VM (validated like a migration's target: the NUMA
+option must suit the VM and have room; any host, including an empty one) and appends it, and
+:meth:`MappingState.remove_vm` releases a VM and deletes it. Both keep the VM indices in
+order (a VM's index is its rank among the VMs present, oldest first), so the reschedulers'
+"ties go to the earlier VM" means the longest-present VM in an online run. Indices after a
+removed VM shift down by one: hold ids, not indices, across removals.
+
 The fragment rate (:func:`fragment_rate`) follows the paper (Appendix A.1, X = 16):
 ``FR = Σ_{hosts, NUMAs} (free_cpu mod 16) / Σ_{hosts, NUMAs} free_cpu``, cpu only, over the
 hosts of the state (the loader keeps only ACTIVE hosts). When nothing is free (0/0) the FR
@@ -134,10 +142,11 @@ class MappingState:
         self.host_ids: tuple[str, ...] = tuple(h.id for h in self.hosts)
         self.vm_ids: tuple[str, ...] = tuple(v.id for v in self.vms)
         self.host_index = {h: i for i, h in enumerate(self.host_ids)}
-        self.vm_index = {v: k for k, v in enumerate(self.vm_ids)}
+        self._vm_index: dict[str, int] | None = {v: k for k, v in enumerate(self.vm_ids)}
+        self._id_set: set[str] | None = None  # made by the first add_vm / remove_vm
         if len(self.host_index) != len(self.hosts):
             raise StateError("duplicate host ids")
-        if len(self.vm_index) != len(self.vms):
+        if len(self._vm_index) != len(self.vms):
             raise StateError("duplicate VM ids")
         H, V = len(self.hosts), len(self.vms)
         self.cap_cpu = np.array([h.cpu for h in self.hosts], dtype=np.int64).reshape(H, NUMAS)
@@ -149,14 +158,7 @@ class MappingState:
         self.vm_cpu = np.zeros(V, dtype=np.int64)
         self.vm_mem = np.zeros(V, dtype=np.int64)
         for k, v in enumerate(self.vms):
-            if v.numas not in (1, 2):
-                raise StateError(f"VM {v.id!r}: numas must be 1 or 2, not {v.numas}")
-            if v.cpu <= 0 or v.mem < 0:
-                raise StateError(f"VM {v.id!r}: cpu must be > 0 and mem >= 0")
-            if v.numas == 2 and (v.cpu % 2 or v.mem % 2):
-                raise StateError(f"VM {v.id!r}: a double-NUMA VM needs even cpu and memory")
-            self.vm_cpu[k] = v.cpu // v.numas
-            self.vm_mem[k] = v.mem // v.numas
+            self.vm_cpu[k], self.vm_mem[k] = _per_numa(v)
         self.vm_host = np.full(V, -1, dtype=np.int64)
         self.vm_numa = np.zeros(V, dtype=np.int64)
         self.free_cpu = self.cap_cpu.copy()
@@ -187,12 +189,21 @@ class MappingState:
     def n_vms(self) -> int:
         return len(self.vms)
 
+    @property
+    def vm_index(self) -> dict[str, int]:
+        """``{vm id: index}`` (rebuilt after VMs arrive or leave; do not modify)."""
+        if self._vm_index is None:
+            self._vm_index = {v: k for k, v in enumerate(self.vm_ids)}
+        return self._vm_index
+
     def copy(self) -> MappingState:
         """An independent copy (hosts and VMs are shared, arrays are copied)."""
         new = object.__new__(MappingState)
         new.__dict__.update(self.__dict__)
         for name in ("free_cpu", "free_mem", "vm_host", "vm_numa"):
             setattr(new, name, getattr(self, name).copy())
+        if self._id_set is not None:
+            new._id_set = set(self._id_set)
         return new
 
     def placement(self) -> list[tuple[int, int]]:
@@ -310,6 +321,95 @@ class MappingState:
             raise
         return records
 
+    # -- arrivals and departures (the online mode) ---------------------------------------
+    def place_reason(self, vm: VM, host: int, numa: int) -> str | None:
+        """Why a new VM ``vm`` cannot be placed on host number ``host``, NUMA option
+        ``numa`` (0/1 for a single-NUMA VM, :data:`BOTH` for a double-NUMA one), or None
+        when it can. Malformed VMs raise :class:`StateError`."""
+        c, mem = _per_numa(vm)
+        if not isinstance(host, int | np.integer) or not 0 <= host < self.n_hosts:
+            return f"there is no host number {host!r} ({self.n_hosts} hosts)"
+        if vm.numas == 2:
+            if numa != BOTH:
+                return f"a double-NUMA VM must go to both NUMAs ({BOTH}), not {numa!r}"
+        elif numa not in (0, 1):
+            return f"a single-NUMA VM must go to NUMA 0 or 1, not {numa!r}"
+        for j in self._numas(int(numa)):
+            fc, fm = int(self.free_cpu[host, j]), int(self.free_mem[host, j])
+            if fc < c:
+                return (f"host {self.host_ids[host]!r} NUMA {j} has {fc} free cpu, the VM "
+                        f"needs {c} there")
+            if fm < mem:
+                return (f"host {self.host_ids[host]!r} NUMA {j} has {fm} MB free memory, the "
+                        f"VM needs {mem} MB there")
+        return None
+
+    def fit_options(self, vm: VM) -> np.ndarray:
+        """``(H, 2)`` bool: where a new VM ``vm`` fits now. For a double-NUMA VM both
+        columns of a host are True when each of its NUMA nodes has half of the VM free
+        (the option is then :data:`BOTH`)."""
+        c, mem = _per_numa(vm)
+        ok = (self.free_cpu >= c) & (self.free_mem >= mem)
+        if vm.numas == 2:
+            ok = np.repeat(ok.all(axis=1, keepdims=True), NUMAS, axis=1)
+        return ok
+
+    def add_vm(self, vm: VM, host: int, numa: int) -> int:
+        """Place a new VM and append it; return its index (``n_vms - 1``). Raises
+        :class:`StateError` (state unchanged) for a duplicate id or a placement that does
+        not fit (see :meth:`place_reason`)."""
+        if self._id_set is None:
+            self._id_set = set(self.vm_ids)
+        if vm.id in self._id_set:
+            raise StateError(f"VM {vm.id!r} is already placed")
+        why = self.place_reason(vm, host, numa)
+        if why is not None:
+            raise StateError(f"cannot place VM {vm.id!r}: {why}")
+        c, mem = _per_numa(vm)
+        host, numa = int(host), int(numa)
+        self.vms = self.vms + (vm,)
+        self.vm_ids = self.vm_ids + (vm.id,)
+        self._vm_index = None  # rebuilt on demand (a copy may share the old dict)
+        self._id_set.add(vm.id)
+        self.vm_double = np.append(self.vm_double, vm.numas == 2)
+        self.vm_migratable = np.append(self.vm_migratable, bool(vm.migratable))
+        self.vm_cpu = np.append(self.vm_cpu, np.int64(c))
+        self.vm_mem = np.append(self.vm_mem, np.int64(mem))
+        self.vm_host = np.append(self.vm_host, np.int64(host))
+        self.vm_numa = np.append(self.vm_numa, np.int64(numa))
+        for j in self._numas(numa):
+            self.free_cpu[host, j] -= c
+            self.free_mem[host, j] -= mem
+        return len(self.vms) - 1
+
+    def remove_vm(self, k: int) -> tuple[VM, int, int]:
+        """Release VM number ``k`` and delete it (later VMs' indices shift down by one);
+        return ``(vm, host, numa)`` where it was. Raises :class:`StateError` for a bad
+        index."""
+        if not 0 <= k < self.n_vms:
+            raise StateError(f"there is no VM number {k} ({self.n_vms} VMs)")
+        if self._id_set is None:
+            self._id_set = set(self.vm_ids)
+        vm, h, n = self.vms[k], int(self.vm_host[k]), int(self.vm_numa[k])
+        self._remove(k)
+        self.vms = self.vms[:k] + self.vms[k + 1:]
+        self.vm_ids = self.vm_ids[:k] + self.vm_ids[k + 1:]
+        self._vm_index = None
+        self._id_set.discard(vm.id)
+        for name in ("vm_double", "vm_migratable", "vm_cpu", "vm_mem", "vm_host", "vm_numa"):
+            setattr(self, name, np.delete(getattr(self, name), k))
+        return vm, h, n
+
+    def util_cpu(self) -> float:
+        """Used cpu / capacity over all hosts (0.0 with no capacity)."""
+        cap = int(self.cap_cpu.sum())
+        return (cap - int(self.free_cpu.sum())) / cap if cap else 0.0
+
+    def util_mem(self) -> float:
+        """Used memory / capacity over all hosts (0.0 with no capacity)."""
+        cap = int(self.cap_mem.sum())
+        return (cap - int(self.free_mem.sum())) / cap if cap else 0.0
+
     def check_invariants(self) -> None:
         """Raise :class:`StateError` unless 0 <= free <= capacity everywhere and the free
         arrays equal capacity minus the placed VMs."""
@@ -332,6 +432,17 @@ class MappingState:
         return {"step": rec.step, "vm_id": self.vm_ids[rec.vm],
                 "from_host": self.host_ids[rec.from_host], "from_numa": rec.from_numa,
                 "to_host": self.host_ids[rec.to_host], "to_numa": rec.to_numa}
+
+
+def _per_numa(v: VM) -> tuple[int, int]:
+    """``(cpu, mem)`` VM ``v`` takes on each NUMA node it uses; StateError if malformed."""
+    if v.numas not in (1, 2):
+        raise StateError(f"VM {v.id!r}: numas must be 1 or 2, not {v.numas}")
+    if v.cpu <= 0 or v.mem < 0:
+        raise StateError(f"VM {v.id!r}: cpu must be > 0 and mem >= 0")
+    if v.numas == 2 and (v.cpu % 2 or v.mem % 2):
+        raise StateError(f"VM {v.id!r}: a double-NUMA VM needs even cpu and memory")
+    return v.cpu // v.numas, v.mem // v.numas
 
 
 def fragment_rate(state: MappingState) -> float:

@@ -1,0 +1,42 @@
+"""The VM placer interface: choose where an arriving VM goes in a two-NUMA mapping.
+
+A placer is a :class:`dcsim.plugin_base.Configurable` like allocators, schedulers and
+reschedulers: ``name``, ``description``, a nested pydantic ``Options`` model, registered
+through the ``register_placers`` hook (plugin kind ``"placer"``). :meth:`Placer.place`
+returns ``(host index, numa)`` — NUMA 0 or 1 for a single-NUMA VM, :data:`dcsim.vm.BOTH`
+(−1) for a double-NUMA VM — or None to reject the VM (nothing fits). It must not modify the
+state; the online engine validates the choice (an infeasible one is a
+:class:`dcsim.errors.PluginError` naming the placer) and places the VM.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+from pydantic import BaseModel
+
+from dcsim.plugin_base import Configurable
+from dcsim.vm.model import VM, MappingState
+
+
+class Placer(Configurable, ABC):
+    """Choose the (host, NUMA option) of each arriving VM, or reject it.
+
+    ``self.rng`` is there for randomised placers; the built-ins are deterministic.
+    :meth:`setup` is called once with the initial state before the first arrival.
+    """
+
+    kind = "placer"
+
+    def __init__(self, options: BaseModel | None = None, *,
+                 rng: np.random.Generator | None = None):
+        self.options = options if options is not None else self.Options()
+        self.rng = rng if rng is not None else np.random.default_rng(0)
+
+    def setup(self, state: MappingState) -> None:  # noqa: B027 - optional hook
+        """Called once before the first arrival (default: nothing)."""
+
+    @abstractmethod
+    def place(self, state: MappingState, vm: VM) -> tuple[int, int] | None:
+        """``(host, numa)`` for ``vm`` in ``state`` (unchanged), or None to reject it."""

@@ -1,0 +1,577 @@
+"""Online VM placement with periodic rescheduling (``mode: vm_online``): VMs arrive and
+leave a two-NUMA mapping; a placer puts each arrival on a (host, NUMA option) or rejects
+it; optionally a rescheduler migrates up to MNL VMs every so often (VMR²L's setting: the
+operator's best-fit scheduling, with rescheduling to undo the fragmentation that departures
+leave).
+
+The ``vm:`` section (:class:`OnlineSpec`)::
+
+    vm:
+      mapping: {hosts: 48}                       # empty hosts; or {synthetic: small,
+                                                 #   target_cpu: 0.6}; or {path: FILE.json}
+      workload:
+        trace: {path: ../traces/azure2017_dev_slice.csv, time_scale: 1, limit: null,
+                spread: 300}
+        # or synthetic: {count: 2000, rate: 0.5, mean_lifetime: 3600}   (or load: 0.9)
+      reschedule: {every: 1800, mnl: 50, algorithm: greedy, options: {}}   # optional
+      sample_every: 300                          # optional
+      until: null                                # default: the last arrival
+
+**Mapping.** :class:`dcsim.vm.experiment.MappingSpec`. The VMs of the initial mapping stay
+for the whole run (they have no lifetime) and may be migrated; they have no per-VM rows.
+
+**Trace workload.** A table (CSV or Parquet) with columns ``arrival`` and ``duration``
+(seconds), ``cpu`` (cores) and ``mem`` (GB by default), optionally ``id`` (default: row
+number) — dcsim's standard request table, e.g. ``traces/azure2017_dev_slice.csv``. Rows
+are sorted by arrival (stable) and the first ``limit`` kept. VMs that share an arrival
+time are spread evenly over the ``spread`` seconds that follow (the Azure 2017 slice gives
+every VM of a 300-s line the line's time; ``spread: 300`` is the trace importer's
+``spread: even``). The first arrival is moved to time 0 (``start_at_zero``), then arrival
+and duration are multiplied by ``time_scale``. Each row becomes one VM:
+
+* cpu: ``ceil(cpu)`` cores (at least 1); memory: ``ceil(mem × mem_unit_mb)`` MB
+  (``mem_unit_mb`` 1024: GB → MB, as the paper's Table 1 sizes are converted);
+* NUMA deployment: with ``double_numa_from: null`` (default) a VM is single-NUMA when it
+  fits one NUMA node of the largest host (cpu ≤ its cores and memory ≤ its MB: one NUMA is
+  half of a host, so the VM takes at most a half-host share), otherwise double-NUMA; with
+  ``double_numa_from: C`` a VM of C cores or more is double-NUMA (Table 1's rule is
+  ``C = 32``: 16-core types are single, 32-core ones double). A double-NUMA VM's cpu and
+  memory are rounded up to even numbers (half on each node). The Azure 2017 slice's VMs
+  have 1–8 cores and ≤ 56 GB, so all of them are single-NUMA under either rule.
+
+**Synthetic workload.** ``count`` VMs of VMR²L's Table 1 types (drawn i.i.d. with the
+table's shares, NUMA deployment as in the table), Poisson arrivals at ``rate`` per second
+(the first after one exponential gap), exponential lifetimes of mean ``mean_lifetime``
+seconds, or of the mean that makes the offered cpu load ``load`` of the hosts' total cores
+(``load × total cores / (rate × 11.63 mean cores)``).
+
+**Events.** One SimPy process walks the arrivals and the rescheduling and sampling times;
+each accepted VM's departure is an event at arrival + duration, scheduled with SimPy's
+urgent priority, so at any instant departures come first, then the rescheduling, then the
+periodic sample, then arrivals (in trace order). A VM of duration 0 arrives and leaves at
+the same instant. The run ends at ``until`` (default: the last arrival's time); VMs still
+present then are left as they are (their departures are not simulated), arrivals after it
+are not offered.
+
+**Placement.** Each arrival is offered to the placer (:class:`dcsim.placers.Placer`); its
+choice is validated (a choice that does not fit is a :class:`PluginError` naming the
+placer) and the VM placed, or the VM is rejected (None) and counted.
+
+**Rescheduling.** With ``reschedule:``, at ``every``, 2·``every``, … (< the end) the
+rescheduler ``algorithm`` (a registered rescheduler, ``options`` validated by its
+``Options``) runs on the live state under ``mnl``; its migration list is validated step by
+step (:meth:`dcsim.reschedulers.Rescheduler.run`, an invalid list is a PluginError) and
+applied to the live state.
+
+**Records.** ``sink("timeseries", columns)`` gets one row per sample: ``time``, ``event``
+(``start``, ``sample``, ``before_reschedule``, ``after_reschedule``, ``end``),
+``fragment_rate``, ``util_cpu``, ``util_mem``, ``vms`` (present, initial ones included),
+``received``, ``accepted``, ``migrations_so_far``. Samples are taken at time 0, every
+``sample_every`` seconds, before and after each rescheduling and at the end.
+``sink("requests", columns)`` gets one row per offered VM: ``id``, ``arrival``,
+``duration``, ``cpu`` (cores), ``mem`` (MB), ``numas``, ``accepted``, ``host`` (host index
+at arrival, −1 if rejected), ``numa`` (0/1, −1 both NUMAs, −2 rejected), ``migrations``
+(times the VM was migrated) and ``decision_s`` (the placer's time).
+
+**Summary** (:func:`run_online`'s return): ``received``, ``accepted``, ``rejected``,
+``acceptance_ratio``, ``mean_fragment_rate`` (time average over [0, end] of the
+piecewise-constant FR), ``final_fragment_rate``, ``migrations``, ``reschedules``,
+``util_cpu``/``util_mem`` (time averages), ``final_util_cpu``, ``reschedule_seconds``
+(the rescheduler's own time), ``mean_decision_s``, ``sim_time`` (the end), ``hosts``,
+``initial_vms``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Annotated, Any
+
+import numpy as np
+import pandas as pd
+import simpy
+from pydantic import Field, PositiveFloat, model_validator
+from simpy.events import URGENT
+
+from dcsim.errors import ConfigError, DcsimError, PluginError
+from dcsim.vm.experiment import (
+    MappingSpec,
+    Sink,
+    _Strict,
+    build_mapping,
+    resolve_path,
+    validate_section,
+)
+from dcsim.vm.model import BOTH, VM, InvalidMigration, MappingState
+from dcsim.vm.synthetic import VM_TYPES
+
+#: numa column of a rejected VM's row
+REJECTED = -2
+
+
+# -- the vm: section ------------------------------------------------------------------------
+class TraceSpec(_Strict):
+    path: str
+    time_scale: PositiveFloat = 1.0
+    limit: Annotated[int, Field(ge=0)] | None = None
+    spread: Annotated[float, Field(ge=0)] = 0.0
+    start_at_zero: bool = True
+    mem_unit_mb: PositiveFloat = 1024.0
+    double_numa_from: Annotated[int, Field(ge=1)] | None = None
+
+
+class SyntheticVMSpec(_Strict):
+    count: Annotated[int, Field(ge=1)]
+    rate: PositiveFloat
+    mean_lifetime: PositiveFloat | None = None
+    load: PositiveFloat | None = None
+
+    @model_validator(mode="after")
+    def _one_lifetime(self) -> SyntheticVMSpec:
+        if (self.mean_lifetime is None) == (self.load is None):
+            raise ValueError("give exactly one of mean_lifetime (seconds) or load (offered "
+                             "cpu load)")
+        return self
+
+
+class WorkloadSpec(_Strict):
+    trace: TraceSpec | None = None
+    synthetic: SyntheticVMSpec | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> WorkloadSpec:
+        if (self.trace is None) == (self.synthetic is None):
+            raise ValueError("give exactly one of trace or synthetic")
+        return self
+
+
+class RescheduleSpec(_Strict):
+    every: PositiveFloat
+    mnl: Annotated[int, Field(ge=0)]
+    algorithm: str = "greedy"
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class OnlineSpec(_Strict):
+    """The ``vm:`` section of a ``mode: vm_online`` experiment (see the module docstring)."""
+
+    mapping: MappingSpec
+    workload: WorkloadSpec
+    reschedule: RescheduleSpec | None = None
+    sample_every: PositiveFloat | None = None
+    until: PositiveFloat | None = None
+    check_invariants: bool = False  # check the state after every event (tests)
+
+
+def placer_class(name: str) -> type:
+    """The placer class registered as ``name`` (the built-ins are found even before
+    ``dcsim.placers.builtin`` is among the plugin manager's built-in modules)."""
+    from dcsim import plugins
+    from dcsim.placers.builtin import PLACERS
+
+    found = {n: r.cls for n, r in plugins.registered("placer").items()}
+    for cls in PLACERS:
+        found.setdefault(cls.name, cls)
+    if name not in found:
+        raise PluginError(f"unknown placer {name!r}; available: {', '.join(sorted(found))} "
+                          "(see `dcsim plugins`)")
+    return found[name]
+
+
+def _default_lookup(name: str) -> type:
+    from dcsim.vm.static import rescheduler_class
+
+    return rescheduler_class(name)
+
+
+def parse_online(spec: dict[str, Any] | None, where: str = "vm",
+                 rescheduler_cls_lookup: Callable[[str], type] | None = None) -> OnlineSpec:
+    """The online ``vm:`` section validated: its fields, and the rescheduler's name and
+    options (files are not looked at; see :func:`check_online`). ConfigError names the
+    field."""
+    s = validate_section(OnlineSpec, spec if spec is not None else {}, where)
+    if s.reschedule is not None:
+        _rescheduler(s.reschedule, rescheduler_cls_lookup, None, where)
+    return s
+
+
+def check_online(spec: dict[str, Any] | None, base_dir: str | os.PathLike | None = None,
+                 rescheduler_cls_lookup: Callable[[str], type] | None = None,
+                 where: str = "vm") -> OnlineSpec:
+    """Validate an online ``vm:`` section without running it (the runner's plan-time
+    check): :func:`parse_online`, and that its files exist (relative to ``base_dir``)."""
+    s = parse_online(spec, where, rescheduler_cls_lookup)
+    if s.mapping.path is not None:
+        p = resolve_path(s.mapping.path, base_dir)
+        if not p.is_file():
+            raise ConfigError(f"{where}.mapping.path: no such file: {p}")
+    if s.workload.trace is not None:
+        p = resolve_path(s.workload.trace.path, base_dir)
+        if not p.is_file():
+            raise ConfigError(f"{where}.workload.trace.path: no such file: {p}")
+    return s
+
+
+def _rescheduler(r: RescheduleSpec, lookup, rng, where: str):
+    lookup = lookup or _default_lookup
+    try:
+        cls = lookup(r.algorithm)
+    except PluginError as e:
+        raise ConfigError(f"{where}.reschedule.algorithm: {e}") from None
+    opts = cls.parse_options(r.options, where=f"{where}.reschedule.options")
+    return cls(opts, rng=rng)
+
+
+# -- workloads ------------------------------------------------------------------------------
+class VMStream:
+    """The offered VMs as columns: ``id``, ``arrival``, ``duration``, ``cpu`` (cores),
+    ``mem`` (MB), ``numas``; sorted by arrival."""
+
+    def __init__(self, ids, arrival, duration, cpu, mem, numas):
+        self.id = np.asarray(ids)
+        self.arrival = np.asarray(arrival, dtype=np.float64)
+        self.duration = np.asarray(duration, dtype=np.float64)
+        self.cpu = np.asarray(cpu, dtype=np.int64)
+        self.mem = np.asarray(mem, dtype=np.int64)
+        self.numas = np.asarray(numas, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.arrival)
+
+
+def vm_sizes(cpu, mem, numa_cpu: int, numa_mem: int, mem_unit_mb: float = 1024.0,
+             double_numa_from: int | None = None):
+    """Trace demands → ``(cores, MB, numas)`` arrays (see the module docstring)."""
+    c = np.maximum(np.ceil(np.asarray(cpu, dtype=np.float64) - 1e-9), 1).astype(np.int64)
+    m = np.maximum(np.ceil(np.asarray(mem, dtype=np.float64) * mem_unit_mb - 1e-6),
+                   0).astype(np.int64)
+    if double_numa_from is None:
+        double = (c > numa_cpu) | (m > numa_mem)
+    else:
+        double = c >= double_numa_from
+    c = np.where(double, c + c % 2, c)
+    m = np.where(double, m + m % 2, m)
+    return c, m, np.where(double, 2, 1)
+
+
+def trace_stream(t: TraceSpec, base_dir, numa_cpu: int, numa_mem: int,
+                 where: str) -> VMStream:
+    p = resolve_path(t.path, base_dir)
+    if not p.is_file():
+        raise ConfigError(f"{where}.path: no such file: {p}")
+    try:
+        df = pd.read_parquet(p) if p.suffix in (".parquet", ".pq") else pd.read_csv(p)
+    except Exception as e:  # noqa: BLE001 - any reader error is the file's fault
+        raise ConfigError(f"{where}.path: cannot read {p}: {e}") from None
+    missing = [c for c in ("arrival", "duration", "cpu", "mem") if c not in df.columns]
+    if missing:
+        raise ConfigError(f"{where}.path: {p} lacks column(s) {', '.join(missing)}")
+    if "id" not in df.columns:
+        df = df.assign(id=np.arange(len(df)))
+    df = df.sort_values("arrival", kind="stable").reset_index(drop=True)
+    if t.limit is not None:
+        df = df.iloc[:t.limit]
+    arrival = df["arrival"].to_numpy(dtype=np.float64).copy()
+    duration = df["duration"].to_numpy(dtype=np.float64)
+    if len(df) and (np.isnan(arrival).any() or np.isnan(duration).any()
+                    or (duration < 0).any()):
+        raise ConfigError(f"{where}.path: {p} has a missing arrival/duration or a negative "
+                          "duration")
+    if t.spread and len(arrival):
+        # rank of each row among the rows sharing its arrival time, and that group's size
+        start = np.r_[True, arrival[1:] != arrival[:-1]]
+        group = np.cumsum(start) - 1
+        first = np.flatnonzero(start)
+        size = np.diff(np.r_[first, len(arrival)])
+        rank = np.arange(len(arrival)) - first[group]
+        arrival = arrival + t.spread * rank / size[group]
+    if t.start_at_zero and len(arrival):
+        arrival = arrival - arrival[0]
+    cpu, mem, numas = vm_sizes(df["cpu"].to_numpy(), df["mem"].to_numpy(), numa_cpu, numa_mem,
+                               t.mem_unit_mb, t.double_numa_from)
+    ids = df["id"].to_numpy()
+    if ids.dtype.kind not in "iu":
+        ids = ids.astype(str)
+    return VMStream(ids, arrival * t.time_scale, duration * t.time_scale, cpu, mem, numas)
+
+
+#: mean cores of a Table 1 VM (11.6345)
+TABLE1_MEAN_CPU = float(sum(t.cpu * t.share for t in VM_TYPES) / sum(t.share for t in VM_TYPES))
+
+
+def synthetic_stream(s: SyntheticVMSpec, total_cpu: int, rng: np.random.Generator) -> VMStream:
+    shares = np.array([t.share for t in VM_TYPES])
+    kind = rng.choice(len(VM_TYPES), size=s.count, p=shares / shares.sum())
+    arrival = np.cumsum(rng.exponential(1.0 / s.rate, size=s.count))
+    mean = s.mean_lifetime if s.mean_lifetime is not None else \
+        s.load * total_cpu / (s.rate * TABLE1_MEAN_CPU)
+    duration = rng.exponential(mean, size=s.count)
+    cpu = np.array([t.cpu for t in VM_TYPES])[kind]
+    mem = np.array([t.mem_mb for t in VM_TYPES])[kind]
+    numas = np.array([t.numas for t in VM_TYPES])[kind]
+    return VMStream(np.arange(s.count), arrival, duration, cpu, mem, numas)
+
+
+# -- the engine -----------------------------------------------------------------------------
+class _Departure(simpy.events.Event):
+    """A departure at ``now + delay``, before anything else scheduled for that instant."""
+
+    def __init__(self, env: simpy.Environment, delay: float, callback):
+        super().__init__(env)
+        self._ok = True
+        self._value = None
+        self.callbacks.append(callback)
+        env.schedule(self, URGENT, delay)
+
+
+class OnlineEngine:
+    """One online run (see the module docstring); :meth:`run` returns the summary."""
+
+    def __init__(self, spec: OnlineSpec, state: MappingState, stream: VMStream, placer,
+                 rescheduler=None, sink: Sink | None = None):
+        self.spec = spec
+        self.state = state
+        self.stream = stream
+        self.placer = placer
+        self.rescheduler = rescheduler
+        self.sink = sink
+        self.env = simpy.Environment()
+        n0 = state.n_vms
+        self.n0 = n0
+        self._serial = np.arange(n0, dtype=np.int64)  # per present VM, in index order
+        n = len(stream)
+        self.accepted_flag = np.zeros(n, dtype=bool)
+        self.host = np.full(n, -1, dtype=np.int64)
+        self.numa = np.full(n, REJECTED, dtype=np.int64)
+        self.moves = np.zeros(n, dtype=np.int64)
+        self.decision = np.zeros(n, dtype=np.float64)
+        self.received = self.accepted = self.released = 0
+        self.migrations = self.reschedules = 0
+        self.reschedule_seconds = 0.0
+        self._ids = [f"arrival-{x}" for x in stream.id.tolist()]
+        self._samples: dict[str, list] = {k: [] for k in (
+            "time", "event", "fragment_rate", "util_cpu", "util_mem", "vms", "received",
+            "accepted", "migrations_so_far")}
+        # time averages of the piecewise-constant FR and utilisations
+        self._last = 0.0
+        self._dirty = True
+        self._cur = (0.0, 0.0, 0.0)
+        self._area = np.zeros(3)
+        if n and stream.arrival[0] < 0:
+            raise ConfigError("vm.workload: arrival times must be >= 0")
+        self.end = float(spec.until) if spec.until is not None else \
+            (float(stream.arrival[-1]) if n else 0.0)
+
+    # -- bookkeeping --------------------------------------------------------------------
+    def _metrics(self) -> tuple[float, float, float]:
+        if self._dirty:
+            s = self.state
+            self._cur = (s.fragment_rate(), s.util_cpu(), s.util_mem())
+            self._dirty = False
+        return self._cur
+
+    def _advance(self, t: float) -> None:
+        if t > self._last:
+            self._area += np.asarray(self._metrics()) * (t - self._last)
+            self._last = t
+
+    def _changed(self) -> None:
+        self._dirty = True
+        if self.spec.check_invariants:
+            self.state.check_invariants()
+            if len(self._serial) != self.state.n_vms or (
+                    len(self._serial) > 1 and (np.diff(self._serial) <= 0).any()):
+                raise DcsimError("online engine: VM bookkeeping out of step with the state")
+
+    def _sample(self, event: str) -> None:
+        fr, uc, um = self._metrics()
+        row = self._samples
+        row["time"].append(float(self.env.now))
+        row["event"].append(event)
+        row["fragment_rate"].append(fr)
+        row["util_cpu"].append(uc)
+        row["util_mem"].append(um)
+        row["vms"].append(self.state.n_vms)
+        row["received"].append(self.received)
+        row["accepted"].append(self.accepted)
+        row["migrations_so_far"].append(self.migrations)
+
+    # -- processes ------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        self.placer.setup(self.state)
+        main = self.env.process(self._main())
+        self.env.run(until=main)
+        return self._finish()
+
+    def _main(self):
+        env, st = self.env, self.stream
+        arrival = st.arrival.tolist()
+        n = len(arrival)
+        every = self.spec.reschedule.every if self.rescheduler is not None else None
+        sample = self.spec.sample_every
+        k_res, k_smp, i = 1, 1, 0
+        self._sample("start")
+        end = self.end
+        while True:
+            t_res = k_res * every if every else math.inf
+            t_smp = k_smp * sample if sample else math.inf
+            t_arr = arrival[i] if i < n else math.inf
+            t = min(t_res, t_smp, t_arr)
+            if t > end or t == math.inf:
+                break
+            if t > env.now:
+                yield env.timeout(t - env.now)
+            self._advance(env.now)
+            if t_res == t:
+                if t < end:
+                    self._reschedule()
+                k_res += 1
+            elif t_smp == t:
+                self._sample("sample")
+                k_smp += 1
+            else:
+                self._arrive(i)
+                i += 1
+        if env.now < end:
+            yield env.timeout(end - env.now)
+        self._advance(end)
+        self._sample("end")
+
+    def _arrive(self, i: int) -> None:
+        st = self.stream
+        self.received += 1
+        vm = VM(self._ids[i], int(st.cpu[i]), int(st.mem[i]), int(st.numas[i]))
+        t0 = time.perf_counter()
+        choice = self.placer.place(self.state, vm)
+        self.decision[i] = time.perf_counter() - t0
+        if choice is None:
+            return
+        h, n = self._validate(choice, vm)
+        self.state.add_vm(vm, h, n)
+        self._serial = np.append(self._serial, np.int64(self.n0 + i))
+        self.accepted += 1
+        self.accepted_flag[i] = True
+        self.host[i], self.numa[i] = h, n
+        self._changed()
+        _Departure(self.env, float(st.duration[i]), partial(self._depart, self.n0 + i))
+
+    def _validate(self, choice: Any, vm: VM) -> tuple[int, int]:
+        label = self.placer.label
+        try:
+            h, n = choice
+            if not all(isinstance(x, int | np.integer) and not isinstance(x, bool)
+                       for x in (h, n)):
+                raise TypeError
+        except (TypeError, ValueError):
+            raise PluginError(f"placer {label!r} returned {choice!r} for VM {vm.id!r}; "
+                              "expected (host index, numa) or None") from None
+        why = self.state.place_reason(vm, int(h), int(n))
+        if why is not None:
+            where = "both NUMAs" if n == BOTH else f"NUMA {n}"
+            raise PluginError(f"placer {label!r} chose host {h} {where} for VM {vm.id!r} "
+                              f"({vm.cpu} cpu, {vm.mem} MB, {vm.numas} NUMA): {why}")
+        return int(h), int(n)
+
+    def _depart(self, serial: int, _event) -> None:
+        self._advance(self.env.now)
+        k = int(np.searchsorted(self._serial, serial))
+        if k >= len(self._serial) or self._serial[k] != serial:
+            raise DcsimError(f"online engine: VM serial {serial} departed but is not present")
+        self.state.remove_vm(k)
+        self._serial = np.delete(self._serial, k)
+        self.released += 1
+        self._changed()
+
+    def _reschedule(self) -> None:
+        r = self.spec.reschedule
+        self._sample("before_reschedule")
+        result = self.rescheduler.run(self.state, r.mnl)
+        try:
+            records = self.state.apply_all(result.migrations, mnl=r.mnl)
+        except InvalidMigration as e:  # run() validated it on a copy: cannot happen
+            raise PluginError(f"rescheduler {self.rescheduler.label!r} returned an invalid "
+                              f"migration list: {e}") from None
+        moved = self._serial[[rec.vm for rec in records]] - self.n0
+        np.add.at(self.moves, moved[moved >= 0], 1)
+        self.migrations += len(records)
+        self.reschedules += 1
+        self.reschedule_seconds += result.seconds
+        if records:
+            self._changed()
+        self._sample("after_reschedule")
+
+    # -- output ---------------------------------------------------------------------------
+    def _finish(self) -> dict[str, Any]:
+        st = self.stream
+        present = self.state.n_vms
+        if present != self.n0 + self.accepted - self.released:
+            raise DcsimError(f"online engine: {present} VMs present, expected "
+                             f"{self.n0} + {self.accepted} - {self.released}")
+        m = self.received
+        if self.sink is not None:
+            self.sink("timeseries", {k: list(v) for k, v in self._samples.items()})
+            self.sink("requests", {
+                "id": st.id[:m], "arrival": st.arrival[:m], "duration": st.duration[:m],
+                "cpu": st.cpu[:m], "mem": st.mem[:m], "numas": st.numas[:m],
+                "accepted": self.accepted_flag[:m], "host": self.host[:m],
+                "numa": self.numa[:m], "migrations": self.moves[:m],
+                "decision_s": self.decision[:m]})
+        fr, uc, _ = self._metrics()
+        span = self.end
+        avg = self._area / span if span > 0 else np.asarray(self._metrics())
+        return {
+            "received": m,
+            "accepted": self.accepted,
+            "rejected": m - self.accepted,
+            "acceptance_ratio": self.accepted / m if m else math.nan,
+            "mean_fragment_rate": float(avg[0]),
+            "final_fragment_rate": fr,
+            "migrations": self.migrations,
+            "reschedules": self.reschedules,
+            "util_cpu": float(avg[1]),
+            "util_mem": float(avg[2]),
+            "final_util_cpu": uc,
+            "reschedule_seconds": self.reschedule_seconds,
+            "mean_decision_s": float(self.decision[:m].mean()) if m else math.nan,
+            "sim_time": self.end,
+            "hosts": self.state.n_hosts,
+            "initial_vms": self.n0,
+        }
+
+
+def run_online(spec: dict[str, Any], placer, rescheduler_cls_lookup: Callable[[str], type]
+               | None, rng: np.random.Generator, sink: Sink | None, *,
+               base_dir: str | os.PathLike | None = None, where: str = "vm") -> dict[str, Any]:
+    """Run the online mode of ``spec`` (the ``vm:`` section, validated as
+    :class:`OnlineSpec`; errors are ConfigErrors naming ``where.field``) with ``placer`` (an
+    instance); ``rescheduler_cls_lookup(name)`` gives the rescheduler class of
+    ``vm.reschedule.algorithm`` (default: the registered reschedulers). ``rng`` (the run's
+    workload generator) draws the mapping, the synthetic workload and seeds the rescheduler,
+    so every placer of a seed sees the same mapping and VMs. Relative paths are resolved
+    against ``base_dir``. Sends ``"timeseries"`` and ``"requests"`` columns to ``sink`` and
+    returns the summary metrics (see the module docstring)."""
+    s = validate_section(OnlineSpec, spec if spec is not None else {}, where)
+    # the three streams of randomness, independent of each other and of the mapping kind
+    mapping_seed, workload_seed, resched_seed = rng.integers(2**63, size=3).tolist()
+    state = build_mapping(s.mapping, np.random.default_rng(mapping_seed), base_dir,
+                          f"{where}.mapping")
+    numa_cpu = int(state.cap_cpu.max()) if state.n_hosts else 0
+    numa_mem = int(state.cap_mem.max()) if state.n_hosts else 0
+    if s.workload.trace is not None:
+        stream = trace_stream(s.workload.trace, base_dir, numa_cpu, numa_mem,
+                              f"{where}.workload.trace")
+    else:
+        stream = synthetic_stream(s.workload.synthetic, int(state.cap_cpu.sum()),
+                                  np.random.default_rng(workload_seed))
+    if s.until is not None:
+        keep = int(np.searchsorted(stream.arrival, s.until, side="right"))
+        stream = VMStream(stream.id[:keep], stream.arrival[:keep], stream.duration[:keep],
+                          stream.cpu[:keep], stream.mem[:keep], stream.numas[:keep])
+    resched = None
+    if s.reschedule is not None:
+        resched = _rescheduler(s.reschedule, rescheduler_cls_lookup,
+                               np.random.default_rng(resched_seed), where)
+    return OnlineEngine(s, state, stream, placer, resched, sink).run()
