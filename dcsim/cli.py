@@ -120,7 +120,7 @@ def plugins() -> None:
     options."""
     from dcsim.plugins import registered
 
-    for kind in ("allocator", "scheduler"):
+    for kind in ("allocator", "scheduler", "rescheduler", "placer"):
         found = registered(kind)
         click.echo(f"{kind}s:")
         for name in sorted(found):
@@ -131,3 +131,74 @@ def plugins() -> None:
                 ann = info.annotation
                 ann = ann.__name__ if isinstance(ann, type) else str(ann).replace("typing.", "")
                 click.echo(f"      {field}: {ann} = {default!r}")
+
+
+@main.command()
+@click.argument("mapping", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--algorithm", "-a", default="greedy", show_default=True,
+              help="Rescheduler name (see `dcsim plugins`).")
+@click.option("--mnl", type=click.IntRange(min=0), default=50, show_default=True,
+              help="Migration number limit (steps).")
+@click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
+              help="Rescheduler option, value parsed as YAML (e.g. --option time_limit=120).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write migrations.parquet and summary.json here.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the rescheduler's random generator.")
+def reschedule(mapping: Path, algorithm: str, mnl: int, options: tuple[str, ...],
+               out: Path | None, seed: int) -> None:
+    """Lower the fragment rate of the VM mapping in MAPPING (the VMR2L authors' JSON) by at
+    most MNL migrations; print FR before/after, migrations and time."""
+    from dcsim.runner.config import parse_set
+    from dcsim.vm.static import reschedule_file
+
+    s = reschedule_file(mapping, algorithm, mnl, dict(parse_set(o) for o in options), out,
+                        seed=seed)
+    if s["free_mismatches"]:
+        click.echo(f"warning: {s['free_mismatches']} NUMA free_* fields disagree with the "
+                   "placements (ignored; free capacity is derived from the placements)",
+                   err=True)
+    bound = f", bound {s['bound']:.4f}" if s["bound"] is not None else ""
+    click.echo(f"{s['label']}: FR {s['fr_before']:.4f} -> {s['fr_after']:.4f} with "
+               f"{s['migrations']} migrations in {s['seconds']:.3f} s{bound} ({s['status']})"
+               + (f" -> {out}" if out else ""))
+
+
+def _have_torch() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
+@main.group()
+def train() -> None:
+    """Train learned policies (needs PyTorch: pip install -e ".[learn]")."""
+
+
+@train.command("deeprm")
+@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("results/train_deeprm"), show_default=True,
+              help="Output directory: progress.parquet, checkpoint.npz/.json, last.npz/.json.")
+@click.option("--iterations", type=click.IntRange(min=1), default=None,
+              help="Training iterations (overrides `iterations:`).")
+@click.option("--seed", type=int, default=None, help="Seed (overrides `seed:`).")
+def train_deeprm(config: Path, out: Path, iterations: int | None, seed: int | None) -> None:
+    """Train DeepRM's policy (REINFORCE) with the settings in CONFIG (YAML)."""
+    if not _have_torch():
+        click.echo('error: training needs PyTorch, which is not installed; install it with: '
+                   'pip install -e ".[learn]"', err=True)
+        sys.exit(1)
+    from dcsim.learn.deeprm import load_train_config
+    from dcsim.learn.deeprm import train as run_training
+
+    overrides = {k: v for k, v in (("iterations", iterations), ("seed", seed)) if v is not None}
+    cfg = load_train_config(config, **overrides)
+    command = f"dcsim train deeprm {config} --out {out}" + "".join(
+        f" --{k} {v}" for k, v in overrides.items())
+    click.echo(f"training DeepRM: {cfg.iterations} iterations x {cfg.jobsets_per_iter} job "
+               f"sets x {cfg.rollouts} rollouts -> {out}")
+    result = run_training(cfg, out, command=command, log=click.echo)
+    click.echo(f"done in {result['wall_time_s']:.1f}s: best eval slowdown "
+               f"{result['best_eval_slowdown']:.3f} at iteration {result['best_iteration']}")
+    click.echo(f"checkpoint: {result['best']}")

@@ -23,7 +23,8 @@ ENV_VAR = "DCSIM_PLUGINS"
 BUILTIN_MODULES = ("dcsim.allocators.builtin", "dcsim.allocators.kraken",
                    "dcsim.allocators.ahab", "dcsim.allocators.oktopus",
                    "dcsim.allocators.vc_tetris", "dcsim.allocators.strawman",
-                   "dcsim.allocators.nara", "dcsim.schedulers.builtin")
+                   "dcsim.allocators.nara", "dcsim.schedulers.builtin", "dcsim.schedulers.deeprm",
+                   "dcsim.reschedulers.builtin", "dcsim.placers.builtin")
 
 _pm: pluggy.PluginManager | None = None
 _sources: dict[str, str] = {}  # plugin name -> distribution that provided it
@@ -31,7 +32,7 @@ _sources: dict[str, str] = {}  # plugin name -> distribution that provided it
 
 @dataclass(frozen=True)
 class Registered:
-    kind: str  # "allocator", "scheduler" or "rescheduler"
+    kind: str  # "allocator", "scheduler", "rescheduler" or "placer"
     name: str
     cls: type
     package: str  # "dcsim" for built-ins, else the distribution name
@@ -85,7 +86,8 @@ def registered(kind: str = "allocator") -> dict[str, Registered]:
     out: dict[str, Registered] = {}
     hook = {"allocator": pm.hook.register_allocators,
             "scheduler": pm.hook.register_schedulers,
-            "rescheduler": pm.hook.register_reschedulers}[kind]
+            "rescheduler": pm.hook.register_reschedulers,
+            "placer": pm.hook.register_placers}[kind]
     for impl in reversed(hook.get_hookimpls()):
         package = _sources.get(impl.plugin_name, impl.plugin_name)
         found: list[type] = []

@@ -64,7 +64,9 @@ def test_no_rejection_for_lack_of_total_capacity(kind):
     """Under wait, whenever the allocator rejects, the cluster's total free covered the demand."""
     if kind == "tetris":
         topo = build_topology({"kind": "fabric", "preset": "alpha"})
-        src, inner = nara_source(300, seed=1), Tetris()
+        # seed 2: in loss mode some rejections are for lack of total capacity (with seed 1
+        # Tetris fails so many requests on the network that the cluster never fills)
+        src, inner = nara_source(300, seed=2), Tetris()
     else:
         topo = star_topology(n=4, cpu=6, mem=6)
         src = random_source(np.random.default_rng(5), 400, rate=3, hold=4, max_demand=6)

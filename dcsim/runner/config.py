@@ -55,51 +55,78 @@ class QueueSpec(_Strict):
 QUEUE_TOPOLOGY = {"kind": "flat", "servers": 1, "server": {"cpu": 10, "mem": 10}}
 
 
+#: mode -> (the list its plugins come from, their plugin kind)
+MODES: dict[str, tuple[str, str]] = {
+    "loss": ("allocators", "allocator"),
+    "queue": ("schedulers", "scheduler"),
+    "reschedule": ("reschedulers", "rescheduler"),
+    "vm_online": ("placers", "placer"),
+}
+
+
 class ExperimentSpec(_Strict):
-    """The whole experiment file. ``topology`` and ``workload`` are checked by their builders.
+    """The whole experiment file. ``topology``, ``workload`` and ``vm`` are checked by their
+    builders.
 
     ``mode: loss`` (default): requests arrive and are placed or rejected by ``allocators``.
     ``mode: queue``: jobs wait in a queue and ``schedulers`` pick which starts (DeepRM);
     ``workload`` is then a job source (:mod:`dcsim.queue.spec`) and ``topology`` defaults
     to one machine of 10 cpu / 10 mem whose total capacity the jobs share.
+    ``mode: reschedule``: each of ``reschedulers`` migrates at most MNL VMs of a mapping
+    (``vm:``, :mod:`dcsim.vm.experiment`) to lower its fragment rate (VMR²L).
+    ``mode: vm_online``: VMs arrive and depart (``vm:``, :mod:`dcsim.vm.online`); each of
+    ``placers`` places them, with optional periodic rescheduling.
     """
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]+$")]
     description: str = ""
-    mode: Literal["loss", "queue"] = "loss"
+    mode: Literal["loss", "queue", "reschedule", "vm_online"] = "loss"
     seed: Annotated[int, Field(ge=0)] = 0
     seeds: Annotated[int, Field(ge=1)] = 1
     topology: dict[str, Any] | None = None
-    workload: dict[str, Any]
+    workload: dict[str, Any] | None = None
     allocators: list[str | AllocatorSpec] = Field(default_factory=list)
     schedulers: list[str | AllocatorSpec] = Field(default_factory=list)
+    reschedulers: list[str | AllocatorSpec] = Field(default_factory=list)
+    placers: list[str | AllocatorSpec] = Field(default_factory=list)
     queue: QueueSpec = Field(default_factory=QueueSpec)
+    vm: dict[str, Any] | None = None
     capacity: Literal["reject", "wait"] = "reject"  # lack of total cpu/mem: drop or hold
     warmup: WarmupSpec = Field(default_factory=WarmupSpec)
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _plugins_of_the_mode(self) -> ExperimentSpec:
-        own, other = (("allocators", "schedulers") if self.mode == "loss"
-                      else ("schedulers", "allocators"))
-        if getattr(self, other):
-            raise ValueError(f"{other}: not used in mode {self.mode!r}; list {own} instead")
+    def _sections_of_the_mode(self) -> ExperimentSpec:
+        own = self.plugin_key
+        for key, _kind in MODES.values():
+            if key != own and getattr(self, key):
+                raise ValueError(f"{key}: not used in mode {self.mode!r}; list {own} instead")
         if not getattr(self, own):
             raise ValueError(f"{own}: mode {self.mode!r} needs at least one")
+        if self.mode in ("loss", "queue") and self.workload is None:
+            raise ValueError("workload: Field required")
+        if self.mode in ("reschedule", "vm_online") and self.vm is None:
+            raise ValueError(f"vm: Field required in mode {self.mode!r}")
         if self.topology is None:
             if self.mode == "loss":
                 raise ValueError("topology: Field required")
-            self.topology = copy.deepcopy(QUEUE_TOPOLOGY)
+            if self.mode == "queue":
+                self.topology = copy.deepcopy(QUEUE_TOPOLOGY)
         return self
 
     @property
     def plugin_key(self) -> str:
-        """The list this mode's plugins come from: ``allocators`` or ``schedulers``."""
-        return "allocators" if self.mode == "loss" else "schedulers"
+        """The list this mode's plugins come from (``allocators``, ``schedulers``, …)."""
+        return MODES[self.mode][0]
+
+    @property
+    def plugin_kind(self) -> str:
+        """This mode's plugin kind (``allocator``, ``scheduler``, …)."""
+        return MODES[self.mode][1]
 
     def allocator_specs(self) -> list[AllocatorSpec]:
-        """This mode's plugin entries (allocators, or schedulers in queue mode)."""
+        """This mode's plugin entries (allocators, or schedulers in queue mode, …)."""
         return [AllocatorSpec(name=a) if isinstance(a, str) else a
                 for a in getattr(self, self.plugin_key)]
 

@@ -45,12 +45,13 @@ def execute_run(plan: RunPlan, out: str | Path) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     spec = validate_spec(plan.config, plan.experiment)
-    topology = build_topology(spec.topology, plan.base_dir)
     workload_rng, allocator_rng = run_rngs(spec.seed, plan.seed)
-    if spec.mode == "queue":
-        simulate = _queue_run(spec, plan, topology, workload_rng, allocator_rng)
+    if spec.mode in ("reschedule", "vm_online"):  # hosts come from the vm: section
+        simulate = _VM_RUNS[spec.mode](spec, plan, workload_rng, allocator_rng)
     else:
-        simulate = _loss_run(spec, plan, topology, workload_rng, allocator_rng)
+        topology = build_topology(spec.topology, plan.base_dir)
+        run = _queue_run if spec.mode == "queue" else _loss_run
+        simulate = run(spec, plan, topology, workload_rng, allocator_rng)
     writer = RunWriter(Path(out), plan.run_id, plan.label, plan.seed, constants=plan.params,
                        row_group=spec.metrics.flush_rows)
     try:
@@ -73,14 +74,11 @@ def execute_run(plan: RunPlan, out: str | Path) -> dict[str, Any]:
 
 def _loss_run(spec, plan: RunPlan, topology, workload_rng, allocator_rng):
     """Loss mode: requests arrive and the allocator places or rejects them."""
-    from dcsim.plugins import get_allocator_class
     from dcsim.sim import Engine, EngineConfig
     from dcsim.workload.spec import build_source
 
     source = build_source(spec.workload, topology, Path(plan.base_dir))
-    cls = get_allocator_class(plan.allocator["name"])
-    options = cls.parse_options(plan.allocator["options"], where=plan.where)
-    allocator = cls(options, rng=allocator_rng, topology=topology)
+    allocator = _plugin(plan, "allocator", allocator_rng, topology=topology)
     config = EngineConfig(
         warmup_requests=spec.warmup.requests,
         warmup_time=spec.warmup.time,
@@ -104,7 +102,6 @@ def queue_config(spec, topology) -> QueueConfig:
 
 def _queue_run(spec, plan: RunPlan, topology, workload_rng, allocator_rng):
     """Queue mode: job sets wait for the machine and the scheduler picks which starts."""
-    from dcsim.plugins import get_scheduler_class
     from dcsim.queue.spec import build_jobsets
     from dcsim.sim.queue import run_queue
 
@@ -112,10 +109,41 @@ def _queue_run(spec, plan: RunPlan, topology, workload_rng, allocator_rng):
     jobsets = build_jobsets(spec.workload, tuple(topology.resources),
                             float(topology.total_capacity().max()), workload_rng,
                             Path(plan.base_dir))
-    cls = get_scheduler_class(plan.allocator["name"])
-    options = cls.parse_options(plan.allocator["options"], where=plan.where)
-    scheduler = cls(options, rng=allocator_rng)
+    scheduler = _plugin(plan, "scheduler", allocator_rng)
     return lambda sink: run_queue(config, jobsets, scheduler, sink)
+
+
+def _plugin(plan: RunPlan, kind: str, rng, **kwargs):
+    """This run's plugin of ``kind``, built with its validated options and generator."""
+    from dcsim.plugins import get_plugin_class
+
+    cls = get_plugin_class(plan.allocator["name"], kind)
+    return cls(cls.parse_options(plan.allocator["options"], where=plan.where), rng=rng,
+               **kwargs)
+
+
+def _reschedule_run(spec, plan: RunPlan, workload_rng, allocator_rng):
+    """Static rescheduling: one rescheduler on one mapping (drawn per seed) under an MNL."""
+    from dcsim.vm.experiment import run_static
+
+    resched = _plugin(plan, "rescheduler", allocator_rng)
+    return lambda sink: run_static(spec.vm, resched, workload_rng, sink, plan.base_dir)
+
+
+def _vm_online_run(spec, plan: RunPlan, workload_rng, allocator_rng):
+    """Online VM placement with optional periodic rescheduling."""
+    from functools import partial
+
+    from dcsim.plugins import get_plugin_class
+    from dcsim.vm.online import run_online
+
+    placer = _plugin(plan, "placer", allocator_rng)
+    lookup = partial(get_plugin_class, kind="rescheduler")
+    return lambda sink: run_online(spec.vm, placer, lookup, workload_rng, sink,
+                                   base_dir=plan.base_dir)
+
+
+_VM_RUNS = {"reschedule": _reschedule_run, "vm_online": _vm_online_run}
 
 
 def prepare_out(exp: Experiment, out: Path, overwrite: bool) -> dict[str, dict[str, Any]]:

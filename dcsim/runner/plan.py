@@ -17,6 +17,7 @@ from typing import Any
 from dcsim.errors import ConfigError, PluginError
 from dcsim.plugins import get_plugin_class
 from dcsim.runner.config import (
+    MODES,
     ExperimentSpec,
     parse_set,
     read_yaml,
@@ -73,8 +74,7 @@ def load_experiment(
         point = validate_spec(data, source)
         _check_point(point, data, source, base_dir)
         labels: dict[str, int] = {}
-        key_name = point.plugin_key
-        kind = "allocator" if point.mode == "loss" else "scheduler"
+        key_name, kind = point.plugin_key, point.plugin_kind
         for i, a in enumerate(point.allocator_specs()):
             where = f"{key_name}.{i}"
             try:
@@ -93,7 +93,7 @@ def load_experiment(
             for s in range(point.seeds):
                 key = json.dumps(
                     {"config": {k: v for k, v in data.items()
-                                if k not in ("seeds", "allocators", "schedulers")},
+                                if k not in ("seeds", *(key for key, _ in MODES.values()))},
                      "allocator": alloc, "label": label, "seed": s, "params": params},
                     sort_keys=True, default=str,
                 )
@@ -112,6 +112,9 @@ def _check_point(point: ExperimentSpec, data: dict[str, Any], source: str, base_
     from dcsim.workload.spec import build_source
 
     try:
+        if point.mode in ("reschedule", "vm_online"):
+            _check_vm_point(point, base_dir)
+            return
         topology = build_topology(point.topology, base_dir)
         if point.mode == "queue":
             _check_queue_point(point, topology, base_dir)
@@ -139,6 +142,25 @@ def _check_queue_point(point: ExperimentSpec, topology, base_dir: str) -> None:
                       Path(base_dir))
 
 
+def _check_vm_point(point: ExperimentSpec, base_dir: str) -> None:
+    """The vm: section parses and its mapping / trace files exist."""
+    if point.mode == "reschedule":
+        from dcsim.vm.experiment import check_static
+        check_static(point.vm, base_dir, where="vm")
+    else:
+        from dcsim.vm.online import check_online
+        check_online(point.vm, base_dir, where="vm")
+
+
+def vm_spec(point: ExperimentSpec):
+    """The validated ``vm:`` section of a VM experiment (static or online)."""
+    if point.mode == "reschedule":
+        from dcsim.vm.experiment import parse_static
+        return parse_static(point.vm, where="vm")
+    from dcsim.vm.online import parse_online
+    return parse_online(point.vm, where="vm")
+
+
 def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_") or "run"
 
@@ -149,14 +171,22 @@ def resolved_config(exp: Experiment) -> dict[str, Any]:
     from dcsim.queue.spec import describe_jobs
     from dcsim.workload.spec import parse_workload
 
-    queue = exp.spec.mode == "queue"
-    out = exp.spec.model_dump(mode="json", exclude={"allocators", "schedulers"} | (
-        set() if queue else {"queue"}))
-    out["topology"] = parse_topology_spec(exp.spec.topology).model_dump(
-        mode="json", exclude_none=True)
-    out["workload"] = (describe_jobs(exp.spec.workload) if queue else
-                       parse_workload(exp.spec.workload).model_dump(mode="json",
-                                                                    exclude_none=True))
+    mode = exp.spec.mode
+    unused = {key for key, _ in MODES.values()}
+    if mode != "queue":
+        unused.add("queue")
+    if mode in ("reschedule", "vm_online"):
+        unused |= {"topology", "workload", "capacity", "warmup"}
+    out = exp.spec.model_dump(mode="json", exclude=unused | (
+        set() if mode in ("reschedule", "vm_online") else {"vm"}))
+    if mode in ("loss", "queue"):
+        out["topology"] = parse_topology_spec(exp.spec.topology).model_dump(
+            mode="json", exclude_none=True)
+        out["workload"] = (describe_jobs(exp.spec.workload) if mode == "queue" else
+                           parse_workload(exp.spec.workload).model_dump(mode="json",
+                                                                        exclude_none=True))
+    else:
+        out["vm"] = vm_spec(exp.spec).model_dump(mode="json", exclude_none=True)
     allocators, seen = [], set()
     for r in exp.runs:
         if r.label not in seen:
