@@ -21,7 +21,7 @@ import pandas as pd
 from dcsim.queue.jobs import offered_load
 from dcsim.results.stats import mean_ci
 
-ORDER = ["deeprm", "sjf", "tetris_star", "packer", "fifo", "random"]
+ORDER = ["deeprm", "deeprm_greedy", "sjf", "tetris_star", "packer", "fifo", "random"]
 
 
 def cell(values: pd.Series) -> str:
