@@ -219,7 +219,8 @@ def test_run_both_experiments_small_and_report(tmp_path):
     ({"vm": {"mapping": {"synthetic": "huge"}, "mnl": 5}}, "vm.mapping.synthetic"),
     ({"vm": {"mapping": {"path": "missing.json"}, "mnl": 5}}, "vm.mapping.path"),
     ({"mode": "vm_online", "reschedulers": [], "placers": ["best_fit"],
-      "vm": {"mapping": {"hosts": 2}, "workload": {"synthetic": {"count": 5, "rate": 1, "load": 0.5}},
+      "vm": {"mapping": {"hosts": 2},
+             "workload": {"synthetic": {"count": 5, "rate": 1, "load": 0.5}},
              "reschedule": {"every": 10, "mnl": 1, "algorithm": "nope"}}},
      "vm.reschedule.algorithm"),
 ])
