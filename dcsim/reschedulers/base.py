@@ -57,6 +57,13 @@ class RescheduleResult:
     info: dict[str, Any] = field(default_factory=dict)
     state: MappingState | None = None  # the state after the migrations
 
+    def metrics(self) -> dict[str, Any]:
+        """The result's numbers as results columns: FR before/after, migrations (steps),
+        the rescheduler's seconds, its bound (or None) and status."""
+        return {"fr_before": self.fr_before, "fr_after": self.fr_after,
+                "migrations": len(self.records), "seconds": self.seconds,
+                "bound": self.bound, "status": self.status}
+
 
 class Rescheduler(Configurable, ABC):
     """Choose up to ``mnl`` migrations that lower the fragment rate of a mapping.

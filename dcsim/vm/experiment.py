@@ -217,24 +217,11 @@ def run_static(spec: dict[str, Any], rescheduler, rng: np.random.Generator,
     result = rescheduler.run(state, s.mnl)
     after = result.state
     if sink is not None:
-        rows = [state.describe(r) for r in result.records]
-        cols: dict[str, Any] = {
-            "step": np.array([r["step"] for r in rows], dtype=np.int64),
-            "vm_id": np.array([r["vm_id"] for r in rows], dtype=str),
-            "from_host": np.array([r["from_host"] for r in rows], dtype=str),
-            "from_numa": np.array([r["from_numa"] for r in rows], dtype=np.int64),
-            "to_host": np.array([r["to_host"] for r in rows], dtype=str),
-            "to_numa": np.array([r["to_numa"] for r in rows], dtype=np.int64),
-        }
-        sink("requests", cols)
+        from dcsim.vm.static import migration_columns
+        sink("requests", migration_columns(state, result.records))
     return {
         "mnl": s.mnl,
-        "fr_before": result.fr_before,
-        "fr_after": result.fr_after,
-        "migrations": len(result.records),
-        "seconds": result.seconds,
-        "bound": result.bound,
-        "status": result.status,
+        **result.metrics(),
         "fragment_before": state.fragment(),
         "fragment_after": after.fragment() if after is not None else state.fragment(),
         "hosts": state.n_hosts,

@@ -260,12 +260,17 @@ class MappingState:
             return f"there is no host number {h} ({self.n_hosts} hosts)"
         if h == self.vm_host[k]:
             return f"the VM is already on host {self.host_ids[h]!r}"
-        if self.vm_double[k]:
+        return self._fit_reason(bool(self.vm_double[k]), h, n, int(self.vm_cpu[k]),
+                                int(self.vm_mem[k]))
+
+    def _fit_reason(self, double: bool, h: int, n: int, c: int, mem: int) -> str | None:
+        """Why ``c`` cores and ``mem`` MB per NUMA node (a double- or single-NUMA VM) do not
+        fit on host ``h``, NUMA option ``n``; None when they do."""
+        if double:
             if n != BOTH:
                 return f"a double-NUMA VM must go to both NUMAs, not NUMA {n}"
         elif n not in (0, 1):
             return f"a single-NUMA VM must go to NUMA 0 or 1, not {_numa_name(n)}"
-        c, mem = int(self.vm_cpu[k]), int(self.vm_mem[k])
         for j in self._numas(n):
             fc, fm = int(self.free_cpu[h, j]), int(self.free_mem[h, j])
             if fc < c:
@@ -329,20 +334,9 @@ class MappingState:
         c, mem = _per_numa(vm)
         if not isinstance(host, int | np.integer) or not 0 <= host < self.n_hosts:
             return f"there is no host number {host!r} ({self.n_hosts} hosts)"
-        if vm.numas == 2:
-            if numa != BOTH:
-                return f"a double-NUMA VM must go to both NUMAs ({BOTH}), not {numa!r}"
-        elif numa not in (0, 1):
-            return f"a single-NUMA VM must go to NUMA 0 or 1, not {numa!r}"
-        for j in self._numas(int(numa)):
-            fc, fm = int(self.free_cpu[host, j]), int(self.free_mem[host, j])
-            if fc < c:
-                return (f"host {self.host_ids[host]!r} NUMA {j} has {fc} free cpu, the VM "
-                        f"needs {c} there")
-            if fm < mem:
-                return (f"host {self.host_ids[host]!r} NUMA {j} has {fm} MB free memory, the "
-                        f"VM needs {mem} MB there")
-        return None
+        if not isinstance(numa, int | np.integer):
+            return f"the NUMA option must be 0, 1 or {BOTH}, not {numa!r}"
+        return self._fit_reason(vm.numas == 2, int(host), int(numa), c, mem)
 
     def fit_options(self, vm: VM) -> np.ndarray:
         """``(H, 2)`` bool: where a new VM ``vm`` fits now. For a double-NUMA VM both

@@ -44,11 +44,18 @@ def rescheduler_class(name: str) -> type[Rescheduler]:
     return get_plugin_class(name, "rescheduler")
 
 
+def migration_columns(state: MappingState, records: list[MoveRecord]) -> dict[str, Any]:
+    """One numpy column per :data:`MIGRATION_COLUMNS` entry, one row per migration step
+    (ids from ``state``)."""
+    rows = [state.describe(r) for r in records]
+    return {k: np.array([r[k] for r in rows], dtype=str if t == pa.string() else np.int64)
+            for k, t in MIGRATION_COLUMNS.items()}
+
+
 def migrations_table(state: MappingState, records: list[MoveRecord]) -> pa.Table:
     """The ``migrations.parquet`` table of ``records`` (ids from ``state``)."""
-    rows = [state.describe(r) for r in records]
-    return pa.table({k: pa.array([r[k] for r in rows], type=t)
-                     for k, t in MIGRATION_COLUMNS.items()})
+    cols = migration_columns(state, records)
+    return pa.table({k: pa.array(cols[k], type=t) for k, t in MIGRATION_COLUMNS.items()})
 
 
 def reschedule_file(path: str | os.PathLike, algorithm: str = "greedy", mnl: int = 50,
@@ -80,12 +87,7 @@ def reschedule_file(path: str | os.PathLike, algorithm: str = "greedy", mnl: int
         "algorithm": cls.name,
         "label": cls.label_for(opts),
         "mnl": mnl,
-        "fr_before": result.fr_before,
-        "fr_after": result.fr_after,
-        "migrations": len(result.records),
-        "seconds": result.seconds,
-        "bound": result.bound,
-        "status": result.status,
+        **result.metrics(),
         "info": result.info,
         "hosts": state.n_hosts,
         "vms": state.n_vms,
