@@ -19,16 +19,9 @@ import numpy as np
 import pandas as pd
 
 from dcsim.queue.jobs import offered_load
-from dcsim.results.stats import mean_ci
+from dcsim.results.stats import ci_cell, mean_ci
 
 ORDER = ["deeprm", "deeprm_greedy", "sjf", "tetris_star", "packer", "fifo", "random"]
-
-
-def cell(values: pd.Series) -> str:
-    m, h, n = mean_ci(values)
-    if n == 0:
-        return "—"
-    return f"{m:.2f}" if np.isnan(h) else f"{m:.2f} ± {h:.2f}"
 
 
 def slowdown_table(df: pd.DataFrame) -> str:
@@ -41,7 +34,7 @@ def slowdown_table(df: pd.DataFrame) -> str:
     for a in names:
         g = df[df["allocator"] == a].groupby("new_job_rate")["mean_slowdown"]
         lines.append(f"| {a} | " + " | ".join(
-            cell(g.get_group(r)) if r in g.groups else "—" for r in rates) + " |")
+            ci_cell(g.get_group(r)) if r in g.groups else "—" for r in rates) + " |")
     return "\n".join(lines)
 
 

@@ -19,18 +19,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dcsim.results.stats import mean_ci
+from dcsim.results.stats import ci_cell
 
 ORDER = ["tetris", "nalb", "nulb", "random_multi", "best_fit_multi"]
 SETS = ["uniform", "azure", "alibaba"]
 PRESETS = ["alpha", "beta", "gamma", "delta"]
-
-
-def cell(values: pd.Series) -> str:
-    m, h, n = mean_ci(values)
-    if n == 0:
-        return "—"
-    return f"{m:.2f}" if np.isnan(h) else f"{m:.2f} ± {h:.2f}"
 
 
 def table1(df: pd.DataFrame) -> str:
@@ -38,7 +31,7 @@ def table1(df: pd.DataFrame) -> str:
     lines = ["| allocator | " + " | ".join(f"{s} {p}" for s, p in cols) + " |",
              "|---" * (len(cols) + 1) + "|"]
     for a in [x for x in ORDER if x in set(df["allocator"])]:
-        cells = [cell(df[(df["allocator"] == a) & (df["workload"] == s) & (df["preset"] == p)]
+        cells = [ci_cell(df[(df["allocator"] == a) & (df["workload"] == s) & (df["preset"] == p)]
                       ["acceptance_last20"]) for s, p in cols]
         lines.append(f"| {a} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -52,7 +45,7 @@ def table2(df: pd.DataFrame) -> str:
         cells = []
         for s in SETS:
             g = alpha[(alpha["allocator"] == a) & (alpha["workload"] == s)]
-            cells += [cell(g["util_cpu"]), cell(g["util_mem"])]
+            cells += [ci_cell(g["util_cpu"]), ci_cell(g["util_mem"])]
         lines.append(f"| {a} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -70,7 +63,7 @@ def optical(df: pd.DataFrame, metric: str = "acceptance_last20") -> str:
              + " |", "|---" * (len(keys) + 1) + "|"]
     for a in [x for x in ORDER if x in set(df["allocator"])]:
         g = df[df["allocator"] == a].groupby(by)[metric]
-        lines.append(f"| {a} | " + " | ".join(cell(g.get_group(k)) for k in keys) + " |")
+        lines.append(f"| {a} | " + " | ".join(ci_cell(g.get_group(k)) for k in keys) + " |")
     return "\n".join(lines)
 
 

@@ -23,22 +23,14 @@ import math
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from dcsim.results.stats import mean_ci
+from dcsim.results.stats import ci_cell
 
 #: VMR²L Fig. 5 at MNL 50 (medium set); None where the paper gives no number
 PAPER_MNL50 = {"initial": 0.55, "greedy": 0.39, "alpha_vbpp": 0.39, "mip": 0.2859,
                "vmr2l": 0.2953}
 ORDER = ["greedy", "alpha_vbpp", "mip"]
-
-
-def cell(values, digits: int = 4) -> str:
-    m, h, n = mean_ci(pd.Series(values))
-    if n == 0:
-        return "—"
-    return f"{m:.{digits}f}" if np.isnan(h) else f"{m:.{digits}f} ± {h:.{digits}f}"
 
 
 def _plugin_column(df: pd.DataFrame, *names: str) -> str:
@@ -71,14 +63,15 @@ def static_table(df: pd.DataFrame) -> str:
              "mappings' before any migration)", "",
              "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     first = df[df[mnl] == mnls[0]].drop_duplicates("seed")
-    lines.append("| initial | " + " | ".join([cell(first["fr_before"])] * len(mnls))
+    lines.append("| initial | " + " | ".join([ci_cell(first["fr_before"], 4)] * len(mnls))
                  + f" | ≈ {PAPER_MNL50['initial']:.2f} |")
     for a in labels:
         g = df[df[who] == a]
         paper = PAPER_MNL50.get(_base(a))
         ref = "—" if paper is None else (f"{paper:.4f}" if _base(a) == "mip"
                                          else f"≈ {paper:.2f}")
-        lines.append(f"| {a} | " + " | ".join(cell(g[g[mnl] == m]["fr_after"]) for m in mnls)
+        lines.append(f"| {a} | " + " | ".join(ci_cell(g[g[mnl] == m]["fr_after"], 4)
+                                              for m in mnls)
                      + f" | {ref} |")
     lines.append("| *VMR²L (paper; not in dcsim)* | " + " | ".join("—" for _ in mnls)
                  + f" | {PAPER_MNL50['vmr2l']:.4f} |")
@@ -89,11 +82,11 @@ def static_table(df: pd.DataFrame) -> str:
         g = top[top[who] == a]
         status = ", ".join(f"{k} × {v}" for k, v in g["status"].value_counts().items()) \
             if "status" in g else ""
-        lines.append(f"| {a} | {cell(g['migrations'], 1)} | {cell(g['seconds'], 3)} | "
+        lines.append(f"| {a} | {ci_cell(g['migrations'], 1)} | {ci_cell(g['seconds'], 3)} | "
                      f"{status} |")
     if "bound" in df.columns and df["bound"].notna().any():
         b = top[top["bound"].notna()]
-        lines += ["", f"MIP lower bound on the FR at MNL {mnls[-1]}: {cell(b['bound'])}"]
+        lines += ["", f"MIP lower bound on the FR at MNL {mnls[-1]}: {ci_cell(b['bound'], 4)}"]
     return "\n".join(lines)
 
 
@@ -131,10 +124,11 @@ def online_table(df: pd.DataFrame) -> str:
             g = df[(df[who] == a) & (df["_r"] == r)]
             if g.empty:
                 continue
-            lines.append(f"| {a} | {r} | {cell(g['acceptance_ratio'])} | "
-                         f"{cell(g['mean_fragment_rate'])} | {cell(g['final_fragment_rate'])} "
-                         f"| {cell(g['util_cpu'], 3)} | {cell(g['migrations'], 1)} | "
-                         f"{cell(g['reschedule_seconds'], 3)} |")
+            lines.append(f"| {a} | {r} | {ci_cell(g['acceptance_ratio'], 4)} | "
+                         f"{ci_cell(g['mean_fragment_rate'], 4)} | "
+                         f"{ci_cell(g['final_fragment_rate'], 4)} "
+                         f"| {ci_cell(g['util_cpu'], 3)} | {ci_cell(g['migrations'], 1)} | "
+                         f"{ci_cell(g['reschedule_seconds'], 3)} |")
     return "\n".join(lines)
 
 

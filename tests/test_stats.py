@@ -21,3 +21,12 @@ def test_mean_ci_with_too_few_values():
     assert (m, n) == (0.5, 1) and math.isnan(h)
     m, h, n = mean_ci(pd.Series([], dtype=float))
     assert n == 0 and math.isnan(m) and math.isnan(h)
+
+
+def test_ci_cell_formats_mean_and_half_width():
+    from dcsim.results.stats import ci_cell
+
+    assert ci_cell([]) == "—"
+    assert ci_cell([0.5]) == "0.50"
+    m, h, _ = mean_ci(pd.Series([1.0, 2.0, 3.0]))
+    assert ci_cell([1.0, 2.0, 3.0], 3) == f"{m:.3f} ± {h:.3f}"
