@@ -23,7 +23,8 @@ ENV_VAR = "DCSIM_PLUGINS"
 BUILTIN_MODULES = ("dcsim.allocators.builtin", "dcsim.allocators.kraken",
                    "dcsim.allocators.ahab", "dcsim.allocators.oktopus",
                    "dcsim.allocators.vc_tetris", "dcsim.allocators.strawman",
-                   "dcsim.allocators.nara", "dcsim.schedulers.builtin", "dcsim.schedulers.deeprm",
+                   "dcsim.allocators.nara", "dcsim.allocators.nara_learned",
+                   "dcsim.schedulers.builtin", "dcsim.schedulers.deeprm",
                    "dcsim.reschedulers.builtin", "dcsim.placers.builtin")
 
 _pm: pluggy.PluginManager | None = None

@@ -4,7 +4,8 @@ Nara (Shabka et al. 2021, 2023) and its baselines all build a placement the same
 differ only in *which server comes next*. :func:`allocate_multi` is that shared step;
 :class:`MultiServerAllocator` wires it to an allocator whose :meth:`~MultiServerAllocator.choose`
 names the next server. Third-party allocators subclass it, or call :func:`allocate_multi`
-with any chooser.
+with any chooser; :func:`allocate_multi_steps` is the same step as a generator that yields
+each choice to its caller (how :class:`dcsim.learn.nara_env.NaraEnv` lets an agent choose).
 
 The step, for a request with demand ``d`` and per-flow bandwidth ``B``:
 
@@ -44,7 +45,7 @@ from __future__ import annotations
 
 import weakref
 from abc import abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from itertools import pairwise
 from math import isfinite
 from typing import Literal
@@ -184,23 +185,24 @@ Chooser = Callable[[Partial, StateView], "int | None"]
 PathFinder = Callable[[int, int, Partial], list[np.ndarray]]
 
 
-def allocate_multi(
+def allocate_multi_steps(
     request: Request,
     view: StateView,
-    choose: Chooser,
     find_paths: PathFinder,
     reservation: Reservation = "union",
     who: str = "allocator",
-) -> Placement | None:
-    """Run the Nara step (module docstring) with ``choose`` and ``find_paths``.
+) -> Generator[Partial, int | None, Placement | None]:
+    """The Nara step (module docstring) as a generator, for callers that choose outside it.
 
-    Returns the placement, or ``None`` when the chooser finds no server or some server pair
-    has no usable path. ``who`` names the allocator when the chooser misbehaves.
+    Yields the :class:`Partial` whenever the next server is needed and receives it via
+    ``send()`` (``None`` fails the request); returns (``StopIteration.value``) the
+    placement, or ``None`` when the request failed. :func:`allocate_multi` drives it with a
+    chooser; a learning environment drives it with an agent's actions.
     """
     needs_paths = request.bandwidth > 0 and view.link_free.shape[0] > 0
     part = Partial(request, view, reservation, needs_paths)
     while not part.done:
-        s = choose(part, view)
+        s = yield part
         if s is None:
             return None
         s = int(s)
@@ -217,6 +219,29 @@ def allocate_multi(
                     return None
         part.add(s)
     return part.placement()
+
+
+def allocate_multi(
+    request: Request,
+    view: StateView,
+    choose: Chooser,
+    find_paths: PathFinder,
+    reservation: Reservation = "union",
+    who: str = "allocator",
+) -> Placement | None:
+    """Run the Nara step (module docstring) with ``choose`` and ``find_paths``.
+
+    Returns the placement, or ``None`` when the chooser finds no server or some server pair
+    has no usable path. ``who`` names the allocator when the chooser misbehaves.
+    """
+    steps = allocate_multi_steps(request, view, find_paths, reservation, who)
+    part = next(steps)  # the step always asks for a first server
+    send = steps.send
+    try:
+        while True:
+            part = send(choose(part, view))
+    except StopIteration as stop:
+        return stop.value
 
 
 def _leaf_servers(paths: PathService) -> frozenset:

@@ -11,6 +11,12 @@ will be another SimPy process beside ``_arrivals``. With ``capacity="wait"`` (th
 authors' environment) ``_arrivals`` first holds (``_hold``) a request whose demand exceeds
 the cluster's *total* free resources, pausing the arrival process until departures make it
 fit; only then is it offered to the allocator.
+
+An allocator may also decide *stepwise*: when its ``allocate()`` returns a generator, the
+arrival process runs it (``yield from``), so the generator can wait on SimPy events that
+something outside the simulation triggers at the same instant — a learning environment
+(:mod:`dcsim.learn.nara_env`) uses this to hand each server choice to an agent. Loss-mode
+allocators returning a choice are unaffected.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from types import GeneratorType
 from typing import Any
 
 import numpy as np
@@ -109,15 +116,23 @@ class Engine:
     # ------------------------------------------------------------------ processes
     def run(self) -> dict[str, Any]:
         """Run to completion (every accepted request departed); return the summary metrics."""
-        self.allocator.setup(self.view)
-        self.env.process(self._arrivals())
-        if self.config.sample_interval:
-            self.env.process(self._sampler(self.config.sample_interval))
+        self.start()
         self.env.run()
         if not self._arrivals_done:  # cannot happen: a held request fits an empty cluster
             raise DcsimError(f"request {self.received} was held for capacity and never fitted")
         self._flush(final=True)
         return self.summary()
+
+    def start(self) -> simpy.Process:
+        """Set the allocator up and start the processes without running them; returns the
+        arrival process (it ends after the last arrival's decision). :meth:`run` is
+        ``start()`` then running to completion; a caller that steps the simulation itself
+        (a learning environment) calls ``start()`` and ``env.step()``."""
+        self.allocator.setup(self.view)
+        arrivals = self.env.process(self._arrivals())
+        if self.config.sample_interval:
+            self.env.process(self._sampler(self.config.sample_interval))
+        return arrivals
 
     def _unpack(self, batch: RequestBatch):
         """A batch's columns as the per-request loop reads them."""
@@ -168,7 +183,10 @@ class Engine:
                     held = yield from self._hold(req)
                     shift += held
                     waits[i] = held
-                p, dt = self._arrive(req)
+                r = self._arrive(req)
+                if type(r) is not tuple:  # a stepwise allocator: run its decision here
+                    r = yield from r
+                p, dt = r
                 placements.append(p)
                 decisions.append(dt)
             self._finish_batch(batch, first_id, np.asarray(times, dtype=np.float64), placements,
@@ -203,7 +221,10 @@ class Engine:
             yield self.env.timeout(interval)
 
     # ------------------------------------------------------------------ decisions
-    def _arrive(self, req: Request) -> tuple[Placement | None, float]:
+    def _arrive(self, req: Request):
+        """Offer ``req`` to the allocator: (placement or None, decision seconds), or, for an
+        allocator whose ``allocate()`` returns a generator, a generator the arrival process
+        runs (``yield from``) to get that pair."""
         now = self.env.now
         cfg = self.config
         measured = req.id >= cfg.warmup_requests and req.arrival >= cfg.warmup_time
@@ -216,6 +237,23 @@ class Engine:
         t0 = time.perf_counter()
         choice = self.allocator.allocate(req, self.view)
         decision = time.perf_counter() - t0
+        if type(choice) is GeneratorType:
+            return self._arrive_steps(req, choice, now, measured, decision)
+        return self._settle(req, choice, now, measured, decision)
+
+    def _arrive_steps(self, req: Request, steps, now: float, measured: bool, decision: float):
+        """A stepwise allocator's decision: ``allocate()`` returned a generator that yields
+        SimPy events (e.g. an agent's next action) and returns the choice. The arrival
+        process waits on those events (simulated time must not pass: whoever triggers them
+        does so at the same instant); ``decision_s`` is the wall time until the choice."""
+        t0 = time.perf_counter()
+        choice = yield from steps
+        decision += time.perf_counter() - t0
+        return self._settle(req, choice, now, measured, decision)
+
+    def _settle(self, req: Request, choice: Any, now: float, measured: bool, decision: float
+                ) -> tuple[Placement | None, float]:
+        """Admit ``choice`` for ``req`` (arrived at ``now``) and count it."""
         placement, amount = self._admit(req, choice)
         if placement is not None:
             self.meter.accepted(req.id, now, now + req.duration, placement, amount)

@@ -1,0 +1,163 @@
+"""Speed of Nara's learning stack (issue #7): environment, policy forward, PPO training.
+
+    python benchmarks/bench_learn.py [--topologies alpha,delta] [--steps 2000]
+                                     [--iterations 3] [--no-train]
+
+Each figure comes with a ratio against a baseline measured in the same run:
+
+* **environment**: ``NaraEnv`` steps/s on alpha (one step = one server choice, the
+  scripted Tetris choice), against the ``tetris`` allocator's server choices/s inside the
+  plain engine on the same requests (ratio = env steps/s ÷ engine choices/s: the cost of
+  handing every choice out of the simulation, building the observation included);
+* **policy forward** per decision on each topology: the observation plus the numpy
+  network (the ``nara`` allocator's path) and the torch network (one graph, no gradient),
+  against Tetris's own choice (``tetris_scores`` + argmax) on the same partial allocations
+  (ratio = policy time ÷ Tetris time);
+* **training**: PPO env steps/s over ``--iterations`` iterations of
+  ``experiments/nara_train.yaml`` (rollout only, and rollout + update), against the
+  environment alone driven by the scripted Tetris choice (ratio = training ÷ env).
+
+Needs PyTorch and Gymnasium (``pip install -e ".[learn]"``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from dcsim.allocators.nara import Tetris, tetris_scores
+from dcsim.allocators.nara_learned import Architecture, policy_logits
+from dcsim.learn.gnn import NaraPolicy, graph_batch, stack_obs
+from dcsim.learn.nara_env import NaraEnv
+from dcsim.learn.ppo import load_train_config, train
+from dcsim.sim import Engine, EngineConfig
+
+ROOT = Path(__file__).parents[1]
+#: topology -> (preset, H of the uniform holding time): the paper's settings
+TOPOLOGIES = {"alpha": ("alpha", 30), "beta": ("beta", 30), "gamma": ("gamma", 480),
+              "delta": ("delta", 1920)}
+
+
+def env_for(topology: str, requests: int) -> NaraEnv:
+    preset, H = TOPOLOGIES[topology]
+    from dcsim.learn.nara_env import UNIFORM_WORKLOAD
+    wl = dict(UNIFORM_WORKLOAD, duration=dict(UNIFORM_WORKLOAD["duration"], high=H))
+    return NaraEnv(topology={"kind": "fabric", "preset": preset}, workload=wl,
+                   requests=requests)
+
+
+def bench_env(requests: int, seed: int = 0) -> tuple[float, float]:
+    """(env steps/s with the scripted Tetris choice, tetris choices/s in the engine)."""
+    env = env_for("alpha", requests)
+    env.reset(seed=seed)
+    inv = env.view.inv_capacity ** 2
+    steps, done = 0, False
+    t0 = time.perf_counter()
+    while not done:
+        a = int(tetris_scores(env.partial, env.view, inv, 0.9).argmax())
+        _, _, done, _, _ = env.step(a)
+        steps += 1
+    env_rate = steps / (time.perf_counter() - t0)
+    calls = [0]
+
+    class Counting(Tetris):
+        def choose(self, partial, view):
+            calls[0] += 1
+            return super().choose(partial, view)
+
+    eng = Engine(env.topology, env.source, Counting(), np.random.default_rng(seed),
+                 EngineConfig(capacity="wait"))
+    t0 = time.perf_counter()
+    eng.run()
+    return env_rate, calls[0] / (time.perf_counter() - t0)
+
+
+def bench_forward(topology: str, decisions: int, seed: int = 0) -> dict[str, float]:
+    """Mean seconds per decision: observation + numpy net, torch net, Tetris's choice."""
+    env = env_for(topology, 10_000)
+    arch = Architecture.for_resources(2)
+    torch.manual_seed(seed)
+    pol = NaraPolicy(arch)
+    w = pol.numpy_weights()
+    obs, _ = env.reset(seed=seed)
+    inv = env.view.inv_capacity ** 2
+    t_np = t_torch = t_tetris = 0.0
+    for _ in range(decisions):
+        part, view = env.partial, env.view
+        t0 = time.perf_counter()
+        o = env.observer.observe(part, view)
+        z = policy_logits(w, arch, env.layout, o)
+        int(np.argmax(z))
+        t1 = time.perf_counter()
+        with torch.no_grad():
+            int(pol(graph_batch(stack_obs([obs]))).argmax())
+        t2 = time.perf_counter()
+        a = int(tetris_scores(part, view, inv, 0.9).argmax())
+        t3 = time.perf_counter()
+        t_np += t1 - t0
+        t_torch += t2 - t1
+        t_tetris += t3 - t2
+        obs, _, done, _, _ = env.step(a)  # follow Tetris, so every policy sees one state
+        if done:
+            obs, _ = env.reset(seed=seed + 1)
+    n = decisions
+    return {"numpy": t_np / n, "torch": t_torch / n, "tetris": t_tetris / n,
+            "servers": env.layout.n_servers, "nodes": env.layout.n_nodes}
+
+
+def bench_train(iterations: int) -> tuple[float, float]:
+    """(rollout env steps/s, overall env steps/s incl. updates) of PPO on the shipped
+    training config for a few iterations (no evaluation until the last)."""
+    cfg = load_train_config(ROOT / "experiments" / "nara_train.yaml",
+                            iterations=iterations, max_wall_s=None,
+                            eval_every=10_000, eval_episodes=1, eval_requests=8)
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
+        r = train(cfg, d, log=None)
+        wall = time.perf_counter() - t0
+        import pandas as pd
+        prog = pd.read_parquet(Path(d) / "progress.parquet")
+    steps = int(r["env_steps"])
+    roll = float(np.mean(prog["steps_per_s"]))
+    return roll, steps / wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--topologies", default="alpha,delta")
+    ap.add_argument("--decisions", type=int, default=300,
+                    help="decisions timed per topology (forward pass)")
+    ap.add_argument("--requests", type=int, default=500, help="env episode (alpha)")
+    ap.add_argument("--iterations", type=int, default=3, help="PPO iterations timed")
+    ap.add_argument("--no-train", action="store_true")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    env_rate, engine_rate = bench_env(args.requests)
+    print(f"environment (alpha, {args.requests} requests, scripted Tetris choice):")
+    print(f"  NaraEnv steps/s {env_rate:10,.0f}   engine tetris choices/s {engine_rate:10,.0f}"
+          f"   ratio {env_rate / engine_rate:.2f}")
+    print("\npolicy forward per decision (ms), ratio = time / Tetris's choice on the same "
+          "states:")
+    print(f"  {'topology':<9}{'servers':>8}{'nodes':>7}{'numpy':>9}{'torch':>9}"
+          f"{'tetris':>9}{'numpy/tetris':>14}{'torch/tetris':>14}")
+    for t in [x for x in args.topologies.split(",") if x]:
+        r = bench_forward(t, args.decisions)
+        print(f"  {t:<9}{r['servers']:>8}{r['nodes']:>7}{r['numpy'] * 1e3:>9.3f}"
+              f"{r['torch'] * 1e3:>9.3f}{r['tetris'] * 1e3:>9.3f}"
+              f"{r['numpy'] / r['tetris']:>14.1f}{r['torch'] / r['tetris']:>14.1f}")
+    if not args.no_train:
+        roll, overall = bench_train(args.iterations)
+        print(f"\nPPO training (experiments/nara_train.yaml, {args.iterations} iterations, "
+              f"{'CUDA' if torch.cuda.is_available() else 'CPU'}):")
+        print(f"  rollout env steps/s {roll:8,.0f}   ratio to env alone {roll / env_rate:.2f}")
+        print(f"  overall env steps/s {overall:8,.0f}   ratio to env alone "
+              f"{overall / env_rate:.2f}  (rollout + PPO update)")
+
+
+if __name__ == "__main__":
+    main()

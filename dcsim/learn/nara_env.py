@@ -1,0 +1,356 @@
+"""A Gymnasium environment for Nara's server-by-server allocation (``dcsim/Nara-v0``).
+
+One ``step(action)`` chooses one server for the current request. The environment runs the
+*same* engine (:class:`~dcsim.sim.engine.Engine`, loss mode or ``capacity: wait``) and the
+*same* allocation step (:func:`~dcsim.allocators.multi.allocate_multi_steps`: ``min(free,
+remaining)`` from each chosen server, the k-shortest-path check, both reservations) as the
+baselines: its allocator's ``allocate()`` returns a generator that yields a SimPy event at
+every choice; the engine's arrival process waits on it (``yield from``), the environment
+steps the simulation until such an event is pending, returns the observation, and
+``step(action)`` triggers the event with the chosen server (URGENT priority, at the same
+simulated instant, so nothing else happens in between — exactly as when a baseline chooses
+inside ``allocate()``).
+
+Observation (``gymnasium.spaces.Dict``; :class:`~dcsim.allocators.nara_learned.Observer`
+defines the features): ``nodes`` (max_nodes × F), ``edges`` (max_edges × 2),
+``edge_index`` (2 × max_edges), ``globals`` (G), ``node_mask`` / ``edge_mask`` (1 for real
+entries, 0 for padding) and ``action_mask`` (max_servers: the servers
+:meth:`~dcsim.allocators.multi.Partial.eligible` offers; padding 0). Nodes are servers first,
+so action ``i`` is node ``i``. ``max_nodes``/``max_edges``/``max_servers`` fix the padded
+sizes (one policy for every topology up to them); left at ``None`` they are the topology's
+own (unpadded).
+
+Reward: ``reward_success`` (+10) when a request is placed, ``reward_failure`` (−10) when it
+fails, ``reward_step`` (0) for a choice that does neither (the paper's x, y, z). A step's
+reward is the sum over the requests decided while it ran (the chosen one, and any that fail
+before the next choice without one: with ``capacity: reject`` a request nothing can hold).
+An invalid action (a masked or padded server) fails the request (``info["invalid_action"]``).
+
+An episode is ``requests`` arrivals of the workload (``workload:`` and ``topology:`` as in
+an experiment file; :func:`env_config_from_experiment` reads them from one);
+``reset(seed=s)`` draws the workload from ``np.random.default_rng(s)``, exactly as an
+:class:`~dcsim.sim.engine.Engine` given that generator, so a baseline run on the same seed
+sees the same requests. The episode terminates after the last arrival's
+decision (departures still pending are not simulated).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+import simpy
+from gymnasium import spaces
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from dcsim.allocators.multi import MultiServerAllocator, Partial, allocate_multi_steps
+from dcsim.allocators.nara_learned import Observer, feature_sizes
+from dcsim.errors import ConfigError, DcsimError
+from dcsim.model import Placement, Request, StateView
+from dcsim.model.topologies import build_topology
+from dcsim.sim import Engine, EngineConfig
+from dcsim.workload.spec import build_source
+
+__all__ = ["ENV_ID", "NaraEnv", "NaraEnvConfig", "env_config_from_experiment",
+           "load_env_config"]
+
+ENV_ID = "dcsim/Nara-v0"
+
+#: The uniform request set of experiments/nara_table1.yaml (alpha, H = 30).
+UNIFORM_WORKLOAD: dict[str, Any] = {
+    "name": "uniform",
+    "arrival": {"process": "tick"},
+    "demand": {"cpu": {"dist": "uniform_int", "low": 1, "high": 50},
+               "mem": {"dist": "uniform_int", "low": 1, "high": 50}},
+    "duration": {"dist": "uniform_int", "low": 1, "high": 30},
+    "bandwidth": {"dist": "uniform", "low": 0.1, "high": 1.0},
+}
+
+
+class NaraEnvConfig(BaseModel):
+    """Environment settings; ``topology`` and ``workload`` are experiment-file sections."""
+
+    model_config = ConfigDict(extra="forbid")
+    topology: dict[str, Any] = Field(default_factory=lambda: {"kind": "fabric",
+                                                              "preset": "alpha"})
+    workload: dict[str, Any] = Field(default_factory=lambda: dict(UNIFORM_WORKLOAD))
+    requests: int = Field(32, ge=1)                  # per episode (paper: 32 in training)
+    capacity: Literal["wait", "reject"] = "wait"     # the authors' environment: wait
+    reservation: Literal["union", "per_pair_channel"] = "union"
+    k_paths: int = Field(3, ge=1)
+    reward_success: float = 10.0
+    reward_failure: float = -10.0
+    reward_step: float = 0.0
+    max_nodes: int | None = Field(None, ge=1)
+    max_edges: int | None = Field(None, ge=0)
+    max_servers: int | None = Field(None, ge=1)
+    holding_scale: float | None = Field(None, gt=0)  # default: 2 x the mean holding time
+    base_dir: str | None = None                      # for relative trace/topology paths
+
+
+def env_config_from_experiment(path: str | Path, **overrides: Any) -> NaraEnvConfig:
+    """The environment of an experiment file: its ``topology:``, ``workload:`` (episode
+    length = ``workload.requests``), ``capacity:`` and the first allocator's
+    ``reservation``/``k_paths`` options (the ``matrix:`` is not expanded: its base point);
+    relative paths resolve against the file's folder. ``overrides`` replace fields."""
+    from dcsim.runner.config import read_yaml
+
+    path = Path(path)
+    data = read_yaml(path)
+    raw: dict[str, Any] = {"base_dir": str(path.resolve().parent)}
+    for key in ("topology", "workload", "capacity"):
+        if key in data:
+            raw[key] = data[key]
+    wl = raw.get("workload")
+    if isinstance(wl, dict) and wl.get("requests"):
+        raw["requests"] = wl["requests"]
+    allocs = data.get("allocators") or []
+    if allocs and isinstance(allocs[0], dict):
+        opts = allocs[0].get("options") or {}
+        raw.update({k: opts[k] for k in ("reservation", "k_paths") if k in opts})
+    raw.update(overrides)
+    return load_env_config(raw, where=str(path))
+
+
+def load_env_config(raw: dict[str, Any] | NaraEnvConfig | None, where: str = "env"
+                    ) -> NaraEnvConfig:
+    """Validate an environment config; errors are ConfigError naming the field."""
+    if isinstance(raw, NaraEnvConfig):
+        return raw
+    try:
+        return NaraEnvConfig.model_validate(raw or {})
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
+        raise ConfigError(f"{where}.{loc}: {msg}" if loc else f"{where}: {msg}") from None
+
+
+class AgentAllocator(MultiServerAllocator):
+    """The environment's allocator: the Nara step, each choice handed to the agent.
+
+    ``allocate()`` returns a generator (a *stepwise* decision, see
+    :mod:`dcsim.sim.engine`): at each choice it sets :attr:`pending` to ``(partial, event)``
+    and waits on ``event``, whose value is the chosen server (None: fail the request). A
+    request with no eligible server left fails without asking. Finished requests are
+    appended to :attr:`results` as ``(request, placement or None)``.
+    """
+
+    name = "_nara_agent"
+    description = "the NaraEnv agent (not a registered plugin)"
+
+    def __init__(self, options=None, *, rng=None, topology=None):
+        super().__init__(options, rng=rng, topology=topology)
+        self.sim: simpy.Environment | None = None
+        self.pending: tuple[Partial, simpy.Event] | None = None
+        self.results: list[tuple[Request, Placement | None]] = []
+
+    def choose(self, partial: Partial, view: StateView) -> int | None:  # pragma: no cover
+        raise NotImplementedError("AgentAllocator chooses through the environment")
+
+    def allocate(self, request: Request, view: StateView):
+        if not hasattr(self, "path_service"):
+            self.setup(view)
+        return self._decide(request, view)
+
+    def _decide(self, request: Request, view: StateView):
+        steps = allocate_multi_steps(request, view, self.paths, self.options.reservation,
+                                     self.label)
+        part = next(steps)
+        try:
+            while True:
+                if part.eligible().any():
+                    ev = self.sim.event()
+                    self.pending = (part, ev)
+                    server = yield ev
+                else:
+                    server = None
+                part = steps.send(server)
+        except StopIteration as stop:
+            result = stop.value
+        self.results.append((request, result))
+        return result
+
+
+def _succeed_now(sim: simpy.Environment, event: simpy.Event, value: Any) -> None:
+    """Trigger ``event`` with ``value`` ahead of everything else at the current instant."""
+    event._ok = True
+    event._value = value
+    sim.schedule(event, simpy.core.URGENT)
+
+
+class NaraEnv(gym.Env):
+    """Choose the servers of Nara's multi-server requests one at a time (module docstring).
+
+    ``NaraEnv(config)`` with a :class:`NaraEnvConfig` or a mapping of its fields; keyword
+    arguments override fields (``gymnasium.make("dcsim/Nara-v0", requests=128)``).
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, config: NaraEnvConfig | dict[str, Any] | None = None, **overrides):
+        if overrides:
+            base = config.model_dump() if isinstance(config, NaraEnvConfig) else dict(
+                config or {})
+            config = {**base, **overrides}
+        self.config = cfg = load_env_config(config)
+        base_dir = Path(cfg.base_dir) if cfg.base_dir else None
+        self.topology = build_topology(cfg.topology, base_dir)
+        self.source = build_source({**cfg.workload, "requests": cfg.requests}, self.topology,
+                                   base_dir)
+        self.observer = Observer(self.topology, cfg.holding_scale)
+        lay = self.observer.layout
+        self.layout = lay
+        F, Fe, G = feature_sizes(len(self.topology.resources))
+        self.max_nodes = cfg.max_nodes or lay.n_nodes
+        self.max_edges = cfg.max_edges if cfg.max_edges is not None else lay.n_edges
+        self.max_servers = cfg.max_servers or lay.n_servers
+        for name, have in (("max_nodes", lay.n_nodes), ("max_edges", lay.n_edges),
+                           ("max_servers", lay.n_servers)):
+            if getattr(self, name) < have:
+                raise ConfigError(f"env.{name}: {getattr(self, name)} is smaller than the "
+                                  f"topology's {have}")
+        if self.max_servers > self.max_nodes:
+            raise ConfigError(f"env.max_servers {self.max_servers} exceeds max_nodes "
+                              f"{self.max_nodes}")
+        N, E, S = self.max_nodes, self.max_edges, self.max_servers
+        big = np.float32(np.finfo(np.float32).max)
+        self.observation_space = spaces.Dict({
+            "nodes": spaces.Box(-big, big, (N, F), np.float32),
+            "edges": spaces.Box(-big, big, (E, Fe), np.float32),
+            "edge_index": spaces.Box(0, max(N - 1, 0), (2, E), np.int64),
+            "globals": spaces.Box(-big, big, (G,), np.float32),
+            "node_mask": spaces.MultiBinary(N),
+            "edge_mask": spaces.MultiBinary(E),
+            "action_mask": spaces.MultiBinary(S),
+        })
+        self.action_space = spaces.Discrete(S)
+        # the padded static parts, reused by every observation
+        self._edge_index = np.zeros((2, E), dtype=np.int64)
+        self._edge_index[:, :lay.n_edges] = lay.edge_index
+        self._node_mask = np.zeros(N, dtype=np.int8)
+        self._node_mask[:lay.n_nodes] = 1
+        self._edge_mask = np.zeros(E, dtype=np.int8)
+        self._edge_mask[:lay.n_edges] = 1
+        self._padded = (N, E, S) != (lay.n_nodes, lay.n_edges, lay.n_servers)
+        self.engine: Engine | None = None
+        self.allocator: AgentAllocator | None = None
+        self._arrivals: simpy.Process | None = None
+        self._mask = np.zeros(S, dtype=bool)
+        self._seen = 0
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        if seed is not None:
+            rng = np.random.default_rng(seed)
+        else:
+            rng = np.random.default_rng(self.np_random.integers(2**63))
+        cfg = self.config
+        alloc = AgentAllocator(AgentAllocator.Options(reservation=cfg.reservation,
+                                                      k_paths=cfg.k_paths))
+        self.allocator = alloc
+        self.engine = Engine(self.topology, self.source, alloc, rng,
+                             EngineConfig(capacity=cfg.capacity))
+        alloc.sim = self.engine.env
+        self._arrivals = self.engine.start()
+        self._seen = 0
+        self._advance()
+        if alloc.pending is None:
+            raise DcsimError("NaraEnv: the episode ended before any server choice (every "
+                             "request failed without one); check the workload and capacity")
+        self._seen = len(alloc.results)
+        return self._observe(), self._info(False)
+
+    def step(self, action):
+        alloc = self.allocator
+        if alloc is None or alloc.pending is None:
+            raise RuntimeError("NaraEnv.step() called without a pending decision; call "
+                               "reset() first")
+        part, event = alloc.pending
+        alloc.pending = None
+        a = int(action)
+        invalid = not (0 <= a < self._mask.shape[0] and self._mask[a])
+        sim = self.engine.env
+        _succeed_now(sim, event, None if invalid else a)
+        self._advance()
+        cfg = self.config
+        new = alloc.results[self._seen:]
+        self._seen = len(alloc.results)
+        if new:
+            reward = sum(cfg.reward_success if p is not None else cfg.reward_failure
+                         for _, p in new)
+        else:
+            reward = cfg.reward_step
+        terminated = alloc.pending is None
+        obs = self._observe() if not terminated else self._last_obs
+        info = self._info(invalid)
+        return obs, float(reward), terminated, False, info
+
+    def action_masks(self) -> np.ndarray:
+        """The eligible servers (bool, max_servers) of the pending choice."""
+        return self._mask.copy()
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def partial(self) -> Partial | None:
+        """The pending request's allocation in progress (None between episodes)."""
+        p = self.allocator.pending if self.allocator is not None else None
+        return p[0] if p is not None else None
+
+    @property
+    def view(self) -> StateView | None:
+        return self.engine.view if self.engine is not None else None
+
+    @property
+    def results(self) -> list[tuple[Request, Placement | None]]:
+        """This episode's decided requests so far: (request, placement or None)."""
+        return self.allocator.results if self.allocator is not None else []
+
+    def _advance(self) -> None:
+        """Step the simulation until the agent must choose or the arrivals have ended."""
+        sim = self.engine.env
+        alloc = self.allocator
+        arrivals = self._arrivals
+        while alloc.pending is None and arrivals.is_alive:
+            if sim.peek() == float("inf"):
+                raise DcsimError(f"NaraEnv: request {self.engine.received} was held for "
+                                 "capacity and never fitted")
+            sim.step()
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        part = self.allocator.pending[0]
+        o = self.observer.observe(part, self.engine.view)
+        lay = self.layout
+        S = self.max_servers
+        mask = np.zeros(S, dtype=bool)
+        mask[:lay.n_servers] = o["action_mask"]
+        self._mask = mask
+        if self._padded:
+            nodes = np.zeros(self.observation_space["nodes"].shape, dtype=np.float32)
+            nodes[:lay.n_nodes] = o["nodes"]
+            edges = np.zeros(self.observation_space["edges"].shape, dtype=np.float32)
+            edges[:lay.n_edges] = o["edges"]
+        else:
+            nodes, edges = o["nodes"], o["edges"]
+        obs = {"nodes": nodes, "edges": edges, "edge_index": self._edge_index.copy(),
+               "globals": o["globals"], "node_mask": self._node_mask.copy(),
+               "edge_mask": self._edge_mask.copy(), "action_mask": mask.astype(np.int8)}
+        self._last_obs = obs
+        return obs
+
+    def _info(self, invalid: bool) -> dict[str, Any]:
+        eng = self.engine
+        return {"received": eng.received, "accepted": eng.accepted,
+                "decided": len(self.allocator.results), "invalid_action": invalid}
+
+
+def register() -> None:
+    """Register ``dcsim/Nara-v0`` with Gymnasium (idempotent)."""
+    if ENV_ID not in gym.registry:
+        gym.register(id=ENV_ID, entry_point="dcsim.learn.nara_env:NaraEnv")
+
+
+register()

@@ -1,0 +1,474 @@
+"""Train Nara's GNN policy with PPO (PyTorch, one file, CleanRL-style).
+
+The hyper-parameters are :class:`TrainConfig` (a YAML file of its fields,
+``experiments/nara_train.yaml``); the algorithm is the loop in :func:`train`. One iteration:
+
+1. **Rollout.** ``num_envs`` :class:`~dcsim.learn.nara_env.NaraEnv` run in lock-step for
+   ``num_steps`` decisions each (batch = num_envs × num_steps; the paper's
+   ``train_batch_size`` 2048); at every step one batched forward of the policy gives the
+   masked logits of all envs and each action is sampled from its softmax (numpy generator,
+   so a seed fixes it). An env whose episode ends is reset with the next training seed;
+   episodes run across iterations.
+2. **Advantages.** The value network (its own GNN, RLlib's ``vf_share_layers = False``)
+   evaluates every stored state in one pass; GAE(γ, λ) over the decisions, cut at episode
+   ends.
+3. **Update.** ``update_epochs`` passes over shuffled minibatches of ``minibatch_size`` (the
+   paper's ``sgd_minibatch_size`` 256): clipped policy loss, (clipped) value loss ×
+   ``vf_coef``, entropy bonus × ``ent_coef``, one Adam step per minibatch with gradient norm
+   clipping; optional early stop at ``target_kl``.
+
+Every ``eval_every`` iterations (and after the last) the *greedy* policy (argmax over the
+eligible servers, the ``nara`` allocator's default) runs ``eval_episodes`` held-out episodes
+of ``eval_requests`` (128, the paper's test episodes) requests; ``eval_acceptance`` is the
+mean over them of acceptance_last20 (the running acceptance ratio averaged over the last
+20 % of requests, the paper's table metric). The same episodes are run once with ``tetris``
+for reference (``eval_tetris`` in the checkpoint JSON). The best checkpoint is the one with
+the highest ``eval_acceptance``.
+
+Paper settings (App. E.3; RLlib PPO): lr 5e-3, train batch 2048, minibatch 256, complete
+episodes of 32 requests on α with the uniform set, reward 10 / −10 / 0; RLlib's defaults
+otherwise (γ 0.99, λ 1.0, clip 0.3, 30 SGD passes, entropy 0, KL penalty). dcsim's defaults
+keep the paper's batch, minibatch, episode and reward, and take CleanRL's values elsewhere
+(γ 0.99, λ 0.95, clip 0.2, 4 epochs, Adam 1e-3 with annealing, entropy 0.01), which train
+stably on a CPU in minutes; ``experiments/nara_train.yaml`` says which were used.
+
+Outputs in the output directory (each written atomically): ``progress.parquet`` (one row
+per iteration: iteration, wall_s, env_steps, steps_per_s, episodes, train_acceptance (over
+the episodes that ended in the iteration), train_return, pg_loss, v_loss, entropy,
+approx_kl, clipfrac, lr, eval_acceptance, eval_acceptance_ratio (NaN when not evaluated)),
+``checkpoint.npz``/``.json`` (best eval acceptance) and ``last.npz``/``.json``.
+
+Determinism: ``torch.manual_seed(seed)`` fixes the initial weights; numpy generators
+spawned from ``seed`` draw the episode seeds, the sampled actions and the minibatch order;
+torch runs on ``threads`` threads (CPU). The same config gives the same weights on the same
+machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import torch
+import yaml
+from pydantic import ConfigDict, Field, ValidationError
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+
+from dcsim import __version__
+from dcsim.allocators.nara import tetris_scores
+from dcsim.allocators.nara_learned import Architecture, save_checkpoint
+from dcsim.errors import ConfigError
+from dcsim.learn.gnn import NaraPolicy, NaraValue, graph_batch, stack_obs
+from dcsim.learn.nara_env import UNIFORM_WORKLOAD, NaraEnv, NaraEnvConfig
+from dcsim.sim.metrics import acceptance_last20
+
+__all__ = ["TrainConfig", "evaluate", "load_train_config", "train"]
+
+
+def _alpha() -> dict[str, Any]:
+    return {"kind": "fabric", "preset": "alpha"}
+
+
+def _uniform() -> dict[str, Any]:
+    return dict(UNIFORM_WORKLOAD)
+
+
+# --------------------------------------------------------------------------- config
+@pydantic_dataclass(config=ConfigDict(extra="forbid"))
+class TrainConfig:
+    """Hyper-parameters (a YAML training config holds any of these keys)."""
+
+    # --- run
+    seed: int = 0
+    iterations: int = Field(100, ge=1)
+    max_wall_s: float | None = Field(None, gt=0.0)  # stop (evaluate, save) after this long
+    threads: int = Field(1, ge=1)                 # torch threads (CPU)
+    device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when available
+    # --- environment (NaraEnvConfig; experiment-file sections)
+    topology: dict[str, Any] = Field(default_factory=_alpha)
+    workload: dict[str, Any] = Field(default_factory=_uniform)
+    episode_requests: int = Field(32, ge=1)       # paper: 32 in training
+    capacity: Literal["wait", "reject"] = "wait"
+    reservation: Literal["union", "per_pair_channel"] = "union"
+    k_paths: int = Field(3, ge=1)
+    reward_success: float = 10.0                  # paper: x = 10
+    reward_failure: float = -10.0                 # paper: y = -10
+    reward_step: float = 0.0                      # paper: z = 0
+    holding_scale: float | None = Field(None, gt=0.0)
+    # --- PPO
+    num_envs: int = Field(8, ge=1)
+    num_steps: int = Field(256, ge=1)             # per env per iteration (8 x 256 = 2048)
+    minibatch_size: int = Field(256, ge=1)        # paper: sgd_minibatch_size 256
+    update_epochs: int = Field(4, ge=1)
+    lr: float = Field(1e-3, gt=0.0)               # paper: 5e-3 (RLlib)
+    anneal_lr: bool = True
+    gamma: float = Field(0.99, ge=0.0, le=1.0)
+    gae_lambda: float = Field(0.95, ge=0.0, le=1.0)
+    clip_coef: float = Field(0.2, gt=0.0)
+    clip_vloss: bool = True
+    ent_coef: float = Field(0.01, ge=0.0)
+    vf_coef: float = Field(0.5, ge=0.0)
+    max_grad_norm: float = Field(0.5, gt=0.0)
+    norm_adv: bool = True
+    target_kl: float | None = Field(None, gt=0.0)
+    # --- network (App. E)
+    embed: int = Field(16, ge=1)
+    layers: int = Field(3, ge=1)
+    obs_hidden: int = Field(8, ge=1)
+    obs_out: int = Field(8, ge=1)
+    logit_hidden: int = Field(16, ge=0)           # 0: one linear layer (the paper's P2)
+    value_hidden: int = Field(16, ge=1)
+    # --- evaluation (greedy, held-out seeds)
+    eval_every: int = Field(5, ge=1)
+    eval_episodes: int = Field(8, ge=1)
+    eval_requests: int = Field(128, ge=1)         # paper: 128-request test episodes on alpha
+    eval_seed: int = 1_000_003
+
+    def env_config(self, requests: int | None = None) -> NaraEnvConfig:
+        return NaraEnvConfig(topology=self.topology, workload=self.workload,
+                             requests=requests or self.episode_requests,
+                             capacity=self.capacity, reservation=self.reservation,
+                             k_paths=self.k_paths, reward_success=self.reward_success,
+                             reward_failure=self.reward_failure, reward_step=self.reward_step,
+                             holding_scale=self.holding_scale)
+
+    def architecture(self, n_resources: int) -> Architecture:
+        return Architecture.for_resources(n_resources, embed=self.embed, layers=self.layers,
+                                          obs_hidden=self.obs_hidden, obs_out=self.obs_out,
+                                          logit_hidden=self.logit_hidden)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
+    """Read a YAML training config (keys: :class:`TrainConfig`'s fields) and validate it;
+    ``overrides`` replace keys (CLI options). Errors are :class:`ConfigError` naming the
+    file and the field."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    raw = {} if raw is None else raw
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of TrainConfig fields at the top level")
+    raw.update(overrides)
+    try:
+        cfg = TrainConfig(**raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(x) for x in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "unexpected_keyword_argument":
+            msg = "unknown field"
+        raise ConfigError(f"{path}: {field}: {msg}" if field else f"{path}: {msg}") from None
+    try:  # the environment sections are checked by their builders
+        NaraEnv(cfg.env_config())
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    return cfg
+
+
+# --------------------------------------------------------------------------- rollouts
+def _device(cfg: TrainConfig) -> torch.device:
+    if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available()):
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def _sample(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One action per row from softmax(logits) by inverse CDF (float64)."""
+    z = logits - logits.max(axis=1, keepdims=True)
+    p = np.exp(z)
+    c = np.cumsum(p, axis=1)
+    u = rng.random(len(c)) * c[:, -1]
+    a = (c < u[:, None]).sum(axis=1)
+    return np.minimum(a, logits.shape[1] - 1)
+
+
+def evaluate(act: Callable[[dict[str, np.ndarray]], np.ndarray], env_cfg: NaraEnvConfig,
+             seeds: list[int]) -> dict[str, float]:
+    """Run one episode per seed (lock-step) choosing ``act(batched obs) -> actions``;
+    returns mean acceptance_last20 and mean acceptance ratio over the episodes."""
+    envs = [NaraEnv(env_cfg) for _ in seeds]
+    obs = [env.reset(seed=s)[0] for env, s in zip(envs, seeds, strict=True)]
+    active = list(range(len(envs)))
+    while active:
+        acts = act(stack_obs([obs[i] for i in active]))
+        still = []
+        for i, a in zip(active, acts, strict=True):
+            obs[i], _, done, _, _ = envs[i].step(int(a))
+            if not done:
+                still.append(i)
+        active = still
+    last20, ratio = [], []
+    for env in envs:
+        flags = np.array([p is not None for _, p in env.results], dtype=bool)
+        last20.append(acceptance_last20(flags))
+        ratio.append(float(flags.mean()))
+    return {"acceptance": float(np.mean(last20)), "acceptance_ratio": float(np.mean(ratio))}
+
+
+def evaluate_tetris(env_cfg: NaraEnvConfig, seeds: list[int]) -> dict[str, float]:
+    """The ``tetris`` choice (App. D.1, penalty 0.9) on the same episodes, for reference."""
+    last20, ratio = [], []
+    for s in seeds:
+        env = NaraEnv(env_cfg)
+        env.reset(seed=s)
+        inv = env.view.inv_capacity ** 2
+        done = False
+        while not done:
+            a = int(tetris_scores(env.partial, env.view, inv, 0.9).argmax())
+            _, _, done, _, _ = env.step(a)
+        flags = np.array([p is not None for _, p in env.results], dtype=bool)
+        last20.append(acceptance_last20(flags))
+        ratio.append(float(flags.mean()))
+    return {"acceptance": float(np.mean(last20)), "acceptance_ratio": float(np.mean(ratio))}
+
+
+# --------------------------------------------------------------------------- training
+def _write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
+    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+    try:
+        pd.DataFrame(rows).to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _meta(cfg: TrainConfig, *, command: str | None, iteration: int, iterations: int,
+          wall: float, env_steps: int, eval_acceptance: float, best_iteration: int | None,
+          eval_tetris: dict[str, float] | None, device: str) -> dict[str, Any]:
+    return {
+        "training": {
+            "algorithm": "PPO (clipped), GAE, separate value GNN",
+            "command": command,
+            "iteration": iteration,          # the iteration these weights are from
+            "iterations": iterations,        # iterations run when this file was written
+            "env_steps": env_steps,
+            "wall_time_s": round(wall, 3),   # training wall time when this file was written
+            "eval_acceptance": eval_acceptance,
+            "eval_metric": "mean acceptance_last20 of the greedy policy over eval_episodes "
+                           "held-out episodes of eval_requests requests",
+            "eval_tetris": eval_tetris,
+            "best_iteration": best_iteration,
+            "device": device,
+            "config": cfg.to_dict(),
+        },
+        "versions": {"dcsim": __version__, "torch": torch.__version__,
+                     "numpy": np.__version__, "python": platform.python_version()},
+    }
+
+
+def train(cfg: TrainConfig, out: str | Path, *, command: str | None = None,
+          log: Callable[[str], None] | None = print) -> dict[str, Any]:
+    """Train with ``cfg``, writing progress and checkpoints to ``out``; returns a summary
+    (best iteration and eval acceptance, iterations, env steps, wall time, output paths)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    say = log or (lambda s: None)
+    device = _device(cfg)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)
+    try:
+        return _train(cfg, out, command, say, device)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(cfg: TrainConfig, out: Path, command: str | None, say, device) -> dict[str, Any]:
+    env_cfg = cfg.env_config()
+    envs = [NaraEnv(env_cfg) for _ in range(cfg.num_envs)]
+    resources = tuple(envs[0].topology.resources)
+    arch = cfg.architecture(len(resources))
+    torch.manual_seed(cfg.seed)
+    policy = NaraPolicy(arch).to(device)
+    value = NaraValue(arch, cfg.value_hidden).to(device)
+    params = list(policy.parameters()) + list(value.parameters())
+    opt = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5)
+    ep_seq, act_seq, mb_seq = np.random.SeedSequence(cfg.seed).spawn(3)
+    ep_rng = np.random.default_rng(ep_seq)
+    act_rng = np.random.default_rng(act_seq)
+    mb_rng = np.random.default_rng(mb_seq)
+    eval_cfg = cfg.env_config(cfg.eval_requests)
+    eval_seeds = [cfg.eval_seed + i for i in range(cfg.eval_episodes)]
+    eval_tetris = evaluate_tetris(eval_cfg, eval_seeds)
+    say(f"tetris on the eval episodes: acceptance_last20 {eval_tetris['acceptance']:.3f} "
+        f"(ratio {eval_tetris['acceptance_ratio']:.3f})")
+
+    def greedy(o: dict[str, np.ndarray]) -> np.ndarray:
+        with torch.no_grad():
+            return policy(graph_batch(o, device)).argmax(dim=1).cpu().numpy()
+
+    def new_seed() -> int:
+        return int(ep_rng.integers(2**62))
+
+    B, T = cfg.num_envs, cfg.num_steps
+    obs = [env.reset(seed=new_seed())[0] for env in envs]
+    ep_return = np.zeros(B)
+    rows: list[dict[str, Any]] = []
+    best: tuple[float, int, dict[str, np.ndarray] | None] = (-np.inf, -1, None)
+    paths = {"progress": out / "progress.parquet", "best": out / "checkpoint.npz",
+             "last": out / "last.npz"}
+    t0 = time.perf_counter()
+    env_steps = 0
+    it = 0
+    while it < cfg.iterations:
+        it += 1
+        stop = it == cfg.iterations or (
+            cfg.max_wall_s is not None and time.perf_counter() - t0 >= cfg.max_wall_s)
+        lr = cfg.lr * (1.0 - (it - 1) / cfg.iterations) if cfg.anneal_lr else cfg.lr
+        for group in opt.param_groups:
+            group["lr"] = lr
+        # ---- rollout
+        t_roll = time.perf_counter()
+        store: list[dict[str, np.ndarray]] = []
+        actions = np.zeros((T, B), dtype=np.int64)
+        logps = np.zeros((T, B), dtype=np.float32)
+        rewards = np.zeros((T, B), dtype=np.float32)
+        dones = np.zeros((T, B), dtype=np.float32)
+        ep_acc, ep_ret = [], []
+        for t in range(T):
+            batch = stack_obs(obs)
+            store.append(batch)
+            with torch.no_grad():
+                logits = policy(graph_batch(batch, device))
+                logp_all = torch.log_softmax(logits, dim=1).cpu().numpy()
+            a = _sample(logp_all.astype(np.float64), act_rng)
+            actions[t] = a
+            logps[t] = logp_all[np.arange(B), a]
+            for i, env in enumerate(envs):
+                o, r, done, _, info = env.step(int(a[i]))
+                rewards[t, i] = r
+                ep_return[i] += r
+                if done:
+                    dones[t, i] = 1.0
+                    ep_acc.append(info["accepted"] / max(info["received"], 1))
+                    ep_ret.append(ep_return[i])
+                    ep_return[i] = 0.0
+                    o, _ = env.reset(seed=new_seed())
+                obs[i] = o
+        env_steps += T * B
+        roll_s = time.perf_counter() - t_roll
+        # ---- advantages (GAE), values of every stored state in one pass
+        flat = {k: np.concatenate([s[k] for s in store]) for k in store[0]}  # (T*B, ...)
+        with torch.no_grad():
+            values = value(graph_batch(flat, device)).cpu().numpy().reshape(T, B)
+            next_value = value(graph_batch(stack_obs(obs), device)).cpu().numpy()
+        adv = np.zeros((T, B), dtype=np.float32)
+        last = np.zeros(B, dtype=np.float32)
+        for t in reversed(range(T)):
+            nv = next_value if t == T - 1 else values[t + 1]
+            nonterm = 1.0 - dones[t]
+            delta = rewards[t] + cfg.gamma * nv * nonterm - values[t]
+            last = delta + cfg.gamma * cfg.gae_lambda * nonterm * last
+            adv[t] = last
+        returns = adv + values
+        # ---- update
+        b_act = torch.as_tensor(actions.reshape(-1), device=device)
+        b_logp = torch.as_tensor(logps.reshape(-1), device=device)
+        b_adv = torch.as_tensor(adv.reshape(-1), device=device)
+        b_ret = torch.as_tensor(returns.reshape(-1), device=device)
+        b_val = torch.as_tensor(values.reshape(-1).astype(np.float32), device=device)
+        n = T * B
+        stats = {"pg_loss": [], "v_loss": [], "entropy": [], "approx_kl": [], "clipfrac": []}
+        for _epoch in range(cfg.update_epochs):
+            perm = mb_rng.permutation(n)
+            kl_stop = False
+            for start in range(0, n, cfg.minibatch_size):
+                mb = perm[start:start + cfg.minibatch_size]
+                g = graph_batch({k: v[mb] for k, v in flat.items()}, device)
+                mbt = torch.as_tensor(mb, device=device)
+                logp_all = torch.log_softmax(policy(g), dim=1)
+                new_logp = logp_all.gather(1, b_act[mbt][:, None])[:, 0]
+                entropy = -(logp_all.exp() * logp_all).sum(dim=1)
+                ratio = (new_logp - b_logp[mbt]).exp()
+                with torch.no_grad():
+                    approx_kl = float(((ratio - 1) - (new_logp - b_logp[mbt])).mean())
+                    clipfrac = float(((ratio - 1.0).abs() > cfg.clip_coef).float().mean())
+                mb_adv = b_adv[mbt]
+                if cfg.norm_adv and len(mb) > 1:
+                    mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+                pg = torch.max(-mb_adv * ratio, -mb_adv * ratio.clamp(
+                    1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
+                v = value(g)
+                if cfg.clip_vloss:
+                    v_clip = b_val[mbt] + (v - b_val[mbt]).clamp(-cfg.clip_coef * 10,
+                                                                 cfg.clip_coef * 10)
+                    v_loss = 0.5 * torch.max((v - b_ret[mbt]) ** 2,
+                                             (v_clip - b_ret[mbt]) ** 2).mean()
+                else:
+                    v_loss = 0.5 * ((v - b_ret[mbt]) ** 2).mean()
+                ent = entropy.mean()
+                loss = pg - cfg.ent_coef * ent + cfg.vf_coef * v_loss
+                opt.zero_grad()
+                loss.backward()
+                # clipped per network: the critic's gradients (returns of ±10s) would
+                # otherwise dominate a shared norm and freeze the actor
+                torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+                torch.nn.utils.clip_grad_norm_(value.parameters(), cfg.max_grad_norm)
+                opt.step()
+                stats["pg_loss"].append(float(pg.detach()))
+                stats["v_loss"].append(float(v_loss.detach()))
+                stats["entropy"].append(float(ent.detach()))
+                stats["approx_kl"].append(approx_kl)
+                stats["clipfrac"].append(clipfrac)
+                if cfg.target_kl is not None and approx_kl > cfg.target_kl:
+                    kl_stop = True
+                    break
+            if kl_stop:
+                break
+        wall = time.perf_counter() - t0
+        row = {"iteration": it, "wall_s": wall, "env_steps": env_steps,
+               "steps_per_s": T * B / roll_s, "episodes": len(ep_acc),
+               "train_acceptance": float(np.mean(ep_acc)) if ep_acc else float("nan"),
+               "train_return": float(np.mean(ep_ret)) if ep_ret else float("nan"),
+               **{k: float(np.mean(v)) for k, v in stats.items()}, "lr": lr,
+               "eval_acceptance": float("nan"), "eval_acceptance_ratio": float("nan")}
+        if it % cfg.eval_every == 0 or stop:
+            ev = evaluate(greedy, eval_cfg, eval_seeds)
+            wall = time.perf_counter() - t0
+            row.update(eval_acceptance=ev["acceptance"],
+                       eval_acceptance_ratio=ev["acceptance_ratio"], wall_s=wall)
+            weights = policy.numpy_weights()
+            if ev["acceptance"] > best[0] or best[2] is None:
+                best = (ev["acceptance"], it, weights)
+                save_checkpoint(paths["best"], weights, arch, _meta(
+                    cfg, command=command, iteration=it, iterations=it, wall=wall,
+                    env_steps=env_steps, eval_acceptance=ev["acceptance"],
+                    best_iteration=it, eval_tetris=eval_tetris, device=str(device)),
+                    resources)
+            save_checkpoint(paths["last"], weights, arch, _meta(
+                cfg, command=command, iteration=it, iterations=it, wall=wall,
+                env_steps=env_steps, eval_acceptance=ev["acceptance"],
+                best_iteration=best[1], eval_tetris=eval_tetris, device=str(device)),
+                resources)
+            say(f"iter {it:4d}  {wall:7.1f}s  steps {env_steps:8d} ({row['steps_per_s']:5.0f}/s)"
+                f"  train acc {row['train_acceptance']:.3f}  eval acc {ev['acceptance']:.3f}"
+                f" (tetris {eval_tetris['acceptance']:.3f})  entropy {row['entropy']:.3f}"
+                f"  kl {row['approx_kl']:.4f}  v_loss {row['v_loss']:.2f}")
+        rows.append(row)
+        if it % cfg.eval_every == 0 or stop:
+            _write_parquet(rows, paths["progress"])
+        if stop:
+            break
+    wall = time.perf_counter() - t0
+    acc, best_it, best_w = best
+    save_checkpoint(paths["best"], best_w, arch, _meta(
+        cfg, command=command, iteration=best_it, iterations=it, wall=wall,
+        env_steps=env_steps, eval_acceptance=acc, best_iteration=best_it,
+        eval_tetris=eval_tetris, device=str(device)), resources)
+    return {"best_iteration": best_it, "best_eval_acceptance": acc, "iterations": it,
+            "env_steps": env_steps, "wall_time_s": wall, "eval_tetris": eval_tetris,
+            **{k: str(v) for k, v in paths.items()}}

@@ -1,0 +1,274 @@
+"""Nara's learned allocator (issue #7): numpy/torch network equality, checkpoints, the
+``nara`` plugin, PPO training and the ``train nara`` command."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from dcsim.allocators.nara_learned import (
+    SHIPPED_CHECKPOINT,
+    Architecture,
+    NaraAllocator,
+    load_checkpoint,
+    policy_logits,
+    save_checkpoint,
+    weight_shapes,
+)
+from dcsim.cli import main
+from dcsim.errors import ConfigError
+from dcsim.model.topologies import build_topology
+from dcsim.plugins import get_allocator_class
+from dcsim.sim import Engine, EngineConfig
+from dcsim.workload.spec import build_source
+
+UNIFORM = {
+    "requests": 60,
+    "arrival": {"process": "tick"},
+    "demand": {"cpu": {"dist": "uniform_int", "low": 1, "high": 50},
+               "mem": {"dist": "uniform_int", "low": 1, "high": 50}},
+    "duration": {"dist": "uniform_int", "low": 1, "high": 30},
+    "bandwidth": {"dist": "uniform", "low": 0.1, "high": 1.0},
+}
+
+
+def random_weights(arch: Architecture, seed: int = 0, std: float = 0.5):
+    rng = np.random.default_rng(seed)
+    return {k: rng.normal(0, std, s).astype(np.float32) for k, s in weight_shapes(arch).items()}
+
+
+@pytest.fixture
+def ckpt(tmp_path) -> Path:
+    arch = Architecture.for_resources(2)
+    return save_checkpoint(tmp_path / "pol.npz", random_weights(arch), arch,
+                           {"training": {"note": "random"}})
+
+
+def run_nara(path: Path, seed: int = 3, topology: str = "alpha", **opts):
+    topo = build_topology({"kind": "fabric", "preset": topology})
+    rows = []
+    alloc = NaraAllocator(NaraAllocator.Options(checkpoint=str(path), **opts),
+                          rng=np.random.default_rng(0), topology=topo)
+    eng = Engine(topo, build_source(UNIFORM, topo), alloc, np.random.default_rng(seed),
+                 EngineConfig(capacity="wait"), sink=lambda kind, cols: rows.append(cols))
+    summary = eng.run()
+    servers = [s for cols in rows if "servers" in cols for s in cols["servers"]]
+    return summary, servers
+
+
+# --------------------------------------------------------------------------- numpy vs torch
+@pytest.mark.parametrize("pad", [False, True])
+@pytest.mark.parametrize("logit_hidden", [16, 0])
+def test_numpy_and_torch_networks_agree(pad, logit_hidden):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("gymnasium")
+    from dcsim.learn.gnn import NaraPolicy, graph_batch, stack_obs
+    from dcsim.learn.nara_env import NaraEnv
+
+    kw = {"max_nodes": 64, "max_edges": 128, "max_servers": 48} if pad else {}
+    env = NaraEnv(requests=12, **kw)
+    arch = Architecture.for_resources(2, logit_hidden=logit_hidden)
+    pol = NaraPolicy(arch)
+    pol.load_numpy(random_weights(arch, seed=1))
+    w = pol.numpy_weights()
+    obs, _ = env.reset(seed=2)
+    batch, numpy_logits = [], []
+    for _ in range(8):
+        o = env.observer.observe(env.partial, env.view)
+        z = policy_logits(w, arch, env.layout, o)
+        batch.append(obs)
+        numpy_logits.append((z, o["action_mask"]))
+        obs, _, done, _, _ = env.step(int(np.argmax(z)))
+        if done:
+            break
+    with torch.no_grad():
+        zt = pol(graph_batch(stack_obs(batch))).numpy()
+    S = env.layout.n_servers
+    for (z, m), t in zip(numpy_logits, zt, strict=True):
+        assert np.allclose(z[m], t[:S][m], rtol=1e-4, atol=1e-4)
+        assert np.isneginf(z[~m]).all() and (t[:S][~m] < -1e8).all()
+        assert int(np.argmax(z)) == int(np.argmax(t))
+
+
+# --------------------------------------------------------------------------- checkpoints
+def test_checkpoint_round_trip(ckpt):
+    ck = load_checkpoint(ckpt)
+    arch = Architecture.for_resources(2)
+    assert ck.arch == arch
+    for k, v in random_weights(arch).items():
+        assert np.array_equal(ck.weights[k], v)
+    meta = json.loads(ckpt.with_suffix(".json").read_text())
+    assert meta["format"] == "dcsim-nara-policy" and meta["training"]["note"] == "random"
+    assert meta["features"]["nodes"][-2] == "selected"
+
+
+def test_bad_checkpoints_are_refused_naming_the_file(ckpt, tmp_path):
+    with pytest.raises(ConfigError, match="missing.npz: checkpoint not found"):
+        load_checkpoint(tmp_path / "missing.npz")
+    meta = json.loads(ckpt.with_suffix(".json").read_text())
+    # wrong format
+    bad = tmp_path / "fmt.npz"
+    bad.write_bytes(ckpt.read_bytes())
+    bad.with_suffix(".json").write_text(json.dumps({**meta, "format": "other"}))
+    with pytest.raises(ConfigError, match="fmt.json: not a dcsim Nara checkpoint"):
+        load_checkpoint(bad)
+    # architecture that does not match the arrays
+    bad = tmp_path / "arch.npz"
+    bad.write_bytes(ckpt.read_bytes())
+    bad.with_suffix(".json").write_text(json.dumps(
+        {**meta, "architecture": {**meta["architecture"], "embed": 8}}))
+    with pytest.raises(ConfigError, match="arch.npz: array 'gnn.0.weight' has shape"):
+        load_checkpoint(bad)
+    # features of another version
+    bad = tmp_path / "feat.npz"
+    bad.write_bytes(ckpt.read_bytes())
+    bad.with_suffix(".json").write_text(json.dumps(
+        {**meta, "features": {**meta["features"], "version": 99}}))
+    with pytest.raises(ConfigError, match="feat.json: features version 99"):
+        load_checkpoint(bad)
+    # missing arrays; pickled object arrays are never loaded
+    bad = tmp_path / "arrays.npz"
+    np.savez(bad, w=np.zeros(3))
+    bad.with_suffix(".json").write_text(json.dumps(meta))
+    with pytest.raises(ConfigError, match="arrays.npz: expected arrays"):
+        load_checkpoint(bad)
+    bad = tmp_path / "pickle.npz"
+    arrays = dict(np.load(ckpt))
+    arrays["gnn.0.bias"] = np.array([{"x": 1}], dtype=object)
+    np.savez(bad, **arrays)
+    bad.with_suffix(".json").write_text(json.dumps(meta))
+    with pytest.raises(ConfigError, match="pickle.npz: cannot read checkpoint arrays"):
+        load_checkpoint(bad)
+    # no JSON beside it
+    bad = tmp_path / "nojson.npz"
+    bad.write_bytes(ckpt.read_bytes())
+    with pytest.raises(ConfigError, match="nojson.json: checkpoint metadata missing"):
+        load_checkpoint(bad)
+
+
+def test_mismatched_topology_is_refused(ckpt, tmp_path):
+    arch = Architecture.for_resources(3)
+    three = save_checkpoint(tmp_path / "three.npz", random_weights(arch), arch,
+                            resources=("cpu", "mem", "gpu"))
+    topo = build_topology({"kind": "fabric", "preset": "alpha"})
+    with pytest.raises(ConfigError, match="three.npz: checkpoint expects 11 node"):
+        NaraAllocator(NaraAllocator.Options(checkpoint=str(three)), topology=topo)
+
+
+# --------------------------------------------------------------------------- the allocator
+def test_allocator_is_registered_and_deterministic(ckpt):
+    assert get_allocator_class("nara") is NaraAllocator
+    s1, servers1 = run_nara(ckpt)
+    s2, servers2 = run_nara(ckpt)
+    assert servers1 == servers2
+    assert s1["accepted"] == s2["accepted"] and 0 < s1["accepted"] <= 60
+    # sampling is reproducible too (the run's generator)
+    s3, servers3 = run_nara(ckpt, greedy=False)
+    s4, servers4 = run_nara(ckpt, greedy=False)
+    assert servers3 == servers4
+
+
+def test_allocator_matches_the_environment_with_the_same_policy(ckpt):
+    """The plugin and the environment see the same observations: driving the env with the
+    numpy policy's greedy choice reproduces the plugin's run."""
+    pytest.importorskip("gymnasium")
+    from dcsim.learn.nara_env import NaraEnv
+
+    ck = load_checkpoint(ckpt)
+    env = NaraEnv(requests=60)
+    env.reset(seed=3)
+    done = False
+    while not done:
+        o = env.observer.observe(env.partial, env.view)
+        _, _, done, _, _ = env.step(int(np.argmax(policy_logits(ck.weights, ck.arch,
+                                                                env.layout, o))))
+    env_servers = [[] if p is None else p.servers.tolist() for _, p in env.results]
+    _, servers = run_nara(ckpt, seed=3)
+    assert env_servers == servers
+
+
+def test_shipped_checkpoint_loads_and_runs():
+    ck = load_checkpoint(SHIPPED_CHECKPOINT)
+    assert ck.meta["training"]["command"].startswith("dcsim train nara")
+    assert ck.meta["training"]["wall_time_s"] > 0
+    summary, _ = run_nara(SHIPPED_CHECKPOINT)
+    assert summary["received"] == 60
+
+
+# --------------------------------------------------------------------------- training
+TINY = {"iterations": 2, "num_envs": 2, "num_steps": 16, "minibatch_size": 16,
+        "update_epochs": 1, "eval_every": 1, "eval_episodes": 1, "eval_requests": 8,
+        "episode_requests": 6}
+
+
+def test_ppo_smoke_and_same_seed_same_weights(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("gymnasium")
+    from dcsim.learn.ppo import TrainConfig, train
+
+    t0 = time.perf_counter()
+    cfg = TrainConfig(**TINY)
+    r1 = train(cfg, tmp_path / "a", log=None)
+    r2 = train(cfg, tmp_path / "b", log=None)
+    assert time.perf_counter() - t0 < 15
+    assert r1["iterations"] == 2 and r1["env_steps"] == 64
+    a, b = load_checkpoint(r1["last"]), load_checkpoint(r2["last"])
+    for k in a.weights:
+        assert np.array_equal(a.weights[k], b.weights[k])
+    import pandas as pd
+    prog = pd.read_parquet(tmp_path / "a" / "progress.parquet")
+    assert list(prog["iteration"]) == [1, 2]
+    assert {"train_acceptance", "eval_acceptance", "entropy", "pg_loss", "v_loss",
+            "steps_per_s"} <= set(prog.columns)
+    best = json.loads((tmp_path / "a" / "checkpoint.json").read_text())
+    assert best["training"]["iterations"] == 2 and best["versions"]["torch"]
+
+
+def test_train_config_errors_name_file_and_field(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("gymnasium")
+    from dcsim.learn.ppo import load_train_config
+
+    p = tmp_path / "t.yaml"
+    p.write_text("lr: -1\n")
+    with pytest.raises(ConfigError, match=r"t\.yaml: lr: "):
+        load_train_config(p)
+    p.write_text("bogus: 1\n")
+    with pytest.raises(ConfigError, match=r"t\.yaml: bogus: unknown field"):
+        load_train_config(p)
+    p.write_text("topology: {kind: fabric, preset: omega}\n")
+    with pytest.raises(ConfigError, match=r"t\.yaml: "):
+        load_train_config(p)
+    shipped = Path(__file__).parents[1] / "experiments" / "nara_train.yaml"
+    assert load_train_config(shipped).episode_requests == 32
+
+
+def test_cli_train_nara(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("gymnasium")
+    import yaml
+
+    p = tmp_path / "t.yaml"
+    p.write_text(yaml.safe_dump({**TINY, "iterations": 5}))
+    out = tmp_path / "out"
+    r = CliRunner().invoke(main, ["train", "nara", str(p), "--out", str(out),
+                                  "--iterations", "1", "--seed", "4"])
+    assert r.exit_code == 0, r.output
+    assert "best eval acceptance" in r.output
+    meta = json.loads((out / "checkpoint.json").read_text())
+    assert meta["training"]["command"].endswith("--iterations 1 --seed 4")
+    assert meta["training"]["config"]["seed"] == 4
+
+
+def test_cli_train_nara_without_torch_is_one_line(monkeypatch, tmp_path):
+    import dcsim.cli
+
+    monkeypatch.setattr(dcsim.cli, "_have_torch", lambda: False)
+    r = CliRunner().invoke(main, ["train", "nara", str(tmp_path / "x.yaml")])
+    assert r.exit_code == 1
+    assert r.output.strip().count("\n") == 0 and "needs PyTorch" in r.output
