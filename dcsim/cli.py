@@ -35,16 +35,35 @@ def main() -> None:
 @click.option("--seeds", type=int, default=None, help="Number of seeds (overrides `seeds:`).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Override a config value, e.g. --set workload.arrival.rate=8 (repeatable).")
-@click.option("--jobs", type=int, default=1, show_default=True,
-              help="Runs in parallel on a local process pool.")
+@click.option("--jobs", type=int, default=None,
+              help="Runs in parallel: processes of the local pool (default 1), or workers of "
+                   "the local Dask cluster (default: one per core).")
+@click.option("--executor", type=click.Choice(["local", "dask"]), default=None,
+              help="Where runs execute: local (in-process or a process pool; the default) or "
+                   "dask (a local Dask cluster, or the scheduler at --address).")
+@click.option("--address", default=None, metavar="tcp://HOST:PORT",
+              help="Run on the existing Dask scheduler at this address (implies --executor "
+                   "dask).")
+@click.option("--resume", is_flag=True,
+              help="Keep the runs already finished in the output directory and run the rest.")
 @click.option("--overwrite", is_flag=True,
-              help="Replace results of a different configuration in the output directory.")
-def run(config: Path, out: Path | None, seeds: int | None, sets: tuple[str, ...], jobs: int,
+              help="Delete the results in the output directory first (any configuration).")
+def run(config: Path, out: Path | None, seeds: int | None, sets: tuple[str, ...],
+        jobs: int | None, executor: str | None, address: str | None, resume: bool,
         overwrite: bool) -> None:
     """Run the experiment in CONFIG and write Parquet results."""
     import signal
 
     from dcsim.runner import load_experiment, run_experiment
+    from dcsim.runner.executors import make_executor
+
+    if resume and overwrite:
+        raise click.UsageError("--resume and --overwrite exclude each other")
+    if address is not None and executor == "local":
+        raise click.UsageError("--address needs --executor dask")
+    if address is not None and jobs is not None:
+        raise click.UsageError("--jobs sets the size of a local cluster; with --address the "
+                               "cluster's own workers run the runs")
 
     def _interrupt(signum, frame):  # SIGTERM (a batch system's kill) ends like Ctrl-C
         raise KeyboardInterrupt
@@ -53,10 +72,16 @@ def run(config: Path, out: Path | None, seeds: int | None, sets: tuple[str, ...]
     exp = load_experiment(config, seeds=seeds, sets=sets)
     total = len(exp.runs)
     show = sys.stderr.isatty()
+
+    def log(msg: str) -> None:
+        click.echo(msg, err=True)
+
+    ex = make_executor(executor or "local", jobs=jobs, address=address, log=log)
     with click.progressbar(length=total, label=exp.name, file=sys.stderr,
                            show_pos=True) if show else _Quiet() as bar:
-        out_dir = run_experiment(exp, out=out, jobs=jobs, overwrite=overwrite,
-                                 on_done=lambda row: bar.update(1))
+        out_dir = run_experiment(exp, out=out, overwrite=overwrite, resume=resume, executor=ex,
+                                 on_done=lambda row: bar.update(1),
+                                 on_failed=lambda failure: bar.update(1), log=log)
     click.echo(f"{total} runs -> {out_dir}")
     click.echo(f"summary: {out_dir / 'summary.parquet'}")
 
@@ -201,4 +226,34 @@ def train_deeprm(config: Path, out: Path, iterations: int | None, seed: int | No
     result = run_training(cfg, out, command=command, log=click.echo)
     click.echo(f"done in {result['wall_time_s']:.1f}s: best eval slowdown "
                f"{result['best_eval_slowdown']:.3f} at iteration {result['best_iteration']}")
+    click.echo(f"checkpoint: {result['best']}")
+
+
+@train.command("nara")
+@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("results/train_nara"), show_default=True,
+              help="Output directory: progress.parquet, checkpoint.npz/.json, last.npz/.json.")
+@click.option("--iterations", type=click.IntRange(min=1), default=None,
+              help="PPO iterations (overrides `iterations:`).")
+@click.option("--seed", type=int, default=None, help="Seed (overrides `seed:`).")
+def train_nara(config: Path, out: Path, iterations: int | None, seed: int | None) -> None:
+    """Train Nara's GNN allocation policy (PPO) with the settings in CONFIG (YAML)."""
+    if not _have_torch():
+        click.echo('error: training needs PyTorch, which is not installed; install it with: '
+                   'pip install -e ".[learn]"', err=True)
+        sys.exit(1)
+    from dcsim.learn.ppo import load_train_config
+    from dcsim.learn.ppo import train as run_training
+
+    overrides = {k: v for k, v in (("iterations", iterations), ("seed", seed)) if v is not None}
+    cfg = load_train_config(config, **overrides)
+    command = f"dcsim train nara {config} --out {out}" + "".join(
+        f" --{k} {v}" for k, v in overrides.items())
+    click.echo(f"training Nara: {cfg.iterations} iterations x {cfg.num_envs} envs x "
+               f"{cfg.num_steps} steps -> {out}")
+    result = run_training(cfg, out, command=command, log=click.echo)
+    click.echo(f"done in {result['wall_time_s']:.1f}s ({result['env_steps']} steps): best eval "
+               f"acceptance {result['best_eval_acceptance']:.3f} at iteration "
+               f"{result['best_iteration']} (tetris {result['eval_tetris']['acceptance']:.3f})")
     click.echo(f"checkpoint: {result['best']}")

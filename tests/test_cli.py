@@ -129,12 +129,15 @@ def test_matrix_sweeps_keys_and_adds_columns(tmp_path):
 
 
 def test_rerun_resumes_and_refuses_a_changed_config(tmp_path):
-    """Finished runs are kept on re-run; other configs need --overwrite or another --out."""
+    """Finished runs are kept on a re-run with --resume (a re-run without it is refused, so
+    old rows are never reused silently); other configs need --overwrite or another --out."""
     cfg = write(tmp_path, SMALL)
     out = tmp_path / "out"
     ok("run", cfg, "--out", out)
     before = {p: p.stat().st_mtime_ns for p in (out / "requests").rglob("*.parquet")}
-    ok("run", cfg, "--out", out, "--seeds", "3")
+    r = invoke("run", cfg, "--out", out, "--seeds", "3")
+    assert r.exit_code == 1 and "--resume" in r.stderr and "run the other 3" in r.stderr
+    ok("run", cfg, "--out", out, "--seeds", "3", "--resume")
     after = {p: p.stat().st_mtime_ns for p in (out / "requests").rglob("*.parquet")}
     assert all(after[p] == t for p, t in before.items()) and len(after) == 9
     r = invoke("run", cfg, "--out", out, "--set", "workload.requests=100")

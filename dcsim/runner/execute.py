@@ -1,9 +1,9 @@
 """Run plans on an executor and assemble the experiment's output directory.
 
 ``execute_run`` is a plain top-level function of a picklable :class:`RunPlan`, so the same
-code runs in-process, in a local process pool, or on a distributed executor; a run's
-randomness comes only from (experiment seed, seed index), so every executor gives the same
-rows.
+code runs in-process, in a local process pool, or on Dask (:mod:`dcsim.runner.executors`); a
+run's randomness comes only from (experiment seed, seed index), so every executor gives the
+same rows.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 import platform
 import shutil
 import time
-from collections.abc import Callable
-from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +20,15 @@ import numpy as np
 import yaml
 
 from dcsim import __version__
-from dcsim.errors import ConfigError
+from dcsim.errors import ConfigError, DcsimError
 from dcsim.queue.env import QueueConfig
+from dcsim.runner.executors import Executor, PoolExecutor
 from dcsim.runner.plan import Experiment, RunPlan, resolved_config
 
-MANAGED = ("requests", "timeseries", "runs", "summary.parquet", "manifest.json", "experiment.yaml")
+FAILURES = "failures.jsonl"
+LOCK = ".dcsim.lock"
+MANAGED = ("requests", "timeseries", "runs", "summary.parquet", "manifest.json", "experiment.yaml",
+           FAILURES)
 
 
 def run_rngs(seed: int, index: int) -> tuple[np.random.Generator, np.random.Generator]:
@@ -146,8 +150,73 @@ def _vm_online_run(spec, plan: RunPlan, workload_rng, allocator_rng):
 _VM_RUNS = {"reschedule": _reschedule_run, "vm_online": _vm_online_run}
 
 
-def prepare_out(exp: Experiment, out: Path, overwrite: bool) -> dict[str, dict[str, Any]]:
-    """Create ``out``; return runs already finished there (resume) or clear it on overwrite."""
+class RunsFailed(DcsimError):
+    """Some runs raised; the others finished and the summary and manifest were written."""
+
+    def __init__(self, failed: list[dict[str, Any]], total: int, log_path: Path):
+        self.failed, self.total, self.log_path = failed, total, log_path
+        first = failed[0]
+        msg = (first["message"].strip().splitlines() or [""])[0]
+        if len(msg) > 160:
+            msg = msg[:157] + "..."
+        super().__init__(f"{len(failed)} of {total} runs failed; see {log_path} "
+                         f"(first: {first['run_id']}: {first['error']}: {msg})")
+
+
+@contextmanager
+def _lock(out: Path, log: Callable[[str], None]) -> Iterator[None]:
+    """Hold ``out/.dcsim.lock`` while writing, so that two invocations never write (or clean)
+    the same directory at once; the second waits. A killed process's lock is released."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        yield
+        return
+    with open(out / LOCK, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            log(f"waiting for another dcsim process writing to {out} to finish (Ctrl-C to stop)")
+            fcntl.flock(f, fcntl.LOCK_EX)
+        yield  # released when the file closes
+
+
+def _is_temporary(p: Path) -> bool:
+    return p.name.startswith(".") and ".tmp" in p.name
+
+
+def clean_unfinished(out: Path, finished: set[str] | None) -> int:
+    """Delete what interrupted runs left: hidden temporaries, and (given the finished run
+    ids) the Parquet files of runs without their ``runs/<run_id>.json``. Returns how many
+    files went. Only call it while no run is writing into ``out``."""
+    gone = 0
+    for folder in (out, out / "runs"):
+        for p in folder.glob(".*"):
+            if p.is_file() and _is_temporary(p):
+                p.unlink(missing_ok=True)
+                gone += 1
+    for kind in ("requests", "timeseries"):
+        root = out / kind
+        if not root.is_dir():
+            continue
+        for p in sorted(root.rglob("*")):
+            if not p.is_file():
+                continue
+            if _is_temporary(p) or (finished is not None and p.suffix == ".parquet"
+                                    and not p.name.startswith(".") and p.stem not in finished):
+                p.unlink(missing_ok=True)
+                gone += 1
+        for d in sorted((d for d in root.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)):
+            if not any(d.iterdir()):
+                d.rmdir()
+    return gone
+
+
+def prepare_out(exp: Experiment, out: Path, overwrite: bool,
+                resume: bool = False) -> dict[str, dict[str, Any]]:
+    """Check ``out`` against ``exp`` and return the runs already finished there (kept only
+    with ``resume``), or clear it with ``overwrite``. What interrupted runs left (hidden
+    temporaries, Parquet files of runs without their json) is deleted."""
     from dcsim.results.writer import finished_runs
 
     out.mkdir(parents=True, exist_ok=True)
@@ -158,6 +227,7 @@ def prepare_out(exp: Experiment, out: Path, overwrite: bool) -> dict[str, dict[s
                 shutil.rmtree(p)
             elif p.exists():
                 p.unlink()
+        clean_unfinished(out, set())
         return {}
     done = finished_runs(out)
     planned = {r.run_id for r in exp.runs}
@@ -167,6 +237,14 @@ def prepare_out(exp: Experiment, out: Path, overwrite: bool) -> dict[str, dict[s
             f"{out}: holds {len(stale)} run(s) of a different configuration "
             f"(e.g. {stale[0]}); use --overwrite to replace them or --out to write elsewhere"
         )
+    if done and not resume:
+        left = len(planned) - len(done)
+        rest = f"run the other {left}" if left else "run nothing (all are finished)"
+        raise ConfigError(
+            f"{out}: already holds {len(done)} finished run(s) of this experiment; use "
+            f"--resume to keep them and {rest}, or --overwrite to run everything again"
+        )
+    clean_unfinished(out, set(done))
     return done
 
 
@@ -176,56 +254,81 @@ def run_experiment(
     jobs: int = 1,
     overwrite: bool = False,
     on_done: Callable[[dict[str, Any]], None] | None = None,
+    *,
+    resume: bool = False,
+    executor: Executor | None = None,
+    on_failed: Callable[[dict[str, Any]], None] | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> Path:
-    """Run every unfinished run of ``exp``; write summary, resolved config and manifest."""
+    """Run every unfinished run of ``exp``; write summary, resolved config and manifest.
+
+    ``executor`` (default: a local pool of ``jobs`` processes) runs them. With ``resume``
+    the runs already finished in ``out`` are kept; without it (and without ``overwrite``) a
+    directory that holds finished runs is refused. A run that raises is recorded in
+    ``failures.jsonl`` and the others go on; if any failed, :class:`RunsFailed` is raised
+    after the summary and manifest are written.
+    """
     from dcsim.results.writer import finished_runs, write_atomic, write_json, write_summary
 
     out = Path(out) if out is not None else Path("results") / exp.name
-    done = prepare_out(exp, out, overwrite)
-    write_atomic(out / "experiment.yaml",
-                 yaml.safe_dump(resolved_config(exp), sort_keys=False).encode())
-    todo = [r for r in exp.runs if r.run_id not in done]
-    rows = dict(done)
-    started = time.time()
-    for r in exp.runs:
-        if r.run_id in done and on_done:
-            on_done(done[r.run_id])
-    try:
-        if jobs <= 1 or len(todo) <= 1:
-            for plan in todo:
-                rows[plan.run_id] = execute_run(plan, out)
-                if on_done:
-                    on_done(rows[plan.run_id])
-        else:
-            pool = ProcessPoolExecutor(max_workers=jobs)
-            try:
-                pending = {pool.submit(execute_run, plan, out) for plan in todo}
-                while pending:
-                    finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
-                    for f in finished:
-                        if f.exception() is not None:
-                            continue  # raised below, after the good ones are kept
-                        rows[f.result()["run_id"]] = f.result()
-                        if on_done:
-                            on_done(f.result())
-                    for f in finished:
-                        f.result()  # re-raises the first failed run's error
-            finally:
-                # on an error, runs not yet started are cancelled rather than waited for
-                pool.shutdown(wait=True, cancel_futures=True)
-    finally:
-        # what is committed on disk is the truth: runs that finished while an interrupted
-        # pool shut down are there even though this loop never saw their results
-        order = [r.run_id for r in exp.runs]
-        rows.update({k: v for k, v in finished_runs(out).items() if k in set(order)})
-        present = [rows[i] for i in order if i in rows]
-        if present:
-            write_summary(out, present, order)
-        write_json(out / "manifest.json", _manifest(exp, rows, started, jobs))
+    executor = executor if executor is not None else PoolExecutor(jobs)
+    log = log or (lambda msg: None)
+    out.mkdir(parents=True, exist_ok=True)
+    with _lock(out, log):
+        done = prepare_out(exp, out, overwrite, resume)
+        (out / FAILURES).unlink(missing_ok=True)
+        write_atomic(out / "experiment.yaml",
+                     yaml.safe_dump(resolved_config(exp), sort_keys=False).encode())
+        todo = [r for r in exp.runs if r.run_id not in done]
+        if done:
+            log(f"resuming: {len(done)} of {len(exp.runs)} runs are finished in {out}; "
+                f"running the other {len(todo)}")
+        rows = dict(done)
+        failures: dict[str, dict[str, Any]] = {}
+        started = time.time()
+        for r in exp.runs:
+            if r.run_id in done and on_done:
+                on_done(done[r.run_id])
+        outcomes = executor.run(exp, todo, out)
+        try:
+            for o in outcomes:
+                if o.error is None:
+                    rows[o.plan.run_id] = o.row
+                    if on_done:
+                        on_done(o.row)
+                else:
+                    failures[o.plan.run_id] = o.error
+                    write_atomic(out / FAILURES, b"".join(
+                        _json_line(failures[r.run_id]) for r in exp.runs
+                        if r.run_id in failures))
+                    if on_failed:
+                        on_failed(o.error)
+        finally:
+            outcomes.close()  # stops the executor: a pool shuts down, a Dask client closes
+            clean_unfinished(out, None)  # temporaries only: no run is writing any more
+            # what is committed on disk is the truth: runs that finished while an interrupted
+            # pool shut down are there even though this loop never saw their results
+            order = [r.run_id for r in exp.runs]
+            rows.update({k: v for k, v in finished_runs(out).items() if k in set(order)})
+            present = [rows[i] for i in order if i in rows]
+            if present:
+                write_summary(out, present, order)
+            write_json(out / "manifest.json",
+                       _manifest(exp, rows, failures, started, executor.describe()))
+    if failures:
+        raise RunsFailed([failures[r.run_id] for r in exp.runs if r.run_id in failures],
+                         len(exp.runs), out / FAILURES)
     return out
 
 
-def _manifest(exp: Experiment, rows: dict[str, dict[str, Any]], started: float, jobs: int):
+def _json_line(record: dict[str, Any]) -> bytes:
+    import json
+
+    return (json.dumps(record, default=str) + "\n").encode()
+
+
+def _manifest(exp: Experiment, rows: dict[str, dict[str, Any]],
+              failures: dict[str, dict[str, Any]], started: float, executor: dict[str, Any]):
     import numpy
     import simpy
 
@@ -235,11 +338,13 @@ def _manifest(exp: Experiment, rows: dict[str, dict[str, Any]], started: float, 
         "config_file": exp.source,
         "seed": exp.spec.seed,
         "seeds": exp.spec.seeds,
-        "jobs": jobs,
+        "jobs": executor.get("jobs"),
+        "executor": executor,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "runs_planned": len(exp.runs),
         "runs_finished": sum(r.run_id in rows for r in exp.runs),
+        "runs_failed": sum(r.run_id in failures for r in exp.runs),
         "runs": [
             {
                 "run_id": r.run_id,
@@ -247,6 +352,8 @@ def _manifest(exp: Experiment, rows: dict[str, dict[str, Any]], started: float, 
                 "seed": r.seed,
                 "params": r.params,
                 "finished": r.run_id in rows,
+                "error": (f"{failures[r.run_id]['error']}: {failures[r.run_id]['message']}"
+                          if r.run_id in failures else None),
                 "wall_time_s": rows.get(r.run_id, {}).get("wall_time_s"),
             }
             for r in exp.runs

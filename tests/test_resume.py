@@ -1,0 +1,264 @@
+"""--resume after an interruption (kill -9 included) gives the dataset of an uninterrupted
+run, leftovers of killed runs are never read as data, and failed runs are logged, do not stop
+the others and run again on resume."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from dcsim.cli import main
+
+CFG = {
+    "name": "resume",
+    "seed": 11,
+    "seeds": 3,
+    "topology": {"kind": "fat_tree", "pods": 2, "racks": 2, "hosts": 4,
+                 "server": {"cpu": 8, "mem": 16}},
+    "workload": {
+        "requests": 4000,
+        "batch_size": 100,
+        "arrival": {"process": "poisson", "rate": 5},
+        "demand": {"cpu": {"dist": "uniform_int", "low": 1, "high": 4},
+                   "mem": {"dist": "uniform_int", "low": 1, "high": 8}},
+        "duration": {"dist": "exponential", "offered_load": 0.9, "load_resource": "cpu"},
+    },
+    "warmup": {"requests": 50},
+    # small row groups: a run's hidden temporary appears early and grows while it runs
+    "metrics": {"flush_rows": 100, "sample_every": 20},
+    "allocators": ["random", "first_fit"],
+}
+N_RUNS = 6
+VOLATILE = ["wall_time_s", "mean_decision_s"]
+
+
+def write(tmp_path: Path, cfg: dict = CFG) -> Path:
+    p = tmp_path / "exp.yaml"
+    p.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return p
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def ok(*args):
+    r = invoke(*args)
+    assert r.exit_code == 0, r.output + (r.stderr or "")
+    return r
+
+
+def dataset(out: Path) -> dict[str, pd.DataFrame]:
+    """Every row of summary, requests and timeseries, in a canonical order."""
+    s = pd.read_parquet(out / "summary.parquet").drop(columns=VOLATILE)
+    tables = {"summary": s}
+    for kind, key in (("requests", "id"), ("timeseries", "time")):
+        df = pd.read_parquet(out / kind)
+        df = df.drop(columns=[c for c in ("decision_s",) if c in df.columns])
+        df["allocator"] = df["allocator"].astype(str)
+        df["seed"] = df["seed"].astype(int)
+        tables[kind] = df.sort_values(["allocator", "seed", key]).reset_index(drop=True)
+    return tables
+
+
+def assert_same_dataset(a: Path, b: Path) -> None:
+    da, db = dataset(a), dataset(b)
+    assert len(da["summary"]) == N_RUNS
+    for kind in da:
+        pd.testing.assert_frame_equal(da[kind], db[kind], obj=kind)
+
+
+def leftovers(out: Path) -> list[Path]:
+    return [p for p in out.rglob(".*") if ".tmp" in p.name]
+
+
+def wait_unlocked(out: Path, timeout: float = 20) -> None:
+    """Return once no process holds the output directory's lock."""
+    import fcntl
+
+    with open(out / ".dcsim.lock", "a+") as f:
+        deadline = time.time() + timeout
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except OSError:
+                if time.time() > deadline:
+                    pytest.fail(f"{out} is still locked {timeout} s after the kill")
+                time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Path:
+    """One uninterrupted serial run."""
+    tmp = tmp_path_factory.mktemp("ref")
+    out = tmp / "out"
+    ok("run", write(tmp), "--out", out)
+    return out
+
+
+@pytest.mark.parametrize("executor", [["--jobs", "1"], ["--jobs", "2"],
+                                      ["--executor", "dask", "--jobs", "2"]],
+                         ids=["serial", "pool", "dask"])
+def test_kill_9_mid_experiment_then_resume_equals_an_uninterrupted_run(tmp_path, reference,
+                                                                        executor):
+    """SIGKILL while runs are under way: no visible file is torn, a plain re-run asks for
+    --resume, and --resume completes the very dataset of one clean run."""
+    if "dask" in executor:
+        pytest.importorskip("distributed")
+    out = tmp_path / "out"
+    p = subprocess.Popen([sys.executable, "-m", "dcsim", "run", str(write(tmp_path)),
+                          "--out", str(out), *executor],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    try:
+        while time.time() < deadline:  # at least one run finished, another one half-written
+            if list((out / "runs").glob("*.json")) and (
+                    "dask" in executor  # its workers write into scratch folders of their own
+                    or list((out / "requests").rglob(".*.parquet.tmp"))):
+                break
+            time.sleep(0.02)
+        p.send_signal(signal.SIGKILL)
+    finally:
+        p.wait(timeout=30)
+    wait_unlocked(out)  # the killed process's workers abort their runs and exit
+    committed = {f.stem for f in (out / "runs").glob("*.json")}
+    assert 1 <= len(committed) < N_RUNS, "the kill did not land mid-experiment"
+    assert not (out / "summary.parquet").exists()
+    for f in (out / "requests").rglob("*.parquet"):  # every visible file is whole
+        if not f.name.startswith("."):
+            pd.read_parquet(f)
+    r = invoke("run", write(tmp_path), "--out", out)
+    assert r.exit_code == 1 and "--resume" in r.stderr
+    r = ok("run", write(tmp_path), "--out", out, "--resume", *executor)
+    assert f"{len(committed)} of {N_RUNS} runs are finished" in r.stderr
+    assert_same_dataset(reference, out)
+    assert not leftovers(out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["runs_finished"] == N_RUNS and manifest["runs_failed"] == 0
+
+
+def test_leftovers_of_a_killed_run_are_never_read(tmp_path, reference):
+    """Hidden temporaries are skipped by pyarrow, and a run killed between its renames and
+    its json (visible Parquet files, no json) is deleted and run again on resume."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(reference, out)
+    run_id = sorted(f.stem for f in (out / "runs").glob("*.json"))[0]
+    (out / "runs" / f"{run_id}.json").unlink()
+    torn = next((out / "requests").rglob(f"{run_id}.parquet"))
+    torn.write_bytes(torn.read_bytes()[:100])  # as if cut short
+    garbage = [torn.with_name(".other.parquet.tmp"), out / ".summary.parquet.tmp123",
+               out / "runs" / f".{run_id}.json.tmp99",
+               next((out / "timeseries").rglob("*.parquet")).with_name(".x.parquet.tmp")]
+    for g in garbage:
+        g.write_bytes(b"not parquet")
+    # pyarrow's discovery ignores dot-files: only the torn visible file breaks a read
+    pd.read_parquet(out / "timeseries")
+    with pytest.raises(pa.ArrowInvalid):
+        pd.read_parquet(out / "requests")
+    r = ok("run", write(tmp_path), "--out", out, "--resume")
+    assert f"{N_RUNS - 1} of {N_RUNS} runs are finished" in r.stderr
+    assert not leftovers(out)
+    assert_same_dataset(reference, out)
+
+
+def test_failed_runs_are_logged_the_others_finish_and_resume_reruns_them(tmp_path, reference,
+                                                                         monkeypatch):
+    """A run that raises is recorded in failures.jsonl (run, error, traceback) without
+    stopping the others; the command exits 1 naming the count and the log; --resume then runs
+    only the failed run and the dataset equals a clean run's."""
+    import dcsim.runner.execute as execute
+
+    real = execute._loss_run
+
+    def flaky(spec, plan, *args):
+        if plan.label == "first_fit" and plan.seed == 1:
+            raise RuntimeError("boom in first_fit seed 1")
+        return real(spec, plan, *args)
+
+    monkeypatch.setattr(execute, "_loss_run", flaky)
+    out = tmp_path / "out"
+    # --resume is fine on a first submission too (a batch job that may be requeued)
+    r = invoke("run", write(tmp_path), "--out", out, "--resume")
+    assert r.exit_code == 1
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"error: 1 of {N_RUNS} runs failed; see {out / 'failures.jsonl'}")
+    assert "RuntimeError: boom in first_fit seed 1" in line
+    [failure] = [json.loads(x) for x in (out / "failures.jsonl").read_text().splitlines()]
+    assert failure["allocator"] == "first_fit" and failure["seed"] == 1
+    assert failure["run_id"].startswith("first_fit-s1-") and failure["params"] == {}
+    assert failure["error"] == "RuntimeError" and "boom" in failure["message"]
+    assert "Traceback" in failure["traceback"] and "flaky" in failure["traceback"]
+    s = pd.read_parquet(out / "summary.parquet")
+    assert len(s) == N_RUNS - 1 and failure["run_id"] not in set(s["run_id"])
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["runs_finished"] == N_RUNS - 1 and manifest["runs_failed"] == 1
+    assert [m["error"] for m in manifest["runs"] if m["error"]] == [
+        "RuntimeError: boom in first_fit seed 1"]
+    assert not leftovers(out)
+
+    monkeypatch.setattr(execute, "_loss_run", real)  # "fixed"
+    kept = {p: p.stat().st_mtime_ns for p in (out / "requests").rglob("*.parquet")}
+    r = ok("run", write(tmp_path), "--out", out, "--resume")
+    assert "running the other 1" in r.stderr
+    assert all(p.stat().st_mtime_ns == t for p, t in kept.items())
+    assert not (out / "failures.jsonl").exists()
+    assert_same_dataset(reference, out)
+
+
+def test_failures_in_pool_workers_are_logged(tmp_path, monkeypatch):
+    """The same on a 2-process pool (workers are forked, so they see the patch)."""
+    import dcsim.runner.execute as execute
+
+    real = execute._loss_run
+
+    def flaky(spec, plan, *args):
+        if plan.seed == 0:
+            raise ValueError(f"bad seed for {plan.label}")
+        return real(spec, plan, *args)
+
+    monkeypatch.setattr(execute, "_loss_run", flaky)
+    out = tmp_path / "out"
+    cfg = dict(CFG, seeds=2, workload=dict(CFG["workload"], requests=300))
+    r = invoke("run", write(tmp_path, cfg), "--out", out, "--jobs", "2")
+    assert r.exit_code == 1 and "error: 2 of 4 runs failed" in r.stderr
+    failures = [json.loads(x) for x in (out / "failures.jsonl").read_text().splitlines()]
+    assert [(f["allocator"], f["seed"], f["error"]) for f in failures] == [
+        ("random", 0, "ValueError"), ("first_fit", 0, "ValueError")]
+    assert sorted(pd.read_parquet(out / "summary.parquet")["seed"]) == [1, 1]
+
+
+def test_resume_and_overwrite_exclude_each_other(tmp_path):
+    r = invoke("run", write(tmp_path), "--out", tmp_path / "o", "--resume", "--overwrite")
+    assert r.exit_code == 2 and "exclude each other" in r.output + r.stderr
+
+
+def test_a_second_invocation_waits_for_the_first(tmp_path, reference):
+    """Two processes never write into one directory at once: the second waits for the lock."""
+    import fcntl
+    import threading
+
+    out = tmp_path / "out"
+    out.mkdir()
+    holder = open(out / ".dcsim.lock", "a+")  # noqa: SIM115 - released by the timer
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    timer = threading.Timer(0.5, holder.close)
+    timer.start()
+    t0 = time.time()
+    r = ok("run", write(tmp_path), "--out", out)
+    timer.join()
+    assert time.time() - t0 >= 0.5
+    assert "waiting for another dcsim process writing to" in r.stderr
+    assert_same_dataset(reference, out)
