@@ -47,8 +47,6 @@ naming the file.
 
 from __future__ import annotations
 
-import json
-import os
 import weakref
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -59,6 +57,7 @@ import scipy.sparse as sp
 from pydantic import Field
 
 from dcsim.allocators.multi import MultiServerAllocator, Partial, path_service
+from dcsim.checkpoints import read_arrays, read_metadata, write_checkpoint
 from dcsim.errors import ConfigError
 from dcsim.hookspecs import hookimpl
 from dcsim.model import StateView, Topology
@@ -381,18 +380,6 @@ class Checkpoint:
                 f"{topology.name!r} with resources {list(topology.resources)} gives {f} / {g}")
 
 
-def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def save_checkpoint(path: str | Path, weights: dict[str, np.ndarray], arch: Architecture,
                     meta: dict[str, Any] | None = None,
                     resources: tuple[str, ...] = ("cpu", "mem")) -> Path:
@@ -418,10 +405,7 @@ def save_checkpoint(path: str | Path, weights: dict[str, np.ndarray], arch: Arch
                      "resources": list(resources), **feature_names(tuple(resources))},
         **(meta or {}),
     }
-    _atomic_write(path, lambda f: np.savez(f, **arrays))
-    text = json.dumps(doc, indent=2) + "\n"
-    _atomic_write(path.with_suffix(".json"), lambda f: f.write(text.encode()))
-    return path
+    return write_checkpoint(path, arrays, doc)
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
@@ -429,17 +413,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     :class:`ConfigError` naming the file. Arrays are read with ``allow_pickle=False``."""
     path = Path(path)
     jpath = path.with_suffix(".json")
-    if not path.is_file():
-        raise ConfigError(f"{path}: checkpoint not found")
-    if not jpath.is_file():
-        raise ConfigError(f"{jpath}: checkpoint metadata missing (expected beside {path.name})")
-    try:
-        meta = json.loads(jpath.read_text())
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"{jpath}: not valid JSON: {e}") from None
-    if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
-        raise ConfigError(f"{jpath}: not a dcsim Nara checkpoint (format must be "
-                          f"{CHECKPOINT_FORMAT!r})")
+    meta = read_metadata(path, CHECKPOINT_FORMAT, "Nara")
     try:
         a = meta["architecture"]
         arch = Architecture(**{k: a[k] for k in Architecture.__dataclass_fields__})
@@ -449,28 +423,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     if version != FEATURE_VERSION:
         raise ConfigError(f"{jpath}: features version {version} != {FEATURE_VERSION} (the "
                           "policy was trained on other observations)")
-    shapes = weight_shapes(arch)
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            names = set(z.files)
-            if names != set(shapes):
-                raise ConfigError(f"{path}: expected arrays {sorted(shapes)}, found "
-                                  f"{sorted(names)}")
-            weights = {k: z[k] for k in shapes}
-    except ConfigError:
-        raise
-    except Exception as e:  # zip/format errors, object arrays (pickle refused), …
-        raise ConfigError(f"{path}: cannot read checkpoint arrays: {e}") from None
-    for k, shape in shapes.items():
-        arr = weights[k]
-        if arr.dtype.kind != "f":
-            raise ConfigError(f"{path}: array {k!r} has dtype {arr.dtype}, expected float")
-        if arr.shape != shape:
-            raise ConfigError(f"{path}: array {k!r} has shape {arr.shape}, expected {shape} "
-                              f"from {jpath.name}")
-        if not np.all(np.isfinite(arr)):
-            raise ConfigError(f"{path}: array {k!r} has non-finite values")
-        weights[k] = arr.astype(np.float32, copy=False)
+    weights = read_arrays(path, weight_shapes(arch))
     return Checkpoint(path=path, weights=weights, arch=arch, meta=meta)
 
 

@@ -61,13 +61,12 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 import torch
-import yaml
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 from torch import nn
 
 from dcsim import __version__
-from dcsim.errors import ConfigError
+from dcsim.learn.config import read_train_config
 from dcsim.queue.env import QueueConfig, QueueEnv
 from dcsim.queue.jobs import JobSet, deeprm_jobset
 from dcsim.schedulers.deeprm import (
@@ -171,28 +170,7 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
     """Read a YAML training config (keys: :class:`TrainConfig`'s fields) and validate it;
     ``overrides`` replace keys (CLI options). Errors are :class:`ConfigError` naming the
     file and the field."""
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
-    raw = {} if raw is None else raw
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping of TrainConfig fields at the top level")
-    raw.update(overrides)
-    try:
-        return TrainConfig(**raw)
-    except ValidationError as e:
-        err = e.errors()[0]
-        field = ".".join(str(x) for x in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "unexpected_keyword_argument":
-            msg = "unknown field"
-        raise ConfigError(f"{path}: {field}: {msg}" if field else f"{path}: {msg}") from None
-    except ValueError as e:  # __post_init__ checks
-        raise ConfigError(f"{path}: {e}") from None
+    return read_train_config(path, TrainConfig, **overrides)
 
 
 # --------------------------------------------------------------------------- policy

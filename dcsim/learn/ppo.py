@@ -57,14 +57,14 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 import torch
-import yaml
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from dcsim import __version__
 from dcsim.allocators.nara import tetris_scores
 from dcsim.allocators.nara_learned import Architecture, save_checkpoint
 from dcsim.errors import ConfigError
+from dcsim.learn.config import read_train_config
 from dcsim.learn.gnn import NaraPolicy, NaraValue, graph_batch, stack_obs
 from dcsim.learn.nara_env import UNIFORM_WORKLOAD, NaraEnv, NaraEnvConfig
 from dcsim.sim.metrics import acceptance_last20
@@ -152,26 +152,7 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
     """Read a YAML training config (keys: :class:`TrainConfig`'s fields) and validate it;
     ``overrides`` replace keys (CLI options). Errors are :class:`ConfigError` naming the
     file and the field."""
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
-    raw = {} if raw is None else raw
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping of TrainConfig fields at the top level")
-    raw.update(overrides)
-    try:
-        cfg = TrainConfig(**raw)
-    except ValidationError as e:
-        err = e.errors()[0]
-        field = ".".join(str(x) for x in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "unexpected_keyword_argument":
-            msg = "unknown field"
-        raise ConfigError(f"{path}: {field}: {msg}" if field else f"{path}: {msg}") from None
+    cfg = read_train_config(path, TrainConfig, **overrides)
     try:  # the environment sections are checked by their builders
         NaraEnv(cfg.env_config())
     except ConfigError as e:

@@ -52,15 +52,14 @@ against the environment at its first decision; every mismatch is a
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from dcsim.checkpoints import read_arrays, read_metadata, write_checkpoint
 from dcsim.errors import ConfigError
 from dcsim.hookspecs import hookimpl
 from dcsim.schedulers.base import QueueView, Scheduler
@@ -324,19 +323,6 @@ class Checkpoint:
                               f"({'; '.join(diff)})")
 
 
-def _atomic_write(path: Path, write) -> None:
-    """Write via ``write(file)`` to a temporary file beside ``path``, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def save_checkpoint(path: str | Path, weights: dict[str, np.ndarray], spec: ImageSpec,
                     meta: dict[str, Any] | None = None) -> Path:
     """Write ``path`` (.npz, the four weight arrays as float32) and the .json beside it,
@@ -358,10 +344,7 @@ def save_checkpoint(path: str | Path, weights: dict[str, np.ndarray], spec: Imag
                   "shape": [spec.horizon, spec.width]},
         **(meta or {}),
     }
-    _atomic_write(path, lambda f: np.savez(f, **arrays))
-    text = json.dumps(doc, indent=2, sort_keys=False) + "\n"
-    _atomic_write(path.with_suffix(".json"), lambda f: f.write(text.encode()))
-    return path
+    return write_checkpoint(path, arrays, doc)
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
@@ -369,17 +352,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     :class:`ConfigError` naming the file. Arrays are read with ``allow_pickle=False``."""
     path = Path(path)
     jpath = path.with_suffix(".json")
-    if not path.is_file():
-        raise ConfigError(f"{path}: checkpoint not found")
-    if not jpath.is_file():
-        raise ConfigError(f"{jpath}: checkpoint metadata missing (expected beside {path.name})")
-    try:
-        meta = json.loads(jpath.read_text())
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"{jpath}: not valid JSON: {e}") from None
-    if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
-        raise ConfigError(f"{jpath}: not a dcsim DeepRM checkpoint (format must be "
-                          f"{CHECKPOINT_FORMAT!r})")
+    meta = read_metadata(path, CHECKPOINT_FORMAT, "DeepRM")
     try:
         arch = meta["architecture"]
         im = meta["image"]
@@ -395,29 +368,8 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     if actions != spec.actions:
         raise ConfigError(f"{jpath}: architecture.actions {actions} != slots + 1 = "
                           f"{spec.actions}")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            names = set(z.files)
-            if names != set(WEIGHT_NAMES):
-                raise ConfigError(f"{path}: expected arrays {list(WEIGHT_NAMES)}, found "
-                                  f"{sorted(names)}")
-            weights = {k: z[k] for k in WEIGHT_NAMES}
-    except ConfigError:
-        raise
-    except Exception as e:  # zip/format errors, object arrays (pickle refused), …
-        raise ConfigError(f"{path}: cannot read checkpoint arrays: {e}") from None
-    expected = {"w1": (hidden, n_in), "b1": (hidden,), "w2": (actions, hidden),
-                "b2": (actions,)}
-    for k, shape in expected.items():
-        a = weights[k]
-        if a.dtype.kind != "f":
-            raise ConfigError(f"{path}: array {k!r} has dtype {a.dtype}, expected float")
-        if a.shape != shape:
-            raise ConfigError(f"{path}: array {k!r} has shape {a.shape}, expected {shape} "
-                              f"from {jpath.name}")
-        if not np.all(np.isfinite(a)):
-            raise ConfigError(f"{path}: array {k!r} has non-finite values")
-        weights[k] = a.astype(np.float32, copy=False)
+    weights = read_arrays(path, {"w1": (hidden, n_in), "b1": (hidden,),
+                                 "w2": (actions, hidden), "b2": (actions,)})
     return Checkpoint(path=path, weights=weights, spec=spec, meta=meta)
 
 

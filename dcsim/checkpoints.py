@@ -1,0 +1,89 @@
+"""Pickle-free policy checkpoints: a ``.npz`` of plain float arrays and a ``.json`` beside it.
+
+Shared by the learned policies (DeepRM's scheduler, Nara's allocator): each writes its
+arrays and a JSON document with a ``format`` tag, and reads them back through
+:func:`read_checkpoint`, which checks the tag, the array names, dtypes, shapes and values,
+and never unpickles anything (``np.load(..., allow_pickle=False)``). Every problem is a
+:class:`ConfigError` naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dcsim.errors import ConfigError
+
+
+def atomic_write(path: Path, write) -> None:
+    """Write via ``write(binary file)`` to a temporary file beside ``path``, then rename;
+    a failure leaves neither ``path`` torn nor the temporary behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_checkpoint(path: str | Path, arrays: dict[str, np.ndarray],
+                     doc: dict[str, Any]) -> Path:
+    """``path`` (.npz of ``arrays`` as float32) and the .json of ``doc`` beside it."""
+    path = Path(path)
+    arrays = {k: np.asarray(v, dtype=np.float32) for k, v in arrays.items()}
+    atomic_write(path, lambda f: np.savez(f, **arrays))
+    text = json.dumps(doc, indent=2) + "\n"
+    atomic_write(path.with_suffix(".json"), lambda f: f.write(text.encode()))
+    return path
+
+
+def read_metadata(path: str | Path, fmt: str, what: str) -> dict[str, Any]:
+    """The .json beside checkpoint ``path``, checked to be a ``fmt`` document (``what``
+    names the kind in errors, e.g. ``"DeepRM"``)."""
+    path = Path(path)
+    jpath = path.with_suffix(".json")
+    if not path.is_file():
+        raise ConfigError(f"{path}: checkpoint not found")
+    if not jpath.is_file():
+        raise ConfigError(f"{jpath}: checkpoint metadata missing (expected beside {path.name})")
+    try:
+        meta = json.loads(jpath.read_text())
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{jpath}: not valid JSON: {e}") from None
+    if not isinstance(meta, dict) or meta.get("format") != fmt:
+        raise ConfigError(f"{jpath}: not a dcsim {what} checkpoint (format must be {fmt!r})")
+    return meta
+
+
+def read_arrays(path: str | Path, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    """The arrays of checkpoint ``path``: exactly the names of ``shapes``, finite floats of
+    those shapes (as float32); object arrays are refused, not unpickled."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            names = set(z.files)
+            if names != set(shapes):
+                raise ConfigError(f"{path}: expected arrays {sorted(shapes)}, found "
+                                  f"{sorted(names)}")
+            arrays = {k: z[k] for k in shapes}
+    except ConfigError:
+        raise
+    except Exception as e:  # zip/format errors, object arrays (pickle refused), …
+        raise ConfigError(f"{path}: cannot read checkpoint arrays: {e}") from None
+    for k, shape in shapes.items():
+        a = arrays[k]
+        if a.dtype.kind != "f":
+            raise ConfigError(f"{path}: array {k!r} has dtype {a.dtype}, expected float")
+        if a.shape != tuple(shape):
+            raise ConfigError(f"{path}: array {k!r} has shape {a.shape}, expected {shape} "
+                              f"from {path.with_suffix('.json').name}")
+        if not np.all(np.isfinite(a)):
+            raise ConfigError(f"{path}: array {k!r} has non-finite values")
+        arrays[k] = a.astype(np.float32, copy=False)
+    return arrays

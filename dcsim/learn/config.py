@@ -1,0 +1,41 @@
+"""Reading a trainer's YAML settings into its ``TrainConfig`` (a pydantic dataclass)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import ValidationError
+
+from dcsim.errors import ConfigError
+
+T = TypeVar("T")
+
+
+def read_train_config(path: str | Path, cls: type[T], **overrides: Any) -> T:
+    """Read YAML ``path`` (keys: ``cls``'s fields) into ``cls``; ``overrides`` replace keys
+    (CLI options). Every problem is a :class:`ConfigError` naming the file and the field."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    raw = {} if raw is None else raw
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of {cls.__name__} fields at the top "
+                          "level")
+    raw.update(overrides)
+    try:
+        return cls(**raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(x) for x in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "unexpected_keyword_argument":
+            msg = "unknown field"
+        raise ConfigError(f"{path}: {field}: {msg}" if field else f"{path}: {msg}") from None
+    except ValueError as e:  # __post_init__ checks
+        raise ConfigError(f"{path}: {e}") from None
