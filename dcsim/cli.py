@@ -200,59 +200,59 @@ def train() -> None:
     """Train learned policies (needs PyTorch: pip install -e ".[learn]")."""
 
 
-@train.command("deeprm")
-@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("results/train_deeprm"), show_default=True,
-              help="Output directory: progress.parquet, checkpoint.npz/.json, last.npz/.json.")
-@click.option("--iterations", type=click.IntRange(min=1), default=None,
-              help="Training iterations (overrides `iterations:`).")
-@click.option("--seed", type=int, default=None, help="Seed (overrides `seed:`).")
-def train_deeprm(config: Path, out: Path, iterations: int | None, seed: int | None) -> None:
-    """Train DeepRM's policy (REINFORCE) with the settings in CONFIG (YAML)."""
+def _train_options(name: str):
+    """The arguments and options every ``dcsim train <name>`` command shares."""
+    def wrap(f):
+        f = click.option("--seed", type=int, default=None, help="Seed (overrides `seed:`).")(f)
+        f = click.option("--iterations", type=click.IntRange(min=1), default=None,
+                         help="Training iterations (overrides `iterations:`).")(f)
+        f = click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+                         default=Path(f"results/train_{name}"), show_default=True,
+                         help="Output directory: progress.parquet, checkpoint.npz/.json, "
+                              "last.npz/.json.")(f)
+        return click.argument("config", type=click.Path(dir_okay=False, path_type=Path))(f)
+    return wrap
+
+
+def _train(name: str, module: str, config: Path, out: Path, iterations: int | None,
+           seed: int | None):
+    """Load ``module``'s config from ``config`` (with the CLI overrides) and train; returns
+    (config, result). Without torch: one error line, exit 1."""
     if not _have_torch():
         click.echo('error: training needs PyTorch, which is not installed; install it with: '
                    'pip install -e ".[learn]"', err=True)
         sys.exit(1)
-    from dcsim.learn.deeprm import load_train_config
-    from dcsim.learn.deeprm import train as run_training
+    import importlib
 
+    mod = importlib.import_module(module)
     overrides = {k: v for k, v in (("iterations", iterations), ("seed", seed)) if v is not None}
-    cfg = load_train_config(config, **overrides)
-    command = f"dcsim train deeprm {config} --out {out}" + "".join(
+    cfg = mod.load_train_config(config, **overrides)
+    command = f"dcsim train {name} {config} --out {out}" + "".join(
         f" --{k} {v}" for k, v in overrides.items())
+    return cfg, lambda: mod.train(cfg, out, command=command, log=click.echo)
+
+
+@train.command("deeprm")
+@_train_options("deeprm")
+def train_deeprm(config: Path, out: Path, iterations: int | None, seed: int | None) -> None:
+    """Train DeepRM's policy (REINFORCE) with the settings in CONFIG (YAML)."""
+    cfg, run_training = _train("deeprm", "dcsim.learn.deeprm", config, out, iterations, seed)
     click.echo(f"training DeepRM: {cfg.iterations} iterations x {cfg.jobsets_per_iter} job "
                f"sets x {cfg.rollouts} rollouts -> {out}")
-    result = run_training(cfg, out, command=command, log=click.echo)
+    result = run_training()
     click.echo(f"done in {result['wall_time_s']:.1f}s: best eval slowdown "
                f"{result['best_eval_slowdown']:.3f} at iteration {result['best_iteration']}")
     click.echo(f"checkpoint: {result['best']}")
 
 
 @train.command("nara")
-@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("results/train_nara"), show_default=True,
-              help="Output directory: progress.parquet, checkpoint.npz/.json, last.npz/.json.")
-@click.option("--iterations", type=click.IntRange(min=1), default=None,
-              help="PPO iterations (overrides `iterations:`).")
-@click.option("--seed", type=int, default=None, help="Seed (overrides `seed:`).")
+@_train_options("nara")
 def train_nara(config: Path, out: Path, iterations: int | None, seed: int | None) -> None:
     """Train Nara's GNN allocation policy (PPO) with the settings in CONFIG (YAML)."""
-    if not _have_torch():
-        click.echo('error: training needs PyTorch, which is not installed; install it with: '
-                   'pip install -e ".[learn]"', err=True)
-        sys.exit(1)
-    from dcsim.learn.ppo import load_train_config
-    from dcsim.learn.ppo import train as run_training
-
-    overrides = {k: v for k, v in (("iterations", iterations), ("seed", seed)) if v is not None}
-    cfg = load_train_config(config, **overrides)
-    command = f"dcsim train nara {config} --out {out}" + "".join(
-        f" --{k} {v}" for k, v in overrides.items())
+    cfg, run_training = _train("nara", "dcsim.learn.ppo", config, out, iterations, seed)
     click.echo(f"training Nara: {cfg.iterations} iterations x {cfg.num_envs} envs x "
                f"{cfg.num_steps} steps -> {out}")
-    result = run_training(cfg, out, command=command, log=click.echo)
+    result = run_training()
     click.echo(f"done in {result['wall_time_s']:.1f}s ({result['env_steps']} steps): best eval "
                f"acceptance {result['best_eval_acceptance']:.3f} at iteration "
                f"{result['best_iteration']} (tetris {result['eval_tetris']['acceptance']:.3f})")
