@@ -12,13 +12,18 @@ cluster), into a fresh output folder:
 - ``serial``:                         ``dcsim run ... ``
 - ``--jobs N``:                       ``dcsim run ... --jobs N``
 - ``--executor dask --jobs N``:       starts its own N-worker LocalCluster
-- ``--address`` (cluster up):         a LocalCluster of N workers (spawned, Dask's default)
+- ``--address`` (cluster up):         a LocalCluster of N workers (spawned, Dask's default,
+                                      with the settings of docs/howto/cluster-sweeps.md)
                                       started beforehand and warmed by importing what a run
                                       needs on every worker, so neither is counted: the
-                                      steady state of a cluster that is already running
+                                      steady state of a cluster that is already running; its
+                                      workers send the files back to ``dcsim run``
 
-and prints each wall time (the best of ``--repeat``) with its speed-up over serial. Every
-variant's summary is checked against the serial one (same rows but for the wall-clock
+and prints each variant's best and median wall time over ``--repeat`` rounds (the variants
+take turns, so slow spells of the machine hit them alike) with its speed-up over serial, and
+this machine's ceiling: how much faster N copies of a pure-Python loop finish side by side
+than one after the other (N on free, equal cores; less on a shared or throttled machine).
+Every variant's summary is checked against the serial one (same rows but for the wall-clock
 columns). The goal (issue #8) is >= 1.7x on 2 cores for ``--jobs 2`` and the 2-worker
 cluster. Run it on a quiet machine: other processes on the cores show up as lost speed-up.
 """
@@ -28,6 +33,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,6 +51,32 @@ def sweep_args(requests: int) -> list[str]:
             "--set", "allocators=[random, first_fit, best_fit, {name: best_fit, "
                      "options: {score: max}}]",
             "--set", f"workload.requests={requests}"]
+
+
+def _spin(n: int = 20_000_000) -> float:
+    t0 = time.perf_counter()
+    x = 0
+    for i in range(n):
+        x += i
+    return time.perf_counter() - t0
+
+
+def parallel_ceiling(n: int) -> float:
+    """How much faster n CPU-bound processes finish side by side than one after the other
+    (n on perfectly free, equal cores)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    ratios = []
+    with ProcessPoolExecutor(n) as pool:
+        list(pool.map(_spin, [1000] * n))  # start the workers
+        for _ in range(3):
+            t0 = time.perf_counter()
+            list(pool.map(_spin, [20_000_000]))
+            one = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            list(pool.map(_spin, [20_000_000] * n))
+            ratios.append(n * one / (time.perf_counter() - t0))
+    return statistics.median(ratios)
 
 
 def _warm_up() -> None:
@@ -77,7 +109,14 @@ def main() -> None:
     base = sweep_args(args.requests)
     n = args.workers
 
+    import dask
     from distributed import Client, LocalCluster
+
+    from dcsim.runner.executors import LOCAL_CLUSTER_CONFIG
+
+    # a cluster started by hand with the settings the how-to recommends; spawned workers
+    CLUSTER_CONFIG = {k: v for k, v in LOCAL_CLUSTER_CONFIG.items()
+                      if k != "distributed.worker.multiprocessing-method"}
 
 
     variants = [
@@ -86,22 +125,24 @@ def main() -> None:
         (f"--executor dask --jobs {n}", ["--executor", "dask", "--jobs", str(n)]),
         (f"--address (cluster of {n} up, warm)", None),
     ]
-    times: dict[str, float] = {}
+    times: dict[str, list[float]] = {name: [] for name, _ in variants}
+    ceiling_before = parallel_ceiling(n)
     with tempfile.TemporaryDirectory(prefix="bench_sweep-") as tmp:
         tmp = Path(tmp)
         for rep in range(args.repeat):
             for name, extra in variants:
-                out = tmp / f"{len(times)}-{rep}-{name.split()[0].strip('-')}"
+                out = tmp / f"{rep}-{len(times[name])}-{name.split()[0].strip('-')}"
                 if extra is None:  # cluster started beforehand: its start-up is not timed
-                    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                      dashboard_address=None,
-                                      silence_logs=logging.ERROR) as cluster, \
+                    with dask.config.set(CLUSTER_CONFIG), \
+                            LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                         dashboard_address=None,
+                                         silence_logs=logging.ERROR) as cluster, \
                             Client(cluster) as client:
                         client.run(_warm_up)  # as a cluster that has run dcsim before
                         wall = timed_run(base + ["--address", cluster.scheduler_address], out)
                 else:
                     wall = timed_run(base + extra, out)
-                times[name] = min(times.get(name, float("inf")), wall)
+                times[name].append(wall)
                 summary = pd.read_parquet(out / "summary.parquet").drop(columns=VOLATILE)
                 if name == "serial":
                     reference = summary
@@ -109,12 +150,19 @@ def main() -> None:
                     pd.testing.assert_frame_equal(reference, summary)
                 print(f"  {name}: {wall:.1f} s", file=sys.stderr, flush=True)
     runs = len(reference)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    ceiling_after = parallel_ceiling(n)
+    best = {k: min(v) for k, v in times.items()}
+    med = {k: statistics.median(v) for k, v in times.items()}
     print(f"{runs}-run sweep ({args.requests} requests per run), {os.cpu_count()} cores, "
-          f"best of {args.repeat}; load average at the end {load:.2f}")
-    print("| variant | wall s | speed-up over serial |\n|---|---:|---:|")
+          f"{args.repeat} repeat(s), variants interleaved")
+    print(f"this machine's ceiling: {n} copies of a pure-Python loop side by side finish "
+          f"{ceiling_before:.2f}x (before) / {ceiling_after:.2f}x (after) faster than one "
+          "after the other")
+    print("| variant | best wall s | speed-up (best) | median wall s | speed-up (median) |\n"
+          "|---|---:|---:|---:|---:|")
     for name, _ in variants:
-        print(f"| {name} | {times[name]:.1f} | {times['serial'] / times[name]:.2f}x |")
+        print(f"| {name} | {best[name]:.1f} | {best['serial'] / best[name]:.2f}x | "
+              f"{med[name]:.1f} | {med['serial'] / med[name]:.2f}x |")
 
 
 if __name__ == "__main__":

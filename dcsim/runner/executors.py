@@ -232,6 +232,21 @@ def worker_info(needs: list[tuple[str, str]]) -> dict[str, Any]:
     return {"dcsim": dcsim.__version__, "missing": missing}
 
 
+#: Dask settings of the local cluster (``--executor dask``); a cluster you start yourself
+#: can take the same ones (docs/howto/cluster-sweeps.md).
+LOCAL_CLUSTER_CONFIG = {
+    # forked workers start with dcsim and its plugins already imported, in a fraction of a
+    # second (spawned ones, Dask's default, import them again: seconds per worker); POSIX only
+    "distributed.worker.multiprocessing-method": "fork" if hasattr(os, "fork") else "spawn",
+    # the statistical profiler samples every worker's stack every 10 ms, taking the GIL from
+    # the simulation, the system monitor polls twice a second and the event loop's watchdog
+    # ticks every 20 ms: together a few % of each core
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.system-monitor.interval": "2s",
+    "distributed.admin.tick.interval": "200ms",
+}
+
+
 class DaskExecutor(Executor):
     """Runs on Dask distributed: a local cluster of ``workers`` processes (which write their
     runs' files themselves), or the existing scheduler at ``address`` (whose workers send
@@ -264,10 +279,7 @@ class DaskExecutor(Executor):
         if self.address is None:
             import dask
 
-            # forked workers start with dcsim and its plugins already imported (seconds
-            # saved per worker against Dask's default, spawn); POSIX only
-            method = "fork" if hasattr(os, "fork") else "spawn"
-            with dask.config.set({"distributed.worker.multiprocessing-method": method}):
+            with dask.config.set(LOCAL_CLUSTER_CONFIG):
                 cluster = distributed.LocalCluster(
                     n_workers=self.workers, threads_per_worker=1, processes=True,
                     dashboard_address=":0", silence_logs=logging.ERROR)
