@@ -124,6 +124,26 @@ def _watch_parent() -> None:  # pragma: no cover - runs in pool workers
     threading.Thread(target=watch, name="dcsim-parent-watch", daemon=True).start()
 
 
+def dask_setup(worker) -> None:  # pragma: no cover - runs in local Dask workers
+    """Dask preload hook of the local cluster's workers (``--executor dask``): exit when the
+    ``dcsim run`` process that forked the worker dies, even by kill -9.
+
+    Forked workers inherit each other's end of the pipe through which Dask tells a worker
+    that its parent is gone, and the lock on the output directory; without this, a worker of
+    a killed ``dcsim run`` could wait forever and keep a resume waiting for the lock. A run
+    it was writing leaves only hidden temporaries, which the next ``dcsim run`` deletes."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.1)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="dcsim-parent-watch", daemon=True).start()
+
+
 def _pool_attempt(plan: RunPlan, out: str | Path) -> tuple[str, Any]:  # pragma: no cover
     """:func:`attempt` in a pool worker; a worker whose parent died exits after the abort."""
     try:
@@ -282,7 +302,8 @@ class DaskExecutor(Executor):
             with dask.config.set(LOCAL_CLUSTER_CONFIG):
                 cluster = distributed.LocalCluster(
                     n_workers=self.workers, threads_per_worker=1, processes=True,
-                    dashboard_address=":0", silence_logs=logging.ERROR)
+                    dashboard_address=":0", silence_logs=logging.ERROR,
+                    preload=["dcsim.runner.executors"])  # dask_setup: die with dcsim run
             client = distributed.Client(cluster)
             link = f", dashboard {cluster.dashboard_link}" if _has_dashboard() else ""
             self.log(f"dask: local cluster of {self.workers} worker(s){link}")
