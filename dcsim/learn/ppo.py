@@ -102,6 +102,9 @@ class TrainConfig:
     reward_failure: float = -10.0                 # paper: y = -10
     reward_step: float = 0.0                      # paper: z = 0
     holding_scale: float | None = Field(None, gt=0.0)
+    # folder that relative trace/topology paths resolve against: the config file's folder
+    # when read by load_train_config (not recorded in checkpoints)
+    base_dir: str | None = None
     # --- PPO
     num_envs: int = Field(8, ge=1)
     num_steps: int = Field(256, ge=1)             # per env per iteration (8 x 256 = 2048)
@@ -137,7 +140,7 @@ class TrainConfig:
                              capacity=self.capacity, reservation=self.reservation,
                              k_paths=self.k_paths, reward_success=self.reward_success,
                              reward_failure=self.reward_failure, reward_step=self.reward_step,
-                             holding_scale=self.holding_scale)
+                             holding_scale=self.holding_scale, base_dir=self.base_dir)
 
     def architecture(self, n_resources: int) -> Architecture:
         return Architecture.for_resources(n_resources, embed=self.embed, layers=self.layers,
@@ -145,13 +148,17 @@ class TrainConfig:
                                           logit_hidden=self.logit_hidden)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        del d["base_dir"]  # a local folder: checkpoints stay portable
+        return d
 
 
 def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
     """Read a YAML training config (keys: :class:`TrainConfig`'s fields) and validate it;
     ``overrides`` replace keys (CLI options). Errors are :class:`ConfigError` naming the
-    file and the field."""
+    file and the field; relative paths in ``topology``/``workload`` (a trace's ``path``)
+    resolve against the config file's folder, as in an experiment file."""
+    overrides.setdefault("base_dir", str(Path(path).resolve().parent))
     cfg = read_train_config(path, TrainConfig, **overrides)
     try:  # the environment sections are checked by their builders
         NaraEnv(cfg.env_config())
