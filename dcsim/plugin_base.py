@@ -31,7 +31,8 @@ class Configurable:
             err = e.errors()[0]
             loc = ".".join(str(x) for x in err["loc"])
             field = f"{where}.{loc}" if loc else where
-            raise ConfigError(f"{field}: {err['msg']} ({cls.kind} {cls.name!r})") from None
+            msg = err["msg"].removeprefix("Value error, ")  # a validator's own message
+            raise ConfigError(f"{field}: {msg} ({cls.kind} {cls.name!r})") from None
 
     @classmethod
     def label_for(cls, options: BaseModel) -> str:

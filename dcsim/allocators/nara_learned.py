@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from dcsim.allocators.multi import MultiServerAllocator, Partial, path_service
 from dcsim.checkpoints import read_arrays, read_metadata, write_checkpoint
@@ -64,15 +64,17 @@ from dcsim.model import StateView, Topology
 from dcsim.model.state import EPS
 
 __all__ = ["CHECKPOINT_FORMAT", "FEATURE_VERSION", "SHIPPED_CHECKPOINT", "Architecture",
-           "Checkpoint", "GraphLayout", "NaraAllocator", "Observer", "graph_layout",
-           "load_checkpoint", "policy_logits", "save_checkpoint", "weight_shapes"]
+           "Checkpoint", "GraphLayout", "NaraAllocator", "Observer", "checkpoint_path",
+           "graph_layout", "load_checkpoint", "policy_logits", "save_checkpoint",
+           "shipped_checkpoints", "weight_shapes"]
 
 CHECKPOINT_FORMAT = "dcsim-nara-policy"
 CHECKPOINT_VERSION = 1
 #: Bumped whenever :func:`observe` changes meaning; checkpoints record the version they saw.
 FEATURE_VERSION = 1
-SHIPPED_CHECKPOINT = (Path(__file__).resolve().parents[1] / "learn" / "checkpoints"
-                      / "nara_alpha_uniform.npz")
+SHIPPED_DIR = Path(__file__).resolve().parents[1] / "learn" / "checkpoints"
+#: The default policy: trained on topology alpha with the uniform request set.
+SHIPPED_CHECKPOINT = SHIPPED_DIR / "nara_alpha_uniform.npz"
 RATIO_CLIP = 10.0
 
 
@@ -408,6 +410,28 @@ def save_checkpoint(path: str | Path, weights: dict[str, np.ndarray], arch: Arch
     return write_checkpoint(path, arrays, doc)
 
 
+def shipped_checkpoints() -> dict[str, Path]:
+    """The policies shipped in the package, by name (``nara_<name>.npz``): ``alpha_uniform``,
+    ``alpha_azure``, ``alpha_alibaba`` (topology alpha, one per Table 1 request set)."""
+    return {p.stem.removeprefix("nara_"): p for p in sorted(SHIPPED_DIR.glob("nara_*.npz"))}
+
+
+def checkpoint_path(value: str | None) -> Path:
+    """The ``.npz`` a ``checkpoint`` option names: ``None`` is the shipped alpha-uniform
+    policy, a shipped policy's name (:func:`shipped_checkpoints`) that policy, anything else
+    a file path (``~`` expanded, relative to the working directory)."""
+    if value is None:
+        return SHIPPED_CHECKPOINT
+    shipped = shipped_checkpoints()
+    if value in shipped:
+        return shipped[value]
+    path = Path(value).expanduser().resolve()
+    if not path.exists() and path.suffix != ".npz" and "/" not in value:
+        raise ConfigError(f"checkpoint: {value!r} is neither a shipped policy "
+                          f"({', '.join(shipped)}) nor a file")
+    return path
+
+
 def load_checkpoint(path: str | Path) -> Checkpoint:
     """Load and validate a checkpoint (``.npz`` + ``.json`` beside it); any problem is a
     :class:`ConfigError` naming the file. Arrays are read with ``allow_pickle=False``."""
@@ -431,9 +455,10 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
 class NaraAllocator(MultiServerAllocator):
     """Nara's learned GNN policy (numpy inference; torch is not needed).
 
-    ``checkpoint``: the ``.npz`` to load (its ``.json`` beside it); default the checkpoint
-    shipped in the package (``dcsim/learn/checkpoints/nara_alpha_uniform.npz``, trained on
-    α with the uniform request set). ``greedy: true`` (default, the paper's test-time rule)
+    ``checkpoint``: the ``.npz`` to load (its ``.json`` beside it), or the name of a policy
+    shipped in the package (``alpha_uniform``, ``alpha_azure``, ``alpha_alibaba``: trained on
+    α with Table 1's uniform, Azure- or Alibaba-derived request set); default
+    ``alpha_uniform``. ``greedy: true`` (default, the paper's test-time rule)
     takes the highest-scoring eligible server, ties to the lowest index; ``greedy: false``
     samples from the masked softmax with the run's generator. ``holding_scale``: the
     holding-time normaliser (default: 2 × the workload's mean holding time).
@@ -443,17 +468,27 @@ class NaraAllocator(MultiServerAllocator):
     description = "multi-server: Nara's learned GNN policy (PPO-trained checkpoint)"
 
     class Options(MultiServerAllocator.Options):
-        checkpoint: str | None = Field(None, description="policy .npz (default: shipped "
-                                                         "alpha-uniform checkpoint)")
+        checkpoint: str | None = Field(None, description="policy .npz, or a shipped "
+                                       "policy: alpha_uniform (default), alpha_azure, "
+                                       "alpha_alibaba")
         greedy: bool = Field(True, description="argmax (true) or sample the policy")
         holding_scale: float | None = Field(None, gt=0, description="holding-time scale "
                                             "(default: 2 x the workload's mean)")
 
+        @field_validator("checkpoint")
+        @classmethod
+        def _exists(cls, v: str | None) -> str | None:  # caught by `dcsim validate`
+            try:
+                path = checkpoint_path(v)
+            except ConfigError as e:
+                raise ValueError(str(e).removeprefix("checkpoint: ")) from None
+            if not path.exists():
+                raise ValueError(f"{path} does not exist")
+            return v
+
     def __init__(self, options=None, *, rng=None, topology=None):
         super().__init__(options, rng=rng, topology=topology)
-        ck = self.options.checkpoint
-        path = SHIPPED_CHECKPOINT if ck is None else Path(ck).expanduser().resolve()
-        self.checkpoint = load_checkpoint(path)
+        self.checkpoint = load_checkpoint(checkpoint_path(self.options.checkpoint))
         if topology is not None:
             self.checkpoint.check_topology(topology)
 
