@@ -15,9 +15,11 @@ from dcsim.allocators.nara_learned import (
     SHIPPED_CHECKPOINT,
     Architecture,
     NaraAllocator,
+    checkpoint_path,
     load_checkpoint,
     policy_logits,
     save_checkpoint,
+    shipped_checkpoints,
     weight_shapes,
 )
 from dcsim.cli import main
@@ -192,12 +194,48 @@ def test_allocator_matches_the_environment_with_the_same_policy(ckpt):
     assert env_servers == servers
 
 
-def test_shipped_checkpoint_loads_and_runs():
-    ck = load_checkpoint(SHIPPED_CHECKPOINT)
-    assert ck.meta["training"]["command"].startswith("dcsim train nara")
-    assert ck.meta["training"]["wall_time_s"] > 0
-    summary, _ = run_nara(SHIPPED_CHECKPOINT)
+SETS = ["uniform", "azure", "alibaba"]
+
+
+@pytest.mark.parametrize("name", [f"alpha_{s}" for s in SETS])
+def test_shipped_checkpoints_load_and_run(name):
+    """One policy per Table 1 request set, each trained on alpha with that set's workload by
+    its experiments/ config, and each named by the option value it answers to."""
+    path = shipped_checkpoints()[name]
+    ck = load_checkpoint(path)
+    training = ck.meta["training"]
+    assert training["command"].startswith("dcsim train nara experiments/nara_train")
+    assert training["wall_time_s"] > 0
+    assert training["config"]["workload"]["name"] == name.removeprefix("alpha_")
+    assert training["config"]["topology"] == {"kind": "fabric", "preset": "alpha"}
+    summary, _ = run_nara(name)
     assert summary["received"] == 60
+
+
+def test_checkpoint_option_names_a_shipped_policy_or_a_file(ckpt, tmp_path, monkeypatch):
+    assert set(shipped_checkpoints()) == {f"alpha_{s}" for s in SETS}
+    assert checkpoint_path(None) == SHIPPED_CHECKPOINT == checkpoint_path("alpha_uniform")
+    assert checkpoint_path(str(ckpt)) == ckpt
+    monkeypatch.chdir(tmp_path)
+    assert checkpoint_path("pol.npz") == ckpt  # relative to the working directory
+    with pytest.raises(ConfigError, match=r"^options.checkpoint: 'alpha_azur' is neither a "
+                       r"shipped policy \(alpha_alibaba, alpha_azure, alpha_uniform\) nor a "
+                       r"file \(allocator 'nara'\)$"):
+        NaraAllocator.parse_options({"checkpoint": "alpha_azur"})
+    with pytest.raises(ConfigError, match=r"^options.checkpoint: .*missing.npz does not exist"):
+        NaraAllocator.parse_options({"checkpoint": "missing.npz"})
+
+
+def test_validate_names_a_missing_checkpoint(tmp_path):
+    """`dcsim validate` catches it before anything runs."""
+    cfg = tmp_path / "e.yaml"
+    cfg.write_text("name: e\ntopology: {kind: fabric, preset: alpha}\nworkload:\n"
+                   "  requests: 5\n  arrival: {process: tick}\n  demand: {cpu: 1, mem: 1}\n"
+                   "  duration: 2\nallocators:\n"
+                   "  - {name: nara, options: {checkpoint: gone/pol.npz}}\n")
+    r = CliRunner().invoke(main, ["validate", str(cfg)])
+    assert r.exit_code != 0
+    assert "allocators.0.options.checkpoint:" in r.output and "pol.npz does not exist" in r.output
 
 
 # --------------------------------------------------------------------------- training
@@ -227,6 +265,48 @@ def test_ppo_smoke_and_same_seed_same_weights(tmp_path):
             "steps_per_s"} <= set(prog.columns)
     best = json.loads((tmp_path / "a" / "checkpoint.json").read_text())
     assert best["training"]["iterations"] == 2 and best["versions"]["torch"]
+
+
+def test_trace_training_configs_change_only_the_workload_and_the_run_length():
+    """nara_train_{azure,alibaba}.yaml say that what they leave out is nara_train.yaml's
+    setting (TrainConfig's defaults); relative trace paths resolve against their folder."""
+    pytest.importorskip("torch")
+    pytest.importorskip("gymnasium")
+    import yaml
+
+    from dcsim.learn.ppo import TrainConfig, load_train_config
+
+    exp = Path(__file__).parents[1] / "experiments"
+    uniform = yaml.safe_load((exp / "nara_train.yaml").read_text())
+    defaults = TrainConfig().to_dict()
+    for s in SETS[1:]:
+        given = yaml.safe_load((exp / f"nara_train_{s}.yaml").read_text())
+        assert given["workload"]["name"] == s
+        for key, value in uniform.items():
+            assert given.get(key, defaults[key]) == value or key == "workload", key
+        cfg = load_train_config(exp / f"nara_train_{s}.yaml")
+        assert Path(cfg.base_dir) == exp and "base_dir" not in cfg.to_dict()
+
+
+def test_train_config_resolves_trace_paths_against_its_folder(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    pytest.importorskip("gymnasium")
+    from dcsim.learn.nara_env import NaraEnv
+    from dcsim.learn.ppo import load_train_config
+
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "rows.csv").write_text("arrival,duration,cpu,mem\n0,1,1,2\n1,1,2,4\n")
+    cfg_file = tmp_path / "conf" / "t.yaml"
+    cfg_file.write_text("workload:\n  arrival: {process: tick}\n"
+                        "  trace: {path: rows.csv, resample: true, scale: {cpu: 10, mem: 10}}\n"
+                        "  duration: {dist: uniform_int, low: 1, high: 5}\n"
+                        "  bandwidth: {dist: uniform, low: 0.1, high: 1.0}\n")
+    monkeypatch.chdir(tmp_path)  # not the config's folder
+    env = NaraEnv(load_train_config(cfg_file).env_config())
+    env.reset(seed=0)
+    (tmp_path / "conf" / "rows.csv").unlink()
+    with pytest.raises(ConfigError, match="rows.csv"):
+        load_train_config(cfg_file)
 
 
 def test_train_config_errors_name_file_and_field(tmp_path):
