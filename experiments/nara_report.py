@@ -8,7 +8,9 @@ ratio averaged over the last 20 % of requests, ``acceptance_last20``) per reques
 topology; Table 2, the cpu and memory utilisation on topology alpha. If
 ``results/nara_optical/summary.parquet`` (or ``nara_optical_scaled``) exists, also the
 acceptance, cpu and memory utilisation on the nine optical topologies of the 2023 paper
-(its Fig. 2), and each baseline's rank per topology.
+(its Fig. 2), and each baseline's rank per topology. If ``results/nara_learned/summary.parquet``
+exists (``dcsim run experiments/nara_learned.yaml``), also Table 1 and 2 with the learned
+policy (``nara``, the one trained on each set) beside the baselines.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import pandas as pd
 
 from dcsim.results.stats import ci_cell
 
-ORDER = ["tetris", "nalb", "nulb", "random_multi", "best_fit_multi"]
+ORDER = ["nara", "tetris", "nalb", "nulb", "random_multi", "best_fit_multi"]
 SETS = ["uniform", "azure", "alibaba"]
 PRESETS = ["alpha", "beta", "gamma", "delta"]
 
@@ -87,13 +89,21 @@ def main() -> None:
     ap.add_argument("--results", type=Path, default=Path("results"))
     args = ap.parse_args()
     p = args.results / "nara_table1" / "summary.parquet"
-    if not p.exists():
+    q = args.results / "nara_learned" / "summary.parquet"
+    if not p.exists() and not q.exists():
         raise SystemExit(f"no {p}: run `dcsim run experiments/nara_table1.yaml --jobs 2` first")
-    df = pd.read_parquet(p)
-    print("### Table 1: acceptance (running ratio over the last 20 % of requests)\n")
-    print(table1(df))
-    print("\n### Table 2: utilisation on alpha\n")
-    print(table2(df))
+    if p.exists():
+        df = pd.read_parquet(p)
+        print("### Table 1: acceptance (running ratio over the last 20 % of requests)\n")
+        print(table1(df))
+        print("\n### Table 2: utilisation on alpha\n")
+        print(table2(df))
+    if q.exists():
+        learned = pd.read_parquet(q)
+        print("\n### Table 1 with the learned policy (nara: trained on alpha with each set)\n")
+        print(table1(learned))
+        print("\n### Table 2 with the learned policy: utilisation on alpha\n")
+        print(table2(learned))
     for name, title in (("nara_optical", "Optical (2023), 64 servers"),
                         ("nara_optical_scaled", "Optical (2023), scaled to 1024 servers")):
         q = args.results / name / "summary.parquet"

@@ -90,3 +90,51 @@ def test_reduced_table1_end_to_end(tmp_path):
     t1 = rep.split("### Table 1")[1].split("###")[0]
     assert all(f"| {a} | " in t1 for a in BASELINES) and "uniform alpha" in t1
     assert "| tetris | " in rep.split("### Table 2")[1]
+
+
+def test_learned_experiment_has_table1_points_and_each_sets_policy():
+    """nara_learned.yaml runs Table 1's 12 points unchanged (so its baseline rows equal
+    nara_table1's) with, on each, the policy trained on that request set."""
+    out = run("validate", EXPERIMENTS / "nara_learned.yaml").output
+    assert "12 sweep point(s), 5 seed(s)" in out and "nara" in out
+    table1 = yaml.safe_load((EXPERIMENTS / "nara_table1.yaml").read_text())
+    learned = yaml.safe_load((EXPERIMENTS / "nara_learned.yaml").read_text())
+    (rows1,) = table1["matrix"].values()
+    (key,), (rows,) = learned["matrix"].keys(), learned["matrix"].values()
+    assert key == next(iter(table1["matrix"])) + ",allocators.0.options.checkpoint"
+    assert [r[:4] for r in rows] == rows1
+    assert all(r[4] == f"alpha_{r[0]['name']}" for r in rows)
+    assert learned["allocators"][0] == {"name": "nara", "label": "nara"}
+    assert learned["allocators"][1:] == table1["allocators"]
+    skip = ("name", "description", "matrix", "allocators")
+    assert {k: v for k, v in learned.items() if k not in skip} == \
+        {k: v for k, v in table1.items() if k not in skip}
+
+
+def test_reduced_learned_table_end_to_end(tmp_path):
+    """The learned experiment on alpha, 1 rollout of 30 requests: nara runs with the set's
+    checkpoint (recorded per run) and the report prints its row."""
+    d = yaml.safe_load((EXPERIMENTS / "nara_learned.yaml").read_text())
+    (key,) = d["matrix"]
+    rows = [r for r in d["matrix"][key] if r[1] == "alpha"]
+    for r in rows:
+        r[2] = 30
+        if "trace" in r[0]:
+            r[0]["trace"]["path"] = str((EXPERIMENTS / r[0]["trace"]["path"]).resolve())
+    d["matrix"][key] = rows
+    d["allocators"] = d["allocators"][:2]  # nara and tetris
+    cfg = tmp_path / "nara_learned_alpha.yaml"
+    cfg.write_text(yaml.safe_dump(d, sort_keys=False))
+    out = tmp_path / "nara_learned"
+    run("run", cfg, "--out", out, "--seeds", "1")
+    s = pd.read_parquet(out / "summary.parquet")
+    assert set(s["allocator"]) == {"nara", "tetris"} and len(s) == 6
+    ck = [c for c in s.columns if "checkpoint" in c]
+    assert len(ck) == 1
+    assert {(w, c) for w, c in zip(s["workload"], s[ck[0]], strict=True)} == \
+        {(w, f"alpha_{w}") for w in ("uniform", "azure", "alibaba")}
+    rep = subprocess.run([sys.executable, str(EXPERIMENTS / "nara_report.py"), "--results",
+                          str(tmp_path)], capture_output=True, text=True, check=True).stdout
+    t1 = rep.split("### Table 1 with the learned policy")[1].split("###")[0]
+    assert "| nara | " in t1 and "| tetris | " in t1 and "alibaba alpha" in t1
+    assert "| nara | " in rep.split("### Table 2 with the learned policy")[1]
