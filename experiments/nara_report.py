@@ -88,22 +88,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=Path("results"))
     args = ap.parse_args()
-    p = args.results / "nara_table1" / "summary.parquet"
-    q = args.results / "nara_learned" / "summary.parquet"
-    if not p.exists() and not q.exists():
-        raise SystemExit(f"no {p}: run `dcsim run experiments/nara_table1.yaml --jobs 2` first")
-    if p.exists():
-        df = pd.read_parquet(p)
-        print("### Table 1: acceptance (running ratio over the last 20 % of requests)\n")
-        print(table1(df))
-        print("\n### Table 2: utilisation on alpha\n")
-        print(table2(df))
-    if q.exists():
-        learned = pd.read_parquet(q)
-        print("\n### Table 1 with the learned policy (nara: trained on alpha with each set)\n")
-        print(table1(learned))
-        print("\n### Table 2 with the learned policy: utilisation on alpha\n")
-        print(table2(learned))
+    tables = {"nara_table1": "", "nara_learned": " with the learned policy (nara: trained "
+              "on alpha with each set)"}
+    found = {n: args.results / n / "summary.parquet" for n in tables}
+    if not any(p.exists() for p in found.values()):
+        raise SystemExit(f"no {found['nara_table1']}: run `dcsim run "
+                         "experiments/nara_table1.yaml --jobs 2` first")
+    for name, what in tables.items():
+        if found[name].exists():
+            df = pd.read_parquet(found[name])
+            print(f"\n### Table 1{what}: acceptance (running ratio over the last 20 % of "
+                  "requests)\n")
+            print(table1(df))
+            print(f"\n### Table 2{what}: utilisation on alpha\n")
+            print(table2(df))
     for name, title in (("nara_optical", "Optical (2023), 64 servers"),
                         ("nara_optical_scaled", "Optical (2023), scaled to 1024 servers")):
         q = args.results / name / "summary.parquet"
