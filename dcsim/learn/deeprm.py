@@ -52,7 +52,6 @@ spawned from ``seed`` draw the job sets and the sampled actions, and torch runs 
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -69,6 +68,7 @@ from dcsim import __version__
 from dcsim.learn.config import read_train_config
 from dcsim.queue.env import QueueConfig, QueueEnv
 from dcsim.queue.jobs import JobSet, deeprm_jobset
+from dcsim.results.writer import write_atomic
 from dcsim.schedulers.deeprm import (
     ArrivalClock,
     ImageSpec,
@@ -376,16 +376,6 @@ def evaluate(logits: Callable[[np.ndarray], np.ndarray], spec: ImageSpec,
 
 
 # --------------------------------------------------------------------------- training
-def _write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
-    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    try:
-        pd.DataFrame(rows).to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def _meta(cfg: TrainConfig, *, command: str | None, iteration: int, iterations: int,
           wall: float, eval_slowdown: float, best_iteration: int | None = None
           ) -> dict[str, Any]:
@@ -495,7 +485,7 @@ def train(cfg: TrainConfig, out: str | Path, *, command: str | None = None,
                     f"(sampled {ev_sampled:6.3f})  entropy {row['entropy']:.3f}")
             rows.append(row)
             if it % cfg.eval_every == 0 or stop:
-                _write_parquet(rows, paths["progress"])
+                write_atomic(paths["progress"], pd.DataFrame(rows).to_parquet(index=False))
             if stop:
                 break
         wall = time.perf_counter() - t0

@@ -47,7 +47,6 @@ machine.
 from __future__ import annotations
 
 import dataclasses
-import os
 import platform
 import time
 from collections.abc import Callable
@@ -67,6 +66,7 @@ from dcsim.errors import ConfigError
 from dcsim.learn.config import read_train_config
 from dcsim.learn.gnn import NaraPolicy, NaraValue, graph_batch, stack_obs
 from dcsim.learn.nara_env import UNIFORM_WORKLOAD, NaraEnv, NaraEnvConfig
+from dcsim.results.writer import write_atomic
 from dcsim.sim.metrics import acceptance_last20
 
 __all__ = ["TrainConfig", "evaluate", "load_train_config", "train"]
@@ -225,16 +225,6 @@ def evaluate_tetris(env_cfg: NaraEnvConfig, seeds: list[int]) -> dict[str, float
 
 
 # --------------------------------------------------------------------------- training
-def _write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
-    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    try:
-        pd.DataFrame(rows).to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def _meta(cfg: TrainConfig, *, command: str | None, iteration: int, iterations: int,
           wall: float, env_steps: int, eval_acceptance: float, best_iteration: int | None,
           eval_tetris: dict[str, float] | None, device: str) -> dict[str, Any]:
@@ -448,7 +438,7 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, device) -> dic
                 f"  kl {row['approx_kl']:.4f}  v_loss {row['v_loss']:.2f}")
         rows.append(row)
         if it % cfg.eval_every == 0 or stop:
-            _write_parquet(rows, paths["progress"])
+            write_atomic(paths["progress"], pd.DataFrame(rows).to_parquet(index=False))
         if stop:
             break
     wall = time.perf_counter() - t0
