@@ -12,9 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from click.testing import CliRunner
 
-from dcsim.cli import main
+from tests.cli_helpers import assert_same_dataset, invoke, ok
 
 distributed = pytest.importorskip("distributed")
 
@@ -36,43 +35,12 @@ SMALL = {
     "allocators": ["random", "first_fit", {"name": "best_fit", "options": {"score": "max"}}],
     "matrix": {"workload.duration.offered_load": [0.7, 1.1]},
 }
-VOLATILE = ["wall_time_s", "mean_decision_s"]
 
 
 def write(folder: Path, cfg: dict, name: str = "exp.yaml") -> Path:
     p = folder / name
     p.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return p
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def ok(*args):
-    r = invoke(*args)
-    assert r.exit_code == 0, r.output + (r.stderr or "")
-    return r
-
-
-def dataset(out: Path) -> dict[str, pd.DataFrame]:
-    tables = {"summary": pd.read_parquet(out / "summary.parquet").drop(columns=VOLATILE)}
-    for kind, key in (("requests", "id"), ("timeseries", "time")):
-        df = pd.read_parquet(out / kind)
-        df = df.drop(columns=[c for c in ("decision_s",) if c in df.columns])
-        df["allocator"] = df["allocator"].astype(str)
-        df["seed"] = df["seed"].astype(int)
-        tables[kind] = df.sort_values(["allocator", "seed", "load", key]
-                                      if "load" in df.columns else ["allocator", "seed", key]
-                                      ).reset_index(drop=True)
-    return tables
-
-
-def assert_same_dataset(a: Path, b: Path) -> None:
-    da, db = dataset(a), dataset(b)
-    for kind in da:
-        assert len(da[kind]) > 0
-        pd.testing.assert_frame_equal(da[kind], db[kind], obj=kind)
 
 
 @pytest.fixture(scope="module")

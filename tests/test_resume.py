@@ -15,9 +15,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 import yaml
-from click.testing import CliRunner
 
-from dcsim.cli import main
+from tests.cli_helpers import assert_same_dataset, invoke, ok
 
 CFG = {
     "name": "resume",
@@ -39,43 +38,12 @@ CFG = {
     "allocators": ["random", "first_fit"],
 }
 N_RUNS = 6
-VOLATILE = ["wall_time_s", "mean_decision_s"]
 
 
 def write(tmp_path: Path, cfg: dict = CFG) -> Path:
     p = tmp_path / "exp.yaml"
     p.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return p
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def ok(*args):
-    r = invoke(*args)
-    assert r.exit_code == 0, r.output + (r.stderr or "")
-    return r
-
-
-def dataset(out: Path) -> dict[str, pd.DataFrame]:
-    """Every row of summary, requests and timeseries, in a canonical order."""
-    s = pd.read_parquet(out / "summary.parquet").drop(columns=VOLATILE)
-    tables = {"summary": s}
-    for kind, key in (("requests", "id"), ("timeseries", "time")):
-        df = pd.read_parquet(out / kind)
-        df = df.drop(columns=[c for c in ("decision_s",) if c in df.columns])
-        df["allocator"] = df["allocator"].astype(str)
-        df["seed"] = df["seed"].astype(int)
-        tables[kind] = df.sort_values(["allocator", "seed", key]).reset_index(drop=True)
-    return tables
-
-
-def assert_same_dataset(a: Path, b: Path) -> None:
-    da, db = dataset(a), dataset(b)
-    assert len(da["summary"]) == N_RUNS
-    for kind in da:
-        pd.testing.assert_frame_equal(da[kind], db[kind], obj=kind)
 
 
 def leftovers(out: Path) -> list[Path]:
@@ -141,7 +109,7 @@ def test_kill_9_mid_experiment_then_resume_equals_an_uninterrupted_run(tmp_path,
     assert r.exit_code == 1 and "--resume" in r.stderr
     r = ok("run", write(tmp_path), "--out", out, "--resume", *executor)
     assert f"{len(committed)} of {N_RUNS} runs are finished" in r.stderr
-    assert_same_dataset(reference, out)
+    assert_same_dataset(reference, out, runs=N_RUNS)
     assert not leftovers(out)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["runs_finished"] == N_RUNS and manifest["runs_failed"] == 0
@@ -170,7 +138,7 @@ def test_leftovers_of_a_killed_run_are_never_read(tmp_path, reference):
     r = ok("run", write(tmp_path), "--out", out, "--resume")
     assert f"{N_RUNS - 1} of {N_RUNS} runs are finished" in r.stderr
     assert not leftovers(out)
-    assert_same_dataset(reference, out)
+    assert_same_dataset(reference, out, runs=N_RUNS)
 
 
 def test_failed_runs_are_logged_the_others_finish_and_resume_reruns_them(tmp_path, reference,
@@ -214,7 +182,7 @@ def test_failed_runs_are_logged_the_others_finish_and_resume_reruns_them(tmp_pat
     assert "running the other 1" in r.stderr
     assert all(p.stat().st_mtime_ns == t for p, t in kept.items())
     assert not (out / "failures.jsonl").exists()
-    assert_same_dataset(reference, out)
+    assert_same_dataset(reference, out, runs=N_RUNS)
 
 
 def test_failures_in_pool_workers_are_logged(tmp_path, monkeypatch):
@@ -260,4 +228,4 @@ def test_a_second_invocation_waits_for_the_first(tmp_path, reference):
     timer.join()
     assert time.time() - t0 >= 0.5
     assert "waiting for another dcsim process writing to" in r.stderr
-    assert_same_dataset(reference, out)
+    assert_same_dataset(reference, out, runs=N_RUNS)
