@@ -1,4 +1,4 @@
-"""Trace replay from CSV/Parquet, the three importers, and the committed slices."""
+"""Trace replay from CSV/Parquet, the importers, and the committed slices."""
 
 from __future__ import annotations
 
@@ -18,7 +18,11 @@ from dcsim.workload import (
     import_trace,
     write_table,
 )
-from dcsim.workload.importers import azure2017_bins
+from dcsim.workload.importers import (
+    azure2017_bins,
+    import_alibaba2018_containers,
+    import_azure2020_vmtypes,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = ROOT / "tests" / "data" / "traces"
@@ -223,6 +227,61 @@ def test_committed_slices_replay(name):
     r = replay(TraceSource(path))
     assert len(r["arrival"]) == 5000 and r["arrival"][0] == 0
     assert np.all(np.diff(r["arrival"]) >= 0) and np.all(r["duration"] >= 0)
+
+
+@pytest.mark.parametrize(("name", "rows", "extra"), [
+    ("alibaba2018_container_meta_slice.csv", 5000, ["cpu_request", "mem_size", "status"]),
+    ("azure2020_vmtypes_machine16.csv", 281, ["machine_id"]),
+])
+def test_committed_kinds_tables(name, rows, extra):
+    """The tables of request kinds the Nara sets draw from: standard cpu / mem columns (no
+    duration), read by a resampled trace without timing."""
+    path = SLICES / name
+    assert path.stat().st_size < 300_000
+    df = pd.read_csv(path)
+    assert len(df) == rows and {"id", "cpu", "mem", *extra} <= set(df.columns)
+    assert "duration" not in df.columns
+    r = replay(TraceSource(path, timing=False))
+    assert len(r["demand"]) == rows and (r["duration"] == 0).all()
+
+
+def test_kinds_importers_on_raw_heads(tmp_path):
+    """container_meta: cores / fraction plus the raw units, sorted by time stamp; vmType: the
+    fractions, machine_id given or filtered, nic kept when present; the sqlite form."""
+    cm = import_alibaba2018_containers(RAW / "alibaba2018_container_meta_head.csv")
+    assert len(cm) == 40 and cm["arrival"].is_monotonic_increasing
+    np.testing.assert_allclose(cm["cpu"] * 100, cm["cpu_request"])
+    np.testing.assert_allclose(cm["mem"] * 100, cm["mem_size"])
+    assert cm.loc[0, "id"] == "c_1" and cm.loc[0, "cpu_request"] == 400
+    vt = import_azure2020_vmtypes(RAW / "azure2020_vm_types_head.csv", machine_id=16)
+    assert len(vt) == 40 and (vt["machine_id"] == 16).all() and vt.loc[0, "id"] == 0
+    with pytest.raises(ConfigError, match="no machineId column"):
+        import_azure2020_vmtypes(RAW / "azure2020_vm_types_head.csv")
+    db = tmp_path / "p.sqlite"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE vmType (vmTypeId, machineId, core, memory, hdd, ssd, nic)")
+        con.executemany("INSERT INTO vmType VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [(0, 1, 0.5, 0.25, 0, 0, 0.1), (0, 16, 0.1, 0.05, 0, 0, 0.02),
+                         (1, 16, 0.2, 0.1, 0, 0, 0.0)])
+    con.close()
+    allm = import_azure2020_vmtypes(db)
+    assert len(allm) == 3 and allm["nic"].tolist() == [0.1, 0.02, 0.0]
+    m16 = import_azure2020_vmtypes(db, machine_id=16)
+    assert m16["cpu"].tolist() == [0.1, 0.2] and m16.attrs["dropped"] == {"other_machine": 1}
+    assert len(import_trace("alibaba2018_containers",
+                            RAW / "alibaba2018_container_meta_head.csv")) == 40
+
+
+@needs_shared
+def test_kinds_tables_full_samples():
+    """container_meta sample: 20,000 lines, none dropped; vmType: 281 machine-16 rows."""
+    cm = import_alibaba2018_containers(SHARED / "alibaba_v2018_sample" /
+                                       "alibaba2018_container_meta_sample.csv")
+    assert len(cm) == 20_000 and cm.attrs["dropped"] == {"missing_request": 0}
+    assert set(cm["cpu_request"]) == {100, 200, 400, 600, 800, 1600, 2400, 3200}
+    vt = import_azure2020_vmtypes(SHARED / "azure_packing_2020_sample" /
+                                  "vm_types_machine16.csv", machine_id=16)
+    assert len(vt) == 281
 
 
 @needs_shared

@@ -9,6 +9,10 @@ repository), converts them with :mod:`dcsim.workload.importers` and writes
 * ``traces/azure2017_dev_slice.csv`` — the first ``rows`` VMs of the Azure 2017 dev split;
 * ``traces/alibaba2018_slice.csv`` — the first ``rows`` Alibaba 2018 batch tasks by arrival;
 * ``traces/azure2020_slice.csv`` — the Azure 2020 sample (5,000 requests), converted;
+* ``traces/alibaba2018_container_meta_slice.csv`` — the first ``rows`` Alibaba 2018
+  ``container_meta`` lines by time stamp (the Nara authors' Alibaba set is drawn from them);
+* ``traces/azure2020_vmtypes_machine16.csv`` — the Azure 2020 ``vmType`` rows of machine
+  type 16 (all that is public here; the Nara authors' Azure set is drawn from ``vmType``);
 * ``tests/data/traces/…`` — a few raw lines of each trace in its own format.
 
 The output is deterministic: running it twice gives byte-identical files.
@@ -26,23 +30,31 @@ if str(ROOT) not in sys.path:
 
 from dcsim.workload.importers import (  # noqa: E402
     import_alibaba2018,
+    import_alibaba2018_containers,
     import_azure2017,
     import_azure2020,
+    import_azure2020_vmtypes,
     write_table,
 )
 
 AZ17 = "azure_vm_2017_rnn"
 ALI = "alibaba_v2018_sample/alibaba2018_batch_task_sample.csv"
 AZ20 = "azure_packing_2020_sample/vm_requests_first5000_machine16.csv"
+ALI_CM = "alibaba_v2018_sample/alibaba2018_container_meta_sample.csv"
+AZ20_TYPES = "azure_packing_2020_sample/vm_types_machine16.csv"
 
 
 def make_slices(src: Path, out: Path, rows: int = 5000) -> list[Path]:
-    """Write the three converted slices into ``out``."""
+    """Write the five converted slices into ``out``."""
     written = [
         write_table(import_azure2017(src / AZ17, "dev").head(rows),
                     out / "azure2017_dev_slice.csv"),
         write_table(import_alibaba2018(src / ALI).head(rows), out / "alibaba2018_slice.csv"),
         write_table(import_azure2020(src / AZ20).head(rows), out / "azure2020_slice.csv"),
+        write_table(import_alibaba2018_containers(src / ALI_CM).head(rows),
+                    out / "alibaba2018_container_meta_slice.csv"),
+        write_table(import_azure2020_vmtypes(src / AZ20_TYPES, machine_id=16),
+                    out / "azure2020_vmtypes_machine16.csv"),
     ]
     return written
 
@@ -76,6 +88,16 @@ def make_raw_samples(src: Path, out: Path) -> list[Path]:
     keep = sorted(set(range(1, 201)) | set(nulls))
     path = out / "azure2020_requests_head.csv"
     path.write_text(lines[0] + "".join(lines[i] for i in keep))
+    written.append(path)
+
+    lines = (src / ALI_CM).read_text().splitlines(keepends=True)
+    path = out / "alibaba2018_container_meta_head.csv"
+    path.write_text("".join(lines[:40]))
+    written.append(path)
+
+    lines = (src / AZ20_TYPES).read_text().splitlines(keepends=True)
+    path = out / "azure2020_vm_types_head.csv"
+    path.write_text("".join(lines[:41]))
     written.append(path)
     return written
 

@@ -18,6 +18,20 @@ azure2020      fractions of one machine    priority (0 high, 1 low), censored, v
                of type 16 (cpu, memory)    machine_id
 =============  ==========================  ===============================================
 
+Two more importers read a trace's table of request *kinds*, not a request stream, for
+drawing rows at random (``trace.resample: true``); their tables have no ``duration``:
+
+======================  ==========================  =====================================
+alibaba2018_containers  cores / fraction of a       ``container_meta``: one row per
+                        machine's memory            status event; extras cpu_request
+                                                    (100 = 1 core), mem_size (0-100),
+                                                    status; ``arrival`` = time_stamp
+azure2020_vmtypes       fractions of one machine    ``vmType``: one row per (VM type,
+                        of that row's type          machine type); extras machine_id and
+                                                    whichever of nic, hdd, ssd the file
+                                                    has; no ``arrival``
+======================  ==========================  =====================================
+
 Each importer records what it read and dropped in ``df.attrs`` (``rows_read``, ``dropped``).
 """
 
@@ -278,11 +292,109 @@ def import_azure2020(requests: str | Path, horizon_days: float = 90.0,
     return out
 
 
+# ---------------------------------------------------------------------- kinds tables
+ALIBABA_CONTAINER_COLUMNS = ["container_id", "machine_id", "time_stamp", "app_du", "status",
+                             "cpu_request", "cpu_limit", "mem_size"]
+
+
+def import_alibaba2018_containers(path: str | Path) -> pd.DataFrame:
+    """Alibaba cluster-trace-v2018 ``container_meta`` (no header, or the schema's header).
+
+    One row per line of the file (a container has one line per status event; the Nara
+    authors draw lines, so a container counts once per event): id = container_id, arrival =
+    time_stamp, cpu = cpu_request/100 (cores), mem = mem_size/100 (fraction of a machine's
+    memory), and the raw ``cpu_request`` and ``mem_size`` kept (so a rule written on the raw
+    units, e.g. ``int(mem_size * 5)``, is applied to exactly the trace's numbers). Rows with
+    a missing cpu_request or mem_size are dropped (counted). Sorted by arrival (stable).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file")
+    with open(path) as f:
+        header = f.readline().startswith("container_id")
+    df = pd.read_csv(path, header=0 if header else None,
+                     names=None if header else ALIBABA_CONTAINER_COLUMNS)
+    missing = [c for c in ALIBABA_CONTAINER_COLUMNS if c not in df.columns]
+    if missing:
+        raise ConfigError(f"{path}: columns {missing} not found; columns are: "
+                          f"{', '.join(map(str, df.columns))}")
+    for col in ("time_stamp", "cpu_request", "mem_size"):
+        num = pd.to_numeric(df[col], errors="coerce")
+        bad = num.isna() & df[col].notna()
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ConfigError(f"{path}: line {i + 1 + header}: column {col!r} is not a number: "
+                              f"{df[col].iloc[i]!r} (is this a container_meta file?)")
+        df[col] = num
+    rows_read = len(df)
+    keep = df["cpu_request"].notna() & df["mem_size"].notna()
+    dropped = {"missing_request": int((~keep).sum())}
+    df = df[keep]
+    out = pd.DataFrame({
+        "id": df["container_id"].astype(str).to_numpy(),
+        "arrival": df["time_stamp"].to_numpy(np.float64),
+        "cpu": df["cpu_request"].to_numpy(np.float64) / 100.0,
+        "mem": df["mem_size"].to_numpy(np.float64) / 100.0,
+        "cpu_request": df["cpu_request"].to_numpy(np.float64),
+        "mem_size": df["mem_size"].to_numpy(np.float64),
+        "status": df["status"].astype(str).to_numpy(),
+    })
+    out = out.sort_values("arrival", kind="stable").reset_index(drop=True)
+    out.attrs = {"source": str(path), "rows_read": rows_read, "dropped": dropped}
+    return out
+
+
+AZURE2020_VMTYPE_COLUMNS = ["vmTypeId", "core", "memory"]
+
+
+def import_azure2020_vmtypes(path: str | Path, machine_id: int | None = None) -> pd.DataFrame:
+    """Azure Trace for Packing 2020 ``vmType`` table: a CSV (``vmTypeId, core, memory[,
+    machineId, nic, hdd, ssd]``) or the official sqlite file.
+
+    One row per (VM type, machine type): id = vmTypeId, cpu / mem = ``core`` / ``memory``
+    (fractions of one machine of that type), machine_id (``machine_id`` when the file has
+    none), and nic / hdd / ssd when present. ``machine_id`` keeps only that machine type's
+    rows (``None``: all). File order (vmTypeId, then machine type) is kept.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file")
+    if path.suffix in (".sqlite", ".sqlite3", ".db"):
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+            df = pd.read_sql_query("SELECT * FROM vmType ORDER BY rowid", con)
+    else:
+        df = pd.read_csv(path)
+    missing = [c for c in AZURE2020_VMTYPE_COLUMNS if c not in df.columns]
+    if missing:
+        raise ConfigError(f"{path}: columns {missing} not found; columns are: "
+                          f"{', '.join(map(str, df.columns))}")
+    rows_read = len(df)
+    if "machineId" not in df.columns:
+        if machine_id is None:
+            raise ConfigError(f"{path}: no machineId column; give machine_id (the machine "
+                              "type the fractions refer to)")
+        df["machineId"] = machine_id
+    elif machine_id is not None:
+        df = df[df["machineId"] == machine_id]
+    out = pd.DataFrame({
+        "id": df["vmTypeId"].to_numpy(), "cpu": df["core"].to_numpy(np.float64),
+        "mem": df["memory"].to_numpy(np.float64), "machine_id": df["machineId"].to_numpy(),
+    })
+    for extra in ("nic", "hdd", "ssd"):
+        if extra in df.columns:
+            out[extra] = df[extra].to_numpy(np.float64)
+    out.attrs = {"source": str(path), "rows_read": rows_read,
+                 "dropped": {"other_machine": rows_read - len(out)}}
+    return out
+
+
 # ---------------------------------------------------------------------- dispatch
 IMPORTERS: dict[str, Callable[..., pd.DataFrame]] = {
     "azure2017": import_azure2017,
     "alibaba2018": import_alibaba2018,
     "azure2020": import_azure2020,
+    "alibaba2018_containers": import_alibaba2018_containers,
+    "azure2020_vmtypes": import_azure2020_vmtypes,
 }
 
 

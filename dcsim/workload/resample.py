@@ -20,9 +20,12 @@ class TableRows:
 
     ``demand`` has one column per resource (the source's resource order), ``bandwidth`` is the
     table's bandwidth column (0 when unmapped), ``attrs`` the carried attribute columns.
+    With ``bandwidth_low``, a request's bandwidth is not the row's but drawn uniformly
+    between ``bandwidth_low`` and the row's (either order, like Python's
+    ``random.uniform``).
     """
 
-    def __init__(self, source: TraceSource) -> None:
+    def __init__(self, source: TraceSource, bandwidth_low: float | None = None) -> None:
         batches = list(source.batches())
         self.name = source.name
         self.resources = source.resources
@@ -32,6 +35,8 @@ class TableRows:
         self.bandwidth = np.concatenate([b.bandwidth for b in batches])
         self.attrs = {k: np.concatenate([b.attrs[k] for b in batches]) for k in batches[0].attrs}
         self.dropped = source.dropped
+        self.redrawn = source.redrawn
+        self.bandwidth_low = bandwidth_low
 
     def __len__(self) -> int:
         return len(self.demand)
@@ -43,3 +48,10 @@ class TableRows:
     def indices(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` row numbers drawn uniformly with replacement."""
         return rng.integers(0, len(self), n)
+
+    def draw_bandwidth(self, rng: np.random.Generator, idx: np.ndarray) -> np.ndarray:
+        """The bandwidth of the requests drawn as rows ``idx``."""
+        bw = self.bandwidth[idx]
+        if self.bandwidth_low is None:
+            return bw
+        return self.bandwidth_low + (bw - self.bandwidth_low) * rng.random(len(idx))

@@ -31,20 +31,31 @@ class TraceSpec(BaseModel):
     ``path`` is relative to the experiment file's folder (then the working directory); for
     ``azure2017`` it is the folder of the rnn files. ``columns`` maps standard names to file
     columns (or numbers), ``scale`` multiplies columns, ``cap`` bounds them from above,
-    ``time_scale`` multiplies arrival and duration, ``limit`` caps the number of requests
-    (default: ``workload.requests``). ``split`` (azure2017) and ``options`` (other importer
+    ``time_scale`` multiplies arrival and duration, ``truncate`` drops the fractional part of
+    the columns it names (Python's ``int()``), ``zero_to`` replaces an exact 0 (e.g. ``{cpu:
+    1}``: Nara's "0 -> 1"), ``redraw_above`` skips a row with a column above the bound
+    (resampled: the request is drawn again, as Nara's sets do; applied after ``cap``),
+    ``limit`` caps the number of requests (default: ``workload.requests``). ``split`` (azure2017) and ``options`` (other importer
     keywords, e.g. ``lifetime: lower``, ``statuses: null``, ``horizon_days: 14``) go to the
     importer. ``resample: true`` draws each request's demand as a whole row, uniformly with
     replacement, from the table's first ``limit`` rows (default: all of them), and takes
-    arrival and duration from ``workload.arrival`` / ``workload.duration``.
+    arrival and duration from ``workload.arrival`` / ``workload.duration``; the table then
+    needs no ``arrival`` / ``duration`` columns (a table of request types). ``bandwidth_low``
+    (resampled only): each request's bandwidth is drawn uniformly between it and the row's
+    ``bandwidth`` column (Nara's Azure set on delta: U(0.1, nic x 10)).
     """
 
     model_config = ConfigDict(extra="forbid")
     path: str
-    format: Literal["table", "azure2017", "alibaba2018", "azure2020"] = "table"
+    format: Literal["table", "azure2017", "alibaba2018", "azure2020", "alibaba2018_containers",
+                    "azure2020_vmtypes"] = "table"
     columns: dict[str, str | float] = Field(default_factory=dict)
     scale: dict[str, float] = Field(default_factory=dict)
     cap: dict[str, float] = Field(default_factory=dict)
+    truncate: list[str] = Field(default_factory=list)
+    zero_to: dict[str, float] = Field(default_factory=dict)
+    redraw_above: dict[str, float] = Field(default_factory=dict)
+    bandwidth_low: float | None = Field(None, ge=0)
     time_scale: PositiveFloat = 1.0
     start_at_zero: bool = True
     limit: int | None = Field(None, ge=0)
@@ -95,6 +106,8 @@ def parse_workload(spec: WorkloadSpec | dict[str, Any], where: str = "workload")
                               f"(a trace's demand comes from workload.trace.columns)")
         if ws.trace.split is not None and ws.trace.format != "azure2017":
             raise ConfigError(f"{where}.trace.split: only for format azure2017")
+        if ws.trace.bandwidth_low is not None:
+            raise ConfigError(f"{where}.trace.bandwidth_low: only with resample: true")
     else:
         missing = [k for k in ("arrival", "duration") if getattr(ws, k) is None]
         if missing:
@@ -120,6 +133,9 @@ def _check_resample(ws: WorkloadSpec, where: str) -> None:
         raise ConfigError(f"{w}.time_scale: not used with resample (timing is synthetic)")
     if tr.split is not None and tr.format != "azure2017":
         raise ConfigError(f"{w}.split: only for format azure2017")
+    if tr.bandwidth_low is not None and ws.bandwidth is not None:
+        raise ConfigError(f"{w}.bandwidth_low: draws the bandwidth up to the row's own; "
+                          f"remove {where}.bandwidth (or bandwidth_low)")
 
 
 def resolve_path(path: str | Path, base_dir: Path | None, where: str) -> Path:
@@ -168,7 +184,8 @@ def build_source(spec: WorkloadSpec | dict[str, Any], topology: Topology,
     if ws.trace is None or ws.trace.resample:
         rows = None
         if ws.trace is not None:
-            rows = TableRows(_trace_source(ws, resources, base, where))
+            rows = TableRows(_trace_source(ws, resources, base, where),
+                             bandwidth_low=ws.trace.bandwidth_low)
         demand = {k: _load(d, base, f"{where}.demand.{k}") for k, d in ws.demand.items()}
         capacity = dict(zip(resources, map(float, topology.total_capacity()), strict=True))
         return SyntheticSource(
@@ -211,6 +228,7 @@ def _trace_source(ws: WorkloadSpec, resources: tuple[str, ...], base: Path | Non
             table, columns=tr.columns, scale=tr.scale, time_scale=tr.time_scale,
             start_at_zero=tr.start_at_zero, limit=limit, resources=resources,
             batch_size=tr.batch_size, sort=tr.sort or tr.resample, dropna=tr.dropna,
-            cap=tr.cap, name=name)
+            cap=tr.cap, name=name, truncate=tr.truncate, zero_to=tr.zero_to,
+            redraw_above=tr.redraw_above, timing=not tr.resample)
     except ConfigError as e:
         raise ConfigError(f"{w}: {e}") from None

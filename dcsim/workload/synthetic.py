@@ -3,7 +3,8 @@
 Draw order (fixed, so a seed and a ``batch_size`` give the same requests every time): for
 each batch of ``m`` requests, the ``m`` arrival gaps, then each attribute in declaration
 order, then the row numbers of a resampled trace (``rows``), then each demand column in the
-topology's resource order, then durations, then bandwidth. A different ``batch_size`` gives a
+topology's resource order, then durations, then bandwidth (a resampled row's own, or drawn up
+to it with ``trace.bandwidth_low``). A different ``batch_size`` gives a
 different (equally distributed) stream.
 
 With ``rows`` (a :class:`~dcsim.workload.resample.TableRows`), every request's demand — and
@@ -161,17 +162,20 @@ class SyntheticSource:
         if self.rows is not None:
             idx = self.rows.indices(rng, n)
             demand = self.rows.demand[idx]
-            table_bw = self.rows.bandwidth[idx]
             attrs.update({k: v[idx] for k, v in self.rows.attrs.items()})
         else:
+            idx = None
             demand = np.zeros((n, len(self.resources)), dtype=np.float64)
-            table_bw = np.zeros(n)
         for j, r in enumerate(self.resources):
             if r in self.demand:
                 demand[:, j] = self._column(self.demand[r], rng, n, attrs)
         duration = self.duration.sample(rng, n)
-        bandwidth = (table_bw if self.bandwidth is None
-                     else self._column(self.bandwidth, rng, n, attrs))
+        if self.bandwidth is not None:
+            bandwidth = self._column(self.bandwidth, rng, n, attrs)
+        elif idx is not None:
+            bandwidth = self.rows.draw_bandwidth(rng, idx)
+        else:
+            bandwidth = np.zeros(n)
         return RequestBatch(arrival, duration, demand, bandwidth, attrs)
 
     @staticmethod

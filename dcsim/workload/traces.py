@@ -8,9 +8,15 @@ under its own name, and a number instead of a name gives a constant column (e.g.
 become per-request attributes (``priority: priority`` carries ``priority``).
 
 Per row: each mapped column is multiplied by ``scale[name]``, then duration = end − arrival
-when ``end`` is mapped, then arrival and duration are multiplied by ``time_scale``, then
-``cap[name]`` bounds a column from above, then arrivals shift so the first is 0
-(``start_at_zero``).
+when ``end`` is mapped, then arrival and duration are multiplied by ``time_scale``, then the
+columns named in ``truncate`` lose their fractional part (Python's ``int()``, toward zero),
+then ``zero_to[name]`` replaces a value of exactly 0, then ``cap[name]`` bounds a column from
+above, then a row with any column above ``redraw_above[name]`` is skipped (counted in
+``redrawn``; drawing rows at random, skipping is the same as drawing again while over the
+bound), then arrivals shift so the first is 0 (``start_at_zero``).
+
+A table of request *types* rather than requests (e.g. a VM-type table) has no timing:
+``timing=False`` (used when resampling) lets ``arrival`` and ``duration`` be absent (then 0).
 
 Memory stays flat: CSV is read with ``pandas.read_csv(chunksize=...)``, Parquet with
 ``ParquetFile.iter_batches`` (one row group at a time: write big files with several row
@@ -61,6 +67,10 @@ class TraceSource:
         dropna: bool = False,
         cap: Mapping[str, float] | None = None,
         name: str | None = None,
+        truncate: tuple[str, ...] | list[str] = (),
+        zero_to: Mapping[str, float] | None = None,
+        redraw_above: Mapping[str, float] | None = None,
+        timing: bool = True,
     ) -> None:
         if isinstance(path, pd.DataFrame):
             self._frame, self.path, self.format = path, None, "frame"
@@ -78,10 +88,15 @@ class TraceSource:
         self.resources = tuple(resources)
         self.scale = dict(scale or {})
         self.cap = dict(cap or {})
+        self.truncate = tuple(truncate)
+        self.zero_to = dict(zero_to or {})
+        self.redraw_above = dict(redraw_above or {})
+        self.timing = bool(timing)
         self.time_scale, self.start_at_zero = float(time_scale), bool(start_at_zero)
         self.limit, self.batch_size = limit, int(batch_size)
         self.sort, self.dropna = bool(sort), bool(dropna)
         self.dropped = 0  # rows dropped for missing values by the last replay
+        self.redrawn = 0  # rows skipped for redraw_above by the last replay
         self._plan(dict(columns or {}), self.file_columns())
 
     # ------------------------------------------------------------------ columns
@@ -102,14 +117,16 @@ class TraceSource:
         if "end" in columns and "duration" in columns:
             raise ConfigError(f"{self.name}: map either 'duration' or 'end', not both")
         self._end = "end" in columns
-        num: dict[str, str | float] = {"arrival": columns.pop("arrival", "arrival")}
+        untimed = not self.timing
+        num: dict[str, str | float] = {"arrival": columns.pop(
+            "arrival", 0.0 if untimed and "arrival" not in have else "arrival")}
         key = "end" if self._end else "duration"
-        num[key] = columns.pop(key, key)
+        num[key] = columns.pop(key, 0.0 if untimed and key not in have else key)
         for r in self.resources:
             num[r] = columns.pop(r, r)
         num["bandwidth"] = columns.pop("bandwidth", "bandwidth" if "bandwidth" in have else 0.0)
         self._num, self._attrs = num, columns
-        if not isinstance(num["arrival"], str):
+        if not isinstance(num["arrival"], str) and self.timing:
             raise ConfigError(f"{self.name}: 'arrival' must name a column")
         explicit = set(self._attrs)
         for std, src in [*num.items(), *self._attrs.items()]:
@@ -121,7 +138,9 @@ class TraceSource:
                 raise ConfigError(f"{self.name}: column {src!r} {how} not found; columns "
                                   f"are: {', '.join(have)}")
         known = set(num) | set(self._attrs) | {"duration"}
-        for what, d in (("scale", self.scale), ("cap", self.cap)):
+        for what, d in (("scale", self.scale), ("cap", self.cap), ("zero_to", self.zero_to),
+                        ("redraw_above", self.redraw_above),
+                        ("truncate", dict.fromkeys(self.truncate))):
             for k in d:
                 if k not in known:
                     raise ConfigError(f"{self.name}: {what}.{k}: not a mapped column "
@@ -134,8 +153,9 @@ class TraceSource:
         bs = self.batch_size
         if self.sort:
             whole = self._read_all()
-            key = pd.to_numeric(whole[self._num["arrival"]], errors="coerce")
-            whole = whole.iloc[np.argsort(key.to_numpy(np.float64), kind="stable")]
+            if isinstance(self._num["arrival"], str):  # else no timing: keep the file order
+                key = pd.to_numeric(whole[self._num["arrival"]], errors="coerce")
+                whole = whole.iloc[np.argsort(key.to_numpy(np.float64), kind="stable")]
             for i in range(0, len(whole), bs):
                 yield whole.iloc[i:i + bs]
         elif self._frame is not None:
@@ -160,7 +180,7 @@ class TraceSource:
 
     def batches(self, rng: np.random.Generator | None = None) -> Iterator[RequestBatch]:
         """Yield the table's requests in order; ``rng`` is not used (a trace is fixed)."""
-        self.dropped = 0
+        self.dropped = self.redrawn = 0
         row0, sent, t0, last = 0, 0, None, -np.inf
         for frame in self._chunks():
             if self.limit is not None and sent >= self.limit:
@@ -226,11 +246,37 @@ class TraceSource:
             cols["duration"] = (cols.pop("end") - cols["arrival"]) * self.scale.get("duration", 1)
         cols["arrival"] = cols["arrival"] * self.time_scale
         cols["duration"] = cols["duration"] * self.time_scale
-        for k, c in self.cap.items():
+
+        def numeric(k: str) -> np.ndarray:
             if k in attrs:
-                attrs[k] = np.minimum(attrs[k], c)
-            else:
-                cols[k] = np.minimum(cols[k], c)
+                attrs[k] = pd.to_numeric(pd.Series(attrs[k]), errors="coerce").to_numpy(
+                    np.float64)
+                return attrs[k]
+            return cols[k]
+
+        def put(k: str, v: np.ndarray) -> None:
+            (attrs if k in attrs else cols)[k] = v
+
+        for k in self.truncate:  # int() of the value: toward zero
+            put(k, np.trunc(numeric(k)))
+        for k, z in self.zero_to.items():
+            v = numeric(k)
+            put(k, np.where(v == 0, float(z), v))
+        for k, c in self.cap.items():
+            put(k, np.minimum(numeric(k), c))
+        if self.redraw_above:
+            over = np.zeros(n, dtype=bool)
+            for k, c in self.redraw_above.items():
+                over |= numeric(k) > c
+            if over.any():
+                keep = ~over
+                self.redrawn += int(over.sum())
+                cols = {k: v[keep] for k, v in cols.items()}
+                attrs = {k: v[keep] for k, v in attrs.items()}
+                rows = rows[keep]
+                n = len(rows)
+                if n == 0:
+                    return None
         for k in ("duration", *self.resources, "bandwidth"):
             neg = cols[k] < 0
             if neg.any():
