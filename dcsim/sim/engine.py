@@ -192,6 +192,8 @@ class Engine:
             self._finish_batch(batch, first_id, np.asarray(times, dtype=np.float64), placements,
                                decisions, None if waits is None else np.asarray(waits))
         self._arrivals_done = True
+        if self._measured_received:  # the last request's per-request utilisation sample
+            self.meter.decision_sample()
         self.meter.close_window(env.now)
 
     def _hold(self, req: Request):
@@ -233,6 +235,7 @@ class Engine:
         self.received += 1
         if measured:
             self._measured_received += 1
+            self.meter.decision_sample()
         self.view.now = now
         t0 = time.perf_counter()
         choice = self.allocator.allocate(req, self.view)

@@ -10,6 +10,7 @@ per event.
 from __future__ import annotations
 
 import math
+from array import array
 
 import numpy as np
 
@@ -50,6 +51,13 @@ class AcceptanceLog:
         return acceptance_last20(self.flags())
 
 
+def last50_mean(samples: np.ndarray) -> float:
+    """Mean of the last 50 % of per-request samples: ``samples[n // 2:]`` (the Nara authors'
+    ``range(int(5 * n / 10), n)``); NaN when there are none."""
+    n = int(samples.size)
+    return float(samples[n // 2:].mean()) if n else math.nan
+
+
 class Meter:
     """Time integrals of used resources, per-tier bandwidth and active requests."""
 
@@ -74,6 +82,11 @@ class Meter:
         self.closed = False
         self.start = math.nan
         self.end = math.nan
+        # what accepted requests hold now, per resource (for the per-request samples)
+        self.used = [0.0] * len(self.capacity)
+        # used fraction per resource at each measured request's decision (float32: 4 bytes
+        # per request and resource), plus one after the last decision
+        self._decision_util = [array("f") for _ in self.capacity]
 
     def _tier_bw(self, p: Placement) -> np.ndarray | None:
         if not p.links.size:
@@ -100,11 +113,32 @@ class Meter:
             amount = p.amounts.sum(axis=0).tolist()
         tier_bw = self._tier_bw(p) if p.links.shape[0] else None
         self.active[rid] = (start, end, amount, tier_bw)
+        used = self.used
+        for j, a in enumerate(amount):
+            used[j] += a
         if self.open:
             self._add(amount, tier_bw, end - start)
 
     def departed(self, rid: int) -> None:
-        del self.active[rid]
+        amount = self.active.pop(rid)[2]
+        used = self.used
+        for j, a in enumerate(amount):
+            used[j] -= a
+
+    def decision_sample(self) -> None:
+        """Record the used fraction of each resource now (the engine calls it as a measured
+        request is offered to the allocator, after any wait, and once after the last one)."""
+        for log, u, c in zip(self._decision_util, self.used, self.capacity, strict=True):
+            log.append(u / c if c > 0 else math.nan)
+
+    def per_request_util(self) -> dict[str, np.ndarray]:
+        """The Nara authors' utilisation samples, one per measured request: request i's is
+        the used fraction when request i + 1 is offered (after the departures and any wait
+        before it), the last request's right after its decision — what their environment
+        reports at the end of each request's step (``packing_env.py``: ``info['util']``
+        after the next request is loaded, ``scripts/rollout.py`` logs it per request)."""
+        return {name: np.asarray(log, dtype=np.float64)[1:]
+                for name, log in zip(self.topology.resources, self._decision_util, strict=True)}
 
     def open_window(self, now: float) -> None:
         """Start measuring; requests held since warm-up count from ``now``."""
@@ -151,6 +185,9 @@ class Meter:
         for t, a, c in zip(self.tiers, self._tier_area, self.tier_capacity, strict=True):
             label = f"util_bw_{self.tier_label(t)}"
             out[label] = float(a / (c * span)) if ok and c > 0 else math.nan
+        for name, samples in self.per_request_util().items():
+            # Nara 2021 Table 2 (scripts/plots.py util()): per-request samples, last 50 %
+            out[f"util_{name}_last50"] = last50_mean(samples)
         out["mean_concurrent"] = float(self._active_area / span) if ok else math.nan
         out["window_start"] = float(self.start)
         out["window_end"] = float(self.end)
