@@ -313,22 +313,37 @@ def scenarios(draw):
     demand = [draw(st.integers(0, 12)), draw(st.integers(0, 12))]
     bw = draw(st.sampled_from([0.0, 0.5, 1.0, 2.0]))
     cls = draw(st.sampled_from(NARA_ALLOCATORS))
-    reservation = draw(st.sampled_from(RESERVATIONS))
-    return topo, free, lfree, demand, bw, cls, reservation, draw(st.integers(0, 99))
+    options = {"reservation": draw(st.sampled_from(RESERVATIONS)),
+               "eligible": draw(st.sampled_from(["needed", "any_free"]))}
+    for name, values in AUTHOR_OPTIONS.get(cls, {}).items():
+        options[name] = draw(st.sampled_from(values))
+    return topo, free, lfree, demand, bw, cls, options, draw(st.integers(0, 99))
+
+
+#: Every value of every option that reproduces (or departs from) the Nara authors' code.
+_SCORE_OPTIONS = {"demand": ["remaining", "full"],
+                  "bandwidth_term": ["none", "own_link", "authors_misaligned"]}
+AUTHOR_OPTIONS = {
+    Tetris: {**_SCORE_OPTIONS, "anchor": ["first", "previous", "carried"]},
+    NALB: {**_SCORE_OPTIONS, "anchor": ["none", "carried"], "search": ["bfs", "authors"],
+           "path_weight": ["inverse_free", "free", "hops"]},
+}
+AUTHOR_OPTIONS[NULB] = AUTHOR_OPTIONS[NALB]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_every_placement_is_valid_exact_and_reversible(scenario):
-    """Any returned placement fits the state, sums to the demand, and release restores it."""
-    topo, free, lfree, demand, bw, cls, reservation, seed = scenario
+    """Any returned placement fits the state, sums to the demand, and release restores it,
+    under every option value."""
+    topo, free, lfree, demand, bw, cls, options, seed = scenario
+    reservation = options["reservation"]
     state = ClusterState(topo)
     state.free[:] = np.minimum(np.reshape(free, (-1, 2)), topo.server_capacity)
     state.link_free[:] = np.minimum(lfree, topo.link_capacity)
     view = StateView(state)
     before = (state.free.copy(), state.link_free.copy())
-    p = make(cls, topo, view, seed=seed, reservation=reservation).allocate(
-        request(demand, bw), view)
+    p = make(cls, topo, view, seed=seed, **options).allocate(request(demand, bw), view)
     assert np.array_equal(state.free, before[0]) and np.array_equal(state.link_free, before[1])
     if p is None:
         return

@@ -27,7 +27,10 @@ amount of a resource the request still needs (a server that would give nothing i
 offered). When no such server exists the request **fails**: the cluster cannot hold the
 rest. (The authors' environment instead fast-forwarded time until it fitted; that is a
 property of the arrival process, not of the allocation step.) A request whose demand is all
-zero still needs one server: every server is eligible for its first choice.
+zero still needs one server: every server is eligible for its first choice. With
+``eligible="any_free"`` (the Nara authors' action mask, ``packing_env.py``) a server with a
+free amount of *any* resource may be chosen; one that gives nothing the request still needs
+joins it with a zero share and still needs its paths.
 
 Two reservation semantics (``reservation``):
 
@@ -61,6 +64,9 @@ from dcsim.model.paths import PathService
 from dcsim.model.state import EPS
 
 Reservation = Literal["union", "per_pair_channel"]
+#: Which servers a chooser may pick: ``needed`` (some free amount of a resource the request
+#: still needs) or ``any_free`` (some free amount of any resource: the Nara authors' mask).
+Eligibility = Literal["needed", "any_free"]
 
 _PATHS: weakref.WeakKeyDictionary[Topology, PathService] = weakref.WeakKeyDictionary()
 
@@ -86,10 +92,11 @@ class Partial:
     """
 
     __slots__ = ("request", "view", "remaining", "servers", "amounts", "chosen", "bandwidth",
-                 "reservation", "link_free", "reserved", "scratch", "_tol", "_eligible")
+                 "reservation", "link_free", "reserved", "scratch", "_tol", "_eligible",
+                 "eligibility")
 
     def __init__(self, request: Request, view: StateView, reservation: Reservation,
-                 needs_paths: bool):
+                 needs_paths: bool, eligibility: Eligibility = "needed"):
         self.request = request
         self.view = view
         self.remaining = np.array(request.demand, dtype=np.float64)
@@ -107,6 +114,7 @@ class Partial:
         self.scratch: dict = {}
         self._tol = EPS * np.maximum(view.capacity, 1.0)
         self._eligible: np.ndarray | None = None
+        self.eligibility = eligibility
 
     @property
     def done(self) -> bool:
@@ -124,7 +132,8 @@ class Partial:
         return np.minimum(self.view.free, self.remaining)
 
     def eligible(self) -> np.ndarray:
-        """Servers a chooser may pick: unchosen, giving something the request still needs.
+        """Servers a chooser may pick: unchosen, giving something the request still needs
+        (``eligibility="any_free"``: with a free amount of any resource).
 
         Before the first choice of an all-zero demand, every server. Computed once per
         choice (the view does not change while a request is being placed); read-only.
@@ -132,6 +141,8 @@ class Partial:
         if self._eligible is None:
             if not self.servers and not np.any(self.remaining > 0):
                 mask = np.ones(self.chosen.shape[0], dtype=bool)
+            elif self.eligibility == "any_free":
+                mask = np.any(self.view.free > self._tol, axis=1) & ~self.chosen
             else:
                 mask = np.any(self.gives() > self._tol, axis=1) & ~self.chosen
             mask.flags.writeable = False
@@ -191,6 +202,7 @@ def allocate_multi_steps(
     find_paths: PathFinder,
     reservation: Reservation = "union",
     who: str = "allocator",
+    eligibility: Eligibility = "needed",
 ) -> Generator[Partial, int | None, Placement | None]:
     """The Nara step (module docstring) as a generator, for callers that choose outside it.
 
@@ -200,7 +212,7 @@ def allocate_multi_steps(
     chooser; a learning environment drives it with an agent's actions.
     """
     needs_paths = request.bandwidth > 0 and view.link_free.shape[0] > 0
-    part = Partial(request, view, reservation, needs_paths)
+    part = Partial(request, view, reservation, needs_paths, eligibility)
     while not part.done:
         s = yield part
         if s is None:
@@ -228,13 +240,14 @@ def allocate_multi(
     find_paths: PathFinder,
     reservation: Reservation = "union",
     who: str = "allocator",
+    eligibility: Eligibility = "needed",
 ) -> Placement | None:
     """Run the Nara step (module docstring) with ``choose`` and ``find_paths``.
 
     Returns the placement, or ``None`` when the chooser finds no server or some server pair
     has no usable path. ``who`` names the allocator when the chooser misbehaves.
     """
-    steps = allocate_multi_steps(request, view, find_paths, reservation, who)
+    steps = allocate_multi_steps(request, view, find_paths, reservation, who, eligibility)
     part = next(steps)  # the step always asks for a first server
     send = steps.send
     try:
@@ -327,6 +340,10 @@ class MultiServerAllocator(Allocator):
             "union", description="union: B once per link of the request (2021); "
             "per_pair_channel: B per link per server pair, at once (2023)")
         k_paths: PositiveInt = Field(3, description="candidate shortest paths per server pair")
+        eligible: Eligibility = Field(
+            "needed", description="servers that may be chosen: needed: with a free amount of "
+            "something the request still needs; any_free: with a free amount of anything "
+            "(the Nara authors' action mask; a server giving nothing still needs paths)")
 
     def setup(self, view: StateView) -> None:
         self.path_service = path_service(view.topology)
@@ -347,4 +364,4 @@ class MultiServerAllocator(Allocator):
         if not hasattr(self, "path_service"):
             self.setup(view)
         return allocate_multi(request, view, self.choose, self.paths,
-                              self.options.reservation, self.label)
+                              self.options.reservation, self.label, self.options.eligible)

@@ -59,58 +59,160 @@ _PATH_WEIGHT_DOC = ("inverse_free: capacity/free, prefers emptier links; free: t
                     "weight (prefers the fullest links); hops: hop count")
 
 
-def tetris_scores(partial: Partial, view: StateView, inv_cap2: np.ndarray,
-                  locality_penalty: float, anchor: str = "first") -> np.ndarray:
-    """Tetris alignment of every server with ``partial``'s remaining demand (-inf: ineligible).
+def server_links(topology) -> tuple[np.ndarray, np.ndarray]:
+    """Per server, the indices of its links (padded with -1) and the padding mask (cached)."""
+    cached = getattr(topology, "_dcsim_server_links", None)
+    if cached is None:
+        li = topology._link_index
+        rows = [[li[(s, v)] for v in topology.graph.adj[s]] for s in topology.servers]
+        width = max((len(r) for r in rows), default=0)
+        inc = np.full((topology.n_servers, max(width, 1)), -1, dtype=np.int64)
+        for i, r in enumerate(rows):
+            inc[i, :len(r)] = r
+        cached = topology._dcsim_server_links = (inc, inc < 0)
+    return cached
 
-    ``inv_cap2`` is ``1 / capacity²`` per server and resource. Servers in another rack than
-    the request's ``first`` (the paper's App. D.1) or ``previous`` chosen server are
-    multiplied by ``locality_penalty``.
+
+def _lexicographic_order(topology) -> np.ndarray:
+    """Server indices sorted by their names as strings (cached): the authors' row order."""
+    cached = getattr(topology, "_dcsim_lex_servers", None)
+    if cached is None:
+        names = [str(s) for s in topology.servers]
+        cached = topology._dcsim_lex_servers = np.array(
+            sorted(range(len(names)), key=names.__getitem__), dtype=np.int64)
+    return cached
+
+
+def bandwidth_scores(partial: Partial, view: StateView, kind: str) -> np.ndarray:
+    """The Tetris score's bandwidth term per server: free link share x the request's share.
+
+    ``own_link``: each server's own link (the best of its links when it has several), its
+    free bandwidth over capacity, times the request's bandwidth over that capacity.
+    ``authors_misaligned``: the Nara authors' ``tetris()`` (``scripts/rollout.py``
+    306-337) puts the link values of the eligible servers, in server-index order, against
+    feature rows in name order, padded with zeros in front: the server of lexicographic
+    rank ``k`` gets the value of eligible server ``k - n_ineligible`` (zero when negative).
     """
-    score = (view.free * inv_cap2) @ partial.remaining
-    prev = (partial.servers[0] if partial.servers else -1) if anchor == "first" \
-        else partial.previous
-    if prev >= 0:
+    n = view.free.shape[0]
+    if partial.bandwidth <= 0 or view.link_free.shape[0] == 0:
+        return np.zeros(n)
+    inc, pad = server_links(view.topology)
+    cap = np.where(pad, 1.0, view.link_capacity[inc])
+    share = np.where(pad, -np.inf, partial.link_free[inc] / cap)
+    best = share.argmax(axis=1)
+    rows = np.arange(n)
+    own = np.maximum(share[rows, best], 0.0) * (partial.bandwidth / cap[rows, best])
+    if kind == "own_link":
+        return own
+    valid = np.flatnonzero(partial.eligible())
+    lex = _lexicographic_order(view.topology)
+    out = np.zeros(n)
+    out[lex[n - valid.size:]] = own[valid]
+    return out
+
+
+def tetris_scores(partial: Partial, view: StateView, inv_cap2: np.ndarray,
+                  locality_penalty: float = 0.9, anchor: str = "first",
+                  demand: str = "remaining", bandwidth_term: str = "own_link",
+                  carried: int = -1) -> np.ndarray:
+    """Tetris alignment of every server with ``partial``'s demand (-inf: ineligible); the
+    defaults are the ``tetris`` allocator's.
+
+    ``inv_cap2`` is ``1 / capacity²`` per server and resource. ``demand``: the
+    ``remaining`` demand or the ``full`` request (the authors' code). ``bandwidth_term``
+    (``none``, ``own_link``, ``authors_misaligned``) adds :func:`bandwidth_scores`. Servers
+    in another rack than the anchor server are multiplied by ``locality_penalty``; the
+    anchor is the request's ``first`` chosen server, the ``previous`` one, ``carried``
+    (server ``carried``, e.g. one chosen for an earlier request) or ``none``.
+    """
+    vec = partial.remaining if demand == "remaining" else partial.request.demand
+    score = (view.free * inv_cap2) @ vec
+    if bandwidth_term != "none":
+        score = score + bandwidth_scores(partial, view, bandwidth_term)
+    if anchor == "first":
+        at = partial.servers[0] if partial.servers else -1
+    elif anchor == "previous":
+        at = partial.previous
+    else:
+        at = carried if anchor == "carried" else -1
+    if at >= 0:
         rack = view.topology.server_rack
-        if rack[prev] >= 0:
-            score[rack != rack[prev]] *= locality_penalty
+        if rack[at] >= 0:
+            score[rack != rack[at]] *= locality_penalty
     score[~partial.eligible()] = -np.inf
     return score
 
 
-class Tetris(MultiServerAllocator):
+class TetrisScoreOptions(MultiServerAllocator.Options):
+    """How the Tetris alignment score is computed (``tetris``, and the first server of
+    ``nalb`` and ``nulb``)."""
+
+    locality_penalty: float = Field(
+        0.9, ge=0, le=1,
+        description="score factor for servers outside the anchor server's rack")
+    demand: Literal["remaining", "full"] = Field(
+        "remaining", description="score against the remaining demand, or the full request "
+        "(the Nara authors' code)")
+    bandwidth_term: Literal["none", "own_link", "authors_misaligned"] = Field(
+        "own_link", description="add free link share x request bandwidth share: none; "
+        "own_link (each server's own link); authors_misaligned (the Nara authors' code, "
+        "whose link values land on other servers' rows)")
+
+
+class _TetrisScoring:
+    """Shared state of the allocators that score servers with Tetris."""
+
+    def setup(self, view: StateView) -> None:
+        super().setup(view)
+        self.inv_cap2 = view.inv_capacity ** 2
+        self.last_tetris = -1  # the authors' last_action: survives between requests
+
+    def tetris_choice(self, partial: Partial, view: StateView, anchor: str) -> int | None:
+        o = self.options
+        score = tetris_scores(partial, view, self.inv_cap2, o.locality_penalty, anchor,
+                              o.demand, o.bandwidth_term, self.last_tetris)
+        i = int(score.argmax())
+        if not np.isfinite(score[i]):
+            return None
+        self.last_tetris = i
+        return i
+
+
+class Tetris(_TetrisScoring, MultiServerAllocator):
     """Highest Tetris alignment first, remote racks penalised (Nara's Tetris baseline)."""
 
     name = "tetris"
     description = "multi-server: Tetris alignment score, x0.9 off the first server's rack"
 
-    class Options(MultiServerAllocator.Options):
-        locality_penalty: float = Field(
-            0.9, ge=0, le=1,
-            description="score factor for servers outside the anchor server's rack")
-        anchor: Literal["first", "previous"] = Field(
+    class Options(TetrisScoreOptions):
+        anchor: Literal["first", "previous", "carried"] = Field(
             "first", description="the rack that is local: the request's first chosen server's "
-                                 "(the paper's App. D.1) or the previous one's")
-
-    def setup(self, view: StateView) -> None:
-        super().setup(view)
-        self.inv_cap2 = view.inv_capacity ** 2
+            "(the paper's App. D.1), the previous one's within the request, or carried: "
+            "the last chosen server's, across requests too (the Nara authors' code)")
 
     def choose(self, partial: Partial, view: StateView) -> int | None:
-        score = tetris_scores(partial, view, self.inv_cap2, self.options.locality_penalty,
-                              self.options.anchor)
-        i = int(score.argmax())
-        return i if np.isfinite(score[i]) else None
+        return self.tetris_choice(partial, view, self.options.anchor)
 
 
-class _BFSAllocator(MultiServerAllocator):
-    """First server by Tetris score, then every server a breadth-first search meets."""
+class _SearchOptions(TetrisScoreOptions):
+    path_weight: PathWeight = Field("inverse_free", description=_PATH_WEIGHT_DOC)
+    anchor: Literal["none", "carried"] = Field(
+        "none", description="first server's locality: none, or carried: x locality_penalty "
+        "outside the rack of the previous request's first server (the Nara authors' code)")
+    search: Literal["bfs", "authors"] = Field(
+        "bfs", description="bfs: breadth-first from the first server, each server taken as "
+        "met; authors: the Nara authors' plan, a depth-first stack over switches that lists "
+        "every server with anything free until the request is covered, then offered last "
+        "found first")
+
+
+class _BFSAllocator(_TetrisScoring, MultiServerAllocator):
+    """First server by Tetris score, then every server a search from it meets."""
 
     weighted_search: bool
 
     def setup(self, view: StateView) -> None:
         super().setup(view)
-        self.inv_cap2 = view.inv_capacity ** 2
         ps = self.path_service
         g = view.topology.graph
         li = view.topology._link_index
@@ -122,17 +224,34 @@ class _BFSAllocator(MultiServerAllocator):
 
     def choose(self, partial: Partial, view: StateView) -> int | None:
         if not partial.servers:
-            score = tetris_scores(partial, view, self.inv_cap2, 1.0)
-            i = int(score.argmax())
-            if not np.isfinite(score[i]):
+            i = self.tetris_choice(partial, view, self.options.anchor)
+            if i is None:
                 return None
-            partial.scratch["bfs"] = self._bfs(i, partial)
-            return i
+            if self.options.search == "bfs":
+                partial.scratch["bfs"] = self._bfs(i, partial)
+                return i
+            partial.scratch["plan"] = self._authors_plan(i, partial, view)
         eligible = partial.eligible()
-        for s in partial.scratch["bfs"]:
+        if self.options.search == "bfs":
+            for s in partial.scratch["bfs"]:
+                if eligible[s]:
+                    return s
+            return None
+        plan = partial.scratch["plan"]  # offered from the end: the last found comes first
+        while plan:
+            s = plan.pop()
             if eligible[s]:
                 return s
         return None
+
+    def _neighbours(self, u: int, partial: Partial) -> np.ndarray:
+        """Node ``u``'s neighbours, by descending free link bandwidth when the search is
+        weighted (ties in graph order)."""
+        nbrs = self._adj[u]
+        if self.weighted_search and nbrs.size > 1:
+            free = partial.link_free[self._adj_links[u]]
+            nbrs = nbrs[np.argsort(-free, kind="stable")]
+        return nbrs
 
     def _bfs(self, start: int, partial: Partial) -> Iterator[int]:
         """Servers in breadth-first order from server ``start`` (excluded)."""
@@ -144,11 +263,7 @@ class _BFSAllocator(MultiServerAllocator):
         node_server = ps.node_server
         while queue:
             u = queue.popleft()
-            nbrs = self._adj[u]
-            if self.weighted_search and nbrs.size > 1:
-                free = partial.link_free[self._adj_links[u]]
-                nbrs = nbrs[np.argsort(-free, kind="stable")]
-            for v in nbrs.tolist():
+            for v in self._neighbours(u, partial).tolist():
                 if not seen[v]:
                     seen[v] = True
                     queue.append(v)
@@ -156,28 +271,67 @@ class _BFSAllocator(MultiServerAllocator):
                     if s >= 0:
                         yield s
 
+    def _authors_plan(self, start: int, partial: Partial, view: StateView) -> list[int]:
+        """The Nara authors' NALB/NULB plan (``scripts/rollout.py`` 358-549), servers in the
+        order found; :meth:`choose` offers them from the end (their ``action_series.pop()``).
+
+        A stack of switches, starting at server ``start``: pop a node, go through its
+        neighbours (by free link bandwidth for NALB). A server with a free amount of
+        anything, not yet listed, is listed and its share ``min(free, demand - listed)``
+        counted; any other node not yet visited or stacked, and not a server, is pushed.
+        Stops as soon as the listed shares cover the demand.
+        """
+        ps = self.path_service
+        node_server = ps.node_server
+        free = view.free
+        need = np.asarray(partial.request.demand, dtype=np.float64)
+        tol = EPS * np.maximum(need, 1.0)
+        got = np.minimum(free[start], need)
+        plan = [start]
+        listed = {start}
+        first = int(ps.server_node[start])
+        stack = [first]
+        stacked = {first}
+        visited = set()
+        while stack:
+            u = stack.pop()
+            stacked.discard(u)
+            visited.add(u)
+            for v in self._neighbours(u, partial).tolist():
+                if np.all(got >= need - tol):
+                    return plan
+                s = int(node_server[v])
+                if s >= 0 and s not in listed and np.any(free[s] > 0):
+                    got = got + np.minimum(free[s], need - got)
+                    plan.append(s)
+                    listed.add(s)
+                elif s < 0 and v not in visited and v not in stacked:
+                    stack.append(v)
+                    stacked.add(v)
+        return plan
+
 
 class NALB(_BFSAllocator):
-    """Network-aware locality-based: bandwidth-ordered BFS, bandwidth-weighted paths."""
+    """Network-aware locality-based: bandwidth-ordered search, bandwidth-weighted paths."""
 
     name = "nalb"
     description = "multi-server: Tetris first server, BFS by free link bandwidth, weighted paths"
     weighted_search = True
 
-    class Options(MultiServerAllocator.Options):
-        path_weight: PathWeight = Field("inverse_free", description=_PATH_WEIGHT_DOC)
+    class Options(_SearchOptions):
+        pass
 
 
 class NULB(_BFSAllocator):
-    """Network-unaware locality-based: plain BFS order, bandwidth-weighted paths (both
+    """Network-unaware locality-based: plain search order, bandwidth-weighted paths (both
     papers: "weighting is still used for the k-shortest paths procedure")."""
 
     name = "nulb"
     description = "multi-server: Tetris first server, plain BFS order, weighted paths"
     weighted_search = False
 
-    class Options(MultiServerAllocator.Options):
-        path_weight: PathWeight = Field("inverse_free", description=_PATH_WEIGHT_DOC)
+    class Options(_SearchOptions):
+        pass
 
 
 class RandomMulti(MultiServerAllocator):
@@ -201,17 +355,8 @@ class BestFitMulti(MultiServerAllocator):
 
     def setup(self, view: StateView) -> None:
         super().setup(view)
-        topo = view.topology
-        ps = path_service(topo)
-        li = topo._link_index
-        rows = [[li[(s, v)] for v in topo.graph.adj[s]] for s in topo.servers]
-        width = max((len(r) for r in rows), default=0)
-        inc = np.full((topo.n_servers, max(width, 1)), -1, dtype=np.int64)
-        for i, r in enumerate(rows):
-            inc[i, :len(r)] = r
-        self._incident = inc
-        self._no_link = inc < 0
-        self._flat = ps.is_flat
+        self._incident, self._no_link = server_links(view.topology)
+        self._flat = path_service(view.topology).is_flat
 
     def choose(self, partial: Partial, view: StateView) -> int | None:
         idx = np.flatnonzero(partial.eligible())
