@@ -22,18 +22,27 @@ Choices where the paper's pseudocode is literal but odd (``docs/reproductions.md
   "perfect knowledge"), or with ``distributions: empirical`` from the (N, S, B) of requests
   seen so far, resampled — the data-driven idea made literal. With no history yet, AHAB
   accepts whatever its embedder can place.
+
+``host_link`` (every VC embedder's option, :mod:`dcsim.model.vc`) is passed on to the
+embedder and used for AHAB's own reservations and the lookahead's; ``embed_options`` are
+the embedder's other options (e.g. ``{zero_bandwidth: most_preferred}`` for ``vc_tetris``).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
 
-from dcsim.allocators.base import Allocator, Choice
+from dcsim.allocators.base import Choice
 from dcsim.allocators.kraken import hose_loads_batch
-from dcsim.allocators.vc_base import VCAllocator, make_embedder, vc_size
+from dcsim.allocators.vc_base import (
+    VCAllocator,
+    embedder_label_extra,
+    make_embedder,
+    vc_size,
+)
 from dcsim.errors import ConfigError
 from dcsim.hookspecs import hookimpl
 from dcsim.model import Request, StateView
@@ -45,8 +54,10 @@ class Ahab(VCAllocator):
     name = "ahab"
     description = "lookahead admission control around a VC embedder (AHAB, Zerwas et al. 2018)"
 
-    class Options(Allocator.Options):
+    class Options(VCAllocator.Options):
         embed: str = Field("kraken", description="registered VC embedder to wrap")
+        embed_options: dict[str, Any] = Field(
+            default_factory=dict, description="options of the embedder (not host_link)")
         sequences: int = Field(20, ge=0, description="sampled futures per side")
         lookahead: int = Field(15, ge=0, description="future VCs per sequence")
         shortcut: float | None = Field(
@@ -59,11 +70,13 @@ class Ahab(VCAllocator):
     def label_for(cls, options: Options) -> str:
         extra = ",empirical" if options.distributions == "empirical" else ""
         extra += ",paired" if options.paired else ""
+        extra += embedder_label_extra(options)
         return f"ahab({options.embed}{extra})"
 
     def setup(self, view: StateView) -> None:
         super().setup(view)
-        self.embedder = make_embedder(self.options.embed, self.label, view.topology, self.rng)
+        self.embedder = make_embedder(self.options.embed, self.label, view.topology, self.rng,
+                                      self.options.embed_options, self.host_link)
         self.embedder.setup(view)
         self.total_cpu = float(view.capacity[:, self.cpu].sum())
         self.seen: list[tuple[int, float, float]] = []
@@ -96,13 +109,13 @@ class Ahab(VCAllocator):
         if not self._lookahead_on() or (
             opt.shortcut is not None and free_cpu.sum() > opt.shortcut * self.total_cpu
         ):
-            return self.levels.placement(counts, request.demand / n, n, b)
+            return self.levels.placement(counts, request.demand / n, n, b, self.host_link)
         futures = self._sample_futures()
         if futures is None:
-            return self.levels.placement(counts, request.demand / n, n, b)
+            return self.levels.placement(counts, request.demand / n, n, b, self.host_link)
         with_r, without = self._rollouts(free_cpu, view.link_free, futures, (counts, n, s, b))
         if with_r > without:
-            return self.levels.placement(counts, request.demand / n, n, b)
+            return self.levels.placement(counts, request.demand / n, n, b, self.host_link)
         return None
 
     # ------------------------------------------------------------------ lookahead
@@ -145,7 +158,7 @@ class Ahab(VCAllocator):
         reward = np.zeros(2 * q)
         counts, n, s, b = first
         cpu[:q] -= counts * s
-        lf[:q] -= self.levels.hose_loads(counts, n, b)
+        lf[:q] -= self.levels.hose_loads(counts, n, b, self.host_link)
         if self.options.count_new:
             reward[:q] += n * s
         for j in range(ns.shape[1]):
@@ -156,7 +169,7 @@ class Ahab(VCAllocator):
             if r.size < ok.size:
                 c = c[r]
             cpu[r] -= c * ss[r, j, None]
-            lf[r] -= hose_loads_batch(self.levels, c, ns[r, j], bs[r, j])
+            lf[r] -= hose_loads_batch(self.levels, c, ns[r, j], bs[r, j], self.host_link)
             reward[r] += ns[r, j] * ss[r, j]
         return float(reward[:q].mean()), float(reward[q:].mean())
 

@@ -17,6 +17,14 @@ how many VMs each distance class takes, vectorised over all centres of a level; 
 cheapest feasible centre; and distributes each class's VMs to hosts in index order. The
 footprint equals the tree DP optimum (``dcsim.model.vc.optimal_footprint``) on every instance;
 the property test checks it. Ties between centres go to the lowest level, then lowest index.
+
+Per-VM host links (``host_link: per_vm`` / ``per_vm_strict``, :mod:`dcsim.model.vc`): every
+VM reserves B on its host link, so a host holds at most ⌊free bandwidth / B⌋ VMs and every
+VM costs B there — exactly a centre above the hosts, whose star cost charges each VM its
+host link. The links above are still hose links, so the same argument (on the tree cut
+below the racks) makes the cheapest centre at level ≥ 1 exact. A host as centre is only
+kept when it holds the whole VC (``per_vm``: that reserves nothing, cost 0); under
+``per_vm_strict`` a host is never a centre (a VC on one host reserves N·B like any other).
 """
 
 from __future__ import annotations
@@ -26,15 +34,15 @@ import numpy as np
 from dcsim.allocators.vc_base import VCAllocator
 from dcsim.allocators.vc_batch import vm_counts
 from dcsim.hookspecs import hookimpl
-from dcsim.model.vc import UNLIMITED, TreeLevels
+from dcsim.model.vc import UNLIMITED, TreeLevels, host_link_vms
 
 
 def kraken_embed(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray, n: int,
-                 s: float, b: float) -> np.ndarray | None:
+                 s: float, b: float, host_link: str = "hose") -> np.ndarray | None:
     """VM counts per host of a minimum-footprint embedding of VC (n, s, b), or None."""
     counts, ok = kraken_embed_batch(levels, free_cpu[None, :], link_free[None, :],
                                     np.array([n]), np.array([s], dtype=np.float64),
-                                    np.array([b], dtype=np.float64))
+                                    np.array([b], dtype=np.float64), host_link)
     return counts[0] if ok[0] else None
 
 
@@ -45,10 +53,10 @@ class Kraken(VCAllocator):
     description = "minimum-footprint VC embedding (centre of gravity, exact, linear in hosts)"
 
     def embed(self, free_cpu, link_free, n, s, b):
-        return kraken_embed(self.levels, free_cpu, link_free, n, s, b)
+        return kraken_embed(self.levels, free_cpu, link_free, n, s, b, self.host_link)
 
     def embed_batch(self, free_cpu, link_free, n, s, b):
-        return kraken_embed_batch(self.levels, free_cpu, link_free, n, s, b)
+        return kraken_embed_batch(self.levels, free_cpu, link_free, n, s, b, self.host_link)
 
 
 @hookimpl
@@ -73,7 +81,7 @@ def _split_rows(levels: TreeLevels, k: int, amount: np.ndarray, cap: np.ndarray)
 
 
 def kraken_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray,
-                       n: np.ndarray, s: np.ndarray, b: np.ndarray):
+                       n: np.ndarray, s: np.ndarray, b: np.ndarray, host_link: str = "hose"):
     """Embed K VCs, one per row of K independent states, in one vectorised pass.
 
     ``free_cpu`` (K, hosts), ``link_free`` (K, links), ``n``/``s``/``b`` (K,). Returns VM
@@ -103,6 +111,17 @@ def kraken_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
     best_takes = np.zeros((K, H + 1), dtype=np.int32)
     half = (nn + 1) // 2
     for j in range(H + 1):
+        if j == 0 and host_link != "hose":
+            if host_link == "per_vm_strict":
+                continue  # a host holding the whole VC reserves N·B: a rack centre says so
+            # per_vm: a host is a centre only for the whole VC (which reserves nothing)
+            cand = np.flatnonzero((slots >= nn).any(axis=0))
+            if cand.size == 0:
+                continue
+            cost = np.where(slots[:, cand] >= nn, 0, big).astype(np.int32)
+            takes = [np.minimum(nn, slots[:, cand])] + [np.zeros_like(cost)] * H
+            _keep_best(cost, cand, takes, 0, rows, best_cost, best_j, best_g, best_takes)
+            continue
         # A centre of gravity below the root has >= N/2 of the VMs in its subtree: other
         # centres cannot be strictly cheaper, so only candidates that can hold N/2 are kept.
         if j < H:
@@ -131,16 +150,7 @@ def kraken_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
             cost += t * (2 * k - j)
             takes.append(t)
         cost[rest != 0] = big
-        gi = cost.argmin(axis=1)
-        c = cost[rows, gi]
-        better = c < best_cost
-        if better.any():
-            rb, gb = np.flatnonzero(better), gi[better]
-            best_cost[rb] = c[rb]
-            best_j[rb] = j
-            best_g[rb] = cand[gb]
-            for i, t in enumerate(takes):
-                best_takes[rb, i] = t[rb, gb]
+        _keep_best(cost, cand, takes, j, rows, best_cost, best_j, best_g, best_takes)
     ok = (best_j >= 0) & (slots.sum(axis=1) >= n)
     jb = np.where(ok, best_j, H)
     amount = np.zeros((K, levels.size[H]), dtype=np.int32)
@@ -162,14 +172,29 @@ def kraken_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
     return amount.astype(np.int64), ok
 
 
+def _keep_best(cost, cand, takes, j, rows, best_cost, best_j, best_g, best_takes) -> None:
+    """Keep, per row, the cheapest of the level-j centres ``cand`` if it beats the best so
+    far (strictly: ties stay with the lower level, then the lower index)."""
+    gi = cost.argmin(axis=1)
+    c = cost[rows, gi]
+    better = c < best_cost
+    if better.any():
+        rb, gb = np.flatnonzero(better), gi[better]
+        best_cost[rb] = c[rb]
+        best_j[rb] = j
+        best_g[rb] = cand[gb]
+        for i, t in enumerate(takes):
+            best_takes[rb, i] = t[rb, gb]
+
+
 def hose_loads_batch(levels: TreeLevels, counts: np.ndarray, n: np.ndarray,
-                     b: np.ndarray) -> np.ndarray:
+                     b: np.ndarray, host_link: str = "hose") -> np.ndarray:
     """:meth:`TreeLevels.hose_loads` for K rows at once: (K, links)."""
     out = np.zeros((counts.shape[0], levels.topology.n_links))
     m = counts
     nn, bb = n[:, None], b[:, None]
-    for k in range(levels.height):
-        if k:
-            m = np.add.reduceat(m, levels.starts[k - 1], axis=1)
+    out[:, levels.uplink[0]] = host_link_vms(m, nn, host_link) * bb
+    for k in range(1, levels.height):
+        m = np.add.reduceat(m, levels.starts[k - 1], axis=1)
         out[:, levels.uplink[k]] = np.minimum(m, nn - m) * bb
     return out

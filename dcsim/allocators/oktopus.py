@@ -22,6 +22,17 @@ convolution. The greedy descent gives each child the largest feasible count that
 the remainder feasible for the children after it, so the embedding is always valid, and
 OKTOPUS finds one whenever any exists (the root's vector is exact).
 
+Options (besides every embedder's ``host_link``, :mod:`dcsim.model.vc`):
+
+* ``host_counts: exact`` (default) — a host's feasible counts are the exact set above
+  (under ``host_link: per_vm``/``per_vm_strict`` that set is {0..min(slots, ⌊residual/B⌋)}
+  anyway, since every VM reserves B on the host link).
+* ``host_counts: interval`` — a host takes any of 0..min(slots, ⌊residual/B⌋) VMs and no
+  more: the Oktopus paper's M_v read as one number (each VM as if it needed B on the host
+  link), while the reservation stays the hose amount. Hosts then take fewer VMs of a large
+  VC than they could (the count past N/2 that would free hose bandwidth is never used), and
+  OKTOPUS spreads wider than KRAKEN; it may now fail where an embedding exists.
+
 :func:`oktopus_embed_batch` (AHAB's lookahead) embeds one VC in each of K states at once,
 with the same results row by row. Nearly every count set met is an interval {0..a}, whose
 sums and greedy splits are arithmetic: a level costs a few array operations for all rows
@@ -32,8 +43,10 @@ Minkowski sums by shifts, :mod:`dcsim.allocators.vc_batch`).
 from __future__ import annotations
 
 import weakref
+from typing import Literal
 
 import numpy as np
+from pydantic import Field
 
 from dcsim.allocators.vc_base import VCAllocator
 from dcsim.allocators.vc_batch import (
@@ -47,7 +60,7 @@ from dcsim.allocators.vc_batch import (
     vm_counts,
 )
 from dcsim.hookspecs import hookimpl
-from dcsim.model.vc import TreeLevels, vm_slots
+from dcsim.model.vc import TreeLevels, host_link_vms, vm_slots
 
 _EPS = 1e-9
 _ONE = np.uint64(1)
@@ -126,14 +139,32 @@ def _split(amount: np.ndarray, feas: np.ndarray, kids: np.ndarray, n_children: i
     return out
 
 
+def _single_host(slots: np.ndarray, up0: np.ndarray, n, b, host_link: str) -> np.ndarray:
+    """Hosts that hold the whole VC: N slots, and under ``per_vm_strict`` N·B on the uplink
+    (otherwise a VC on one host reserves nothing). Works per row of 2-d arrays too."""
+    fits = slots >= n
+    if host_link == "per_vm_strict":
+        fits &= n * b <= up0 + _EPS
+    return fits
+
+
+def _per_vm_hosts(host_link: str, host_counts: str) -> bool:
+    """Whether a host takes at most ⌊residual/B⌋ VMs (an interval of counts)."""
+    return host_link != "hose" or host_counts == "interval"
+
+
 def oktopus_embed(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray, n: int,
-                  s: float, b: float) -> np.ndarray | None:
-    """VM counts per host: the VC (n, s, b) in the first subtree that holds it, or None."""
+                  s: float, b: float, host_link: str = "hose",
+                  host_counts: str = "exact") -> np.ndarray | None:
+    """VM counts per host: the VC (n, s, b) in the first subtree that holds it, or None.
+
+    ``host_link``, ``host_counts``: the options of :class:`Oktopus` (module docstring).
+    """
     H = levels.height
     slots = np.minimum(vm_slots(free_cpu, s), n)
     counts = np.zeros(levels.n_hosts, dtype=np.int64)
-    fits = np.flatnonzero(slots >= n)
-    if fits.size:  # a single host: no bandwidth at all
+    fits = np.flatnonzero(_single_host(slots, link_free[levels.uplink[0]], n, b, host_link))
+    if fits.size:  # a single host: no bandwidth at all (per_vm_strict: N·B)
         counts[fits[0]] = n
         return counts
     if slots.sum() < n:
@@ -154,12 +185,18 @@ def oktopus_embed(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarra
                 return amount
         if k < H:
             up = link_free[levels.uplink[k]]
-            feas.append(inside & (hose[None, :] <= up[:, None] + _EPS))
+            load = hose
+            if k == 0:
+                load = host_link_vms(x, n, host_link) * b
+                if host_counts == "interval":
+                    load = x * b
+            feas.append(inside & (load[None, :] <= up[:, None] + _EPS))
     return None
 
 
 def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray,
-                        n: np.ndarray, s: np.ndarray, b: np.ndarray):
+                        n: np.ndarray, s: np.ndarray, b: np.ndarray, host_link: str = "hose",
+                        host_counts: str = "exact"):
     """:func:`oktopus_embed` for K VCs, one per row of K independent states, vectorised.
 
     ``free_cpu`` (K, hosts), ``link_free`` (K, links), ``n``/``s``/``b`` (K,). Returns VM
@@ -188,13 +225,14 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
     any_big = big.any()
     for i in np.flatnonzero(big) if any_big else ():  # N past one bit set: the one-row code
         c = oktopus_embed(levels, free_cpu[i], link_free[i], int(n[i]), float(s[i]),
-                          float(b[i]))
+                          float(b[i]), host_link, host_counts)
         if c is not None:
             counts[i], ok[i] = c, True
     topo = _topology(levels)
     slots = vm_counts(free_cpu, s, n[:, None])  # float, ≤ n
-    fits = slots >= n[:, None]
-    one = fits.any(axis=1)  # a single host: no bandwidth at all
+    fits = _single_host(slots, link_free[:, levels.uplink[0]], n[:, None], b[:, None],
+                        host_link)
+    one = fits.any(axis=1)  # a single host: no bandwidth at all (per_vm_strict: N·B)
     if any_big:
         one &= ~big
     if one.any():
@@ -213,7 +251,11 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
     exact_div = powers_of_two(br)
     lf = link_free[rows]
     c = hose_limit(lf[:, topo.uplink[0]], nr, br, exact_div)
-    sets = [_Sets(c, slots[rows], nr, nf)]  # per level: the feasible sets of its nodes
+    cap = slots[rows]
+    if _per_vm_hosts(host_link, host_counts):  # {0..min(slots, c)}: c VMs' B fit
+        cap = np.minimum(cap, c)
+        c = np.broadcast_to(nf, c.shape).copy()
+    sets = [_Sets(c, cap, nr, nf)]  # per level: the feasible sets of its nodes
     sizes, odd = [None], [None]  # per level k ≥ 1: children's a (grouped); exact groups
     hit_level = np.zeros(rows.size, dtype=np.int64)  # 0: none yet
     hit_group = np.zeros(rows.size, dtype=np.int64)
@@ -517,11 +559,18 @@ class Oktopus(VCAllocator):
     name = "oktopus"
     description = "first subtree that holds the VC, filled greedily (Oktopus, Ballani 2011)"
 
+    class Options(VCAllocator.Options):
+        host_counts: Literal["exact", "interval"] = Field(
+            "exact", description="a host's feasible VM counts: the exact hose set, or "
+            "interval 0..min(slots, floor(residual/B)) (Oktopus's M_v as one number)")
+
     def embed(self, free_cpu, link_free, n, s, b):
-        return oktopus_embed(self.levels, free_cpu, link_free, n, s, b)
+        return oktopus_embed(self.levels, free_cpu, link_free, n, s, b, self.host_link,
+                             self.options.host_counts)
 
     def embed_batch(self, free_cpu, link_free, n, s, b):
-        return oktopus_embed_batch(self.levels, free_cpu, link_free, n, s, b)
+        return oktopus_embed_batch(self.levels, free_cpu, link_free, n, s, b, self.host_link,
+                                   self.options.host_counts)
 
 
 @hookimpl

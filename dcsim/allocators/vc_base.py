@@ -5,18 +5,26 @@ VM) and ``B`` (bandwidth per VM); its ``demand`` is the total (cpu = N·S). An e
 on plain arrays (free cpu per host, free bandwidth per link) so that lookahead allocators
 (AHAB) can run it on forked states; :meth:`VCAllocator.embed` returns VM counts per host or
 None, and :meth:`allocate` turns them into a hose-model :class:`Placement`.
+
+Every embedder has the option ``host_link`` (:data:`dcsim.model.vc.HOST_LINK_RULES`): what
+a host link reserves for m VMs of the VC. The same rule decides feasibility inside the
+embedder and the reservation of its placement (:meth:`TreeLevels.hose_loads`). Composing
+allocators (``strawman``, ``ahab``) pass their own ``host_link`` and ``embed_options`` on
+to the embedder they wrap.
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import Field
 
 from dcsim.allocators.base import Allocator, Choice
 from dcsim.errors import PluginError
 from dcsim.model import Request, StateView, Topology
-from dcsim.model.vc import TreeLevels
+from dcsim.model.vc import HOST_LINK_RULES, TreeLevels
 
 
 def vc_size(request: Request, who: str) -> tuple[int, float, float]:
@@ -31,10 +39,22 @@ def vc_size(request: Request, who: str) -> tuple[int, float, float]:
         ) from None
 
 
+HostLink = Literal[HOST_LINK_RULES]  # type: ignore[valid-type]
+
+
 class VCAllocator(Allocator):
     """Base of tree embedders: subclasses implement :meth:`embed` on arrays."""
 
+    class Options(Allocator.Options):
+        host_link: HostLink = Field(
+            "hose", description="host-link reservation for m VMs: hose min(m, N-m)*B; "
+            "per_vm m*B (0 for a VC on one host); per_vm_strict m*B always")
+
     levels: TreeLevels
+
+    @property
+    def host_link(self) -> str:
+        return self.options.host_link
 
     def setup(self, view: StateView) -> None:
         self.levels = TreeLevels(view.topology)
@@ -66,16 +86,28 @@ class VCAllocator(Allocator):
         counts = self.embed(view.free[:, self.cpu], view.link_free, n, s, b)
         if counts is None:
             return None
-        return self.levels.placement(counts, request.demand / n, n, b)
+        return self.levels.placement(counts, request.demand / n, n, b, self.host_link)
+
+
+def embedder_label_extra(options) -> str:
+    """``,host_link=...`` and the ``embed_options`` of a composer's label (none if default)."""
+    extra = "" if options.host_link == "hose" else f",host_link={options.host_link}"
+    for k, v in sorted(options.embed_options.items()):
+        extra += f",{k}={v}"
+    return extra
 
 
 def make_embedder(name: str, owner: str, topology: Topology | None = None,
-                  rng: np.random.Generator | None = None) -> VCAllocator:
-    """The registered VC embedder ``name`` with default options, for composing allocators.
+                  rng: np.random.Generator | None = None,
+                  options: dict[str, Any] | None = None,
+                  host_link: str | None = None) -> VCAllocator:
+    """The registered VC embedder ``name``, for composing allocators.
 
     ``owner`` names the composing allocator in errors (``ahab``'s ``embed: kraken``);
-    ``topology`` and ``rng`` are passed to the embedder's constructor. Call its
-    :meth:`~VCAllocator.setup` before embedding.
+    ``topology`` and ``rng`` are passed to the embedder's constructor; ``options`` are the
+    embedder's options (the composer's ``embed_options``, validated by the embedder) and
+    ``host_link`` the composer's own rule, which the embedder must share (it may not be
+    given in ``options`` too). Call its :meth:`~VCAllocator.setup` before embedding.
     """
     from dcsim.errors import ConfigError
     from dcsim.plugins import get_allocator_class
@@ -88,4 +120,11 @@ def make_embedder(name: str, owner: str, topology: Topology | None = None,
         raise ConfigError(
             f"allocator {owner!r}: embed: {name!r} is not a virtual-cluster embedder"
         )
-    return cls(rng=rng, topology=topology)
+    raw = dict(options or {})
+    if host_link is not None:
+        if "host_link" in raw:
+            raise ConfigError(f"allocator {owner!r}: embed_options: give host_link as "
+                              f"{owner!r}'s own option, not the embedder's")
+        raw["host_link"] = host_link
+    opts = cls.parse_options(raw, where="embed_options")
+    return cls(opts, rng=rng, topology=topology)

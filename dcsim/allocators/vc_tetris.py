@@ -34,6 +34,21 @@ B' is the true residual.
   C'/B' if that is > 0, else +inf (using compute that no bandwidth-needing VC could use).
 * Infeasible hosts (C' < 0 or B' < 0) are excluded, never scored.
 
+Options (``VCTetris.Options``):
+
+* ``zero_bandwidth`` — a VM that would leave its host link with B' = 0 (B > 0), where the
+  paper's ρ has a zero denominator: ``least_preferred`` (default: C' > 0 is −inf as
+  described above, the perfect fit C' = 0 is +inf), ``most_preferred`` (x/0 read as +inf:
+  such a host is taken first), ``infeasible`` (ρ undefined, so the VM may not go there, the
+  perfect fit included: a host link is never exhausted by a VC spread over several hosts),
+  or ``infeasible_if_stranded`` (only C' > 0 is excluded; the perfect fit stays +inf).
+  B = 0 keeps its rule under every value; the single-host stage scores nothing, so the
+  option does not apply there.
+* ``host_link`` (every embedder's, :mod:`dcsim.model.vc`) — what a host with m VMs reserves
+  on its uplink. Under ``per_vm``/``per_vm_strict`` B' = uplink free − (m + 1)·B, exactly
+  the paper's (C_h − S)/(B_h − B) with "Reserve S, B on host(vm)" (Algorithm 1 line 9); the
+  single-host stage needs N·B on the uplink under ``per_vm_strict`` and nothing otherwise.
+
 The per-VM loop runs for all groups of a level at once (one row per group), so a level costs
 N vectorised steps however many groups it has; the first group in the sorted order that
 succeeds wins, as in the sequential algorithm.
@@ -49,21 +64,29 @@ of those VMs by (state, group, rank) and a count for every (state, group) pair a
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
+from pydantic import Field
 
 from dcsim.allocators.vc_base import VCAllocator
 from dcsim.allocators.vc_batch import groupsum, slots_rows
 from dcsim.hookspecs import hookimpl
-from dcsim.model.vc import UNLIMITED, TreeLevels, vm_slots
+from dcsim.model.vc import UNLIMITED, TreeLevels, host_link_vms, vm_slots
 
 _EPS = 1e-9
 
+#: Values of the ``zero_bandwidth`` option (module docstring).
+ZERO_BANDWIDTH = ("least_preferred", "most_preferred", "infeasible", "infeasible_if_stranded")
 
-def tetris_rho(c_after: np.ndarray, b_after: np.ndarray, b: float) -> np.ndarray:
+
+def tetris_rho(c_after: np.ndarray, b_after: np.ndarray, b: float,
+               zero_bandwidth: str = "least_preferred") -> np.ndarray:
     """ρ of placing one more VM, from the residual CU and uplink BU after placing it.
 
     Only meaningful where both residuals are ≥ 0 (feasible); see the module docstring for
-    the zero-denominator rules.
+    the zero-denominator rules. Under ``zero_bandwidth: infeasible*`` the blocked cases get
+    a value here (as under ``least_preferred``); :func:`zero_bandwidth_blocked` excludes them.
     """
     c_after = np.asarray(c_after, dtype=np.float64)
     b_after = np.asarray(b_after, dtype=np.float64)
@@ -71,14 +94,28 @@ def tetris_rho(c_after: np.ndarray, b_after: np.ndarray, b: float) -> np.ndarray
     with np.errstate(divide="ignore", invalid="ignore"):
         rho = c_after / np.where(zero_b, 1.0, b_after)
     if b > 0:
-        at_zero = np.where(c_after <= _EPS, np.inf, -np.inf)
+        stranded = np.inf if zero_bandwidth == "most_preferred" else -np.inf
+        at_zero = np.where(c_after <= _EPS, np.inf, stranded)
     else:
         at_zero = np.full(rho.shape, np.inf)
     return np.where(zero_b, at_zero, rho)
 
 
+def zero_bandwidth_blocked(c_after, b_after, b, zero_bandwidth: str):
+    """Where a VM is infeasible under ``zero_bandwidth: infeasible`` (it would leave its host
+    link with no bandwidth: B' ≤ 1e-9, B > 0) or ``infeasible_if_stranded`` (the same, with
+    compute left behind it: C' > 1e-9). None for the other values (nothing blocked).
+    Elementwise; b broadcasts."""
+    if zero_bandwidth == "infeasible":
+        return (b > 0) & (b_after <= _EPS)
+    if zero_bandwidth == "infeasible_if_stranded":
+        return (b > 0) & (b_after <= _EPS) & (c_after > _EPS)
+    return None
+
+
 def _greedy(hosts: np.ndarray, free_cpu: np.ndarray, up_free: np.ndarray, n: int, s: float,
-            b: float) -> tuple[np.ndarray, np.ndarray]:
+            b: float, host_link: str = "hose",
+            zero_bandwidth: str = "least_preferred") -> tuple[np.ndarray, np.ndarray]:
     """Place n VMs one by one in each row's hosts (padded -1) by max ρ, ties to the lowest
     position. Returns the (rows, W) VM counts and which rows placed all n VMs.
 
@@ -90,9 +127,13 @@ def _greedy(hosts: np.ndarray, free_cpu: np.ndarray, up_free: np.ndarray, n: int
     h = np.maximum(hosts, 0)
     m1 = np.arange(1, n + 2)  # VMs on the host after adding one, for m = 0..n
     c_after = free_cpu[h][:, :, None] - m1 * s
-    b_after = up_free[h][:, :, None] - np.minimum(m1, n - m1) * b
+    b_after = up_free[h][:, :, None] - host_link_vms(m1, n, host_link) * b
     feas = valid & (c_after >= -_EPS) & (b_after >= -_EPS)
-    table = np.where(feas, np.maximum(tetris_rho(c_after, b_after, b), -1e300), -np.inf)
+    blocked = zero_bandwidth_blocked(c_after, b_after, b, zero_bandwidth)
+    if blocked is not None:
+        feas &= ~blocked
+    rho = tetris_rho(c_after, b_after, b, zero_bandwidth)
+    table = np.where(feas, np.maximum(rho, -1e300), -np.inf)
     key = table[:, :, 0].copy()
     m = np.zeros(hosts.shape, dtype=np.int64)
     alive = np.ones(hosts.shape[0], dtype=bool)
@@ -107,18 +148,30 @@ def _greedy(hosts: np.ndarray, free_cpu: np.ndarray, up_free: np.ndarray, n: int
     return m, alive
 
 
+def _single_hosts(slots: np.ndarray, up0: np.ndarray, n, b, host_link: str) -> np.ndarray:
+    """Hosts that can take all N VMs (N slots; N·B on the uplink under ``per_vm_strict``,
+    nothing otherwise). Elementwise: rows of 2-d arrays too."""
+    fits = slots >= n
+    if host_link == "per_vm_strict":
+        fits &= n * b <= up0 + _EPS
+    return fits
+
+
 def tetris_embed(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray, n: int,
-                 s: float, b: float, capacity: np.ndarray | None = None) -> np.ndarray | None:
+                 s: float, b: float, capacity: np.ndarray | None = None,
+                 host_link: str = "hose",
+                 zero_bandwidth: str = "least_preferred") -> np.ndarray | None:
     """VM counts per host of TETRIS's embedding of VC (n, s, b), or None.
 
     ``capacity`` is each host's total CU (for the racks' and pods' free fractions); default
-    the topology's cpu capacity.
+    the topology's cpu capacity. ``host_link``, ``zero_bandwidth``: the options of
+    :class:`VCTetris` (module docstring).
     """
     if free_cpu.sum() + _EPS < n * s:
         return None
     counts = np.zeros(levels.n_hosts, dtype=np.int64)
     slots = vm_slots(free_cpu, s)
-    one = np.flatnonzero(slots >= n)
+    one = np.flatnonzero(_single_hosts(slots, link_free[levels.uplink[0]], n, b, host_link))
     if one.size:  # single hosts, most free CU first
         counts[one[np.argmax(free_cpu[one])]] = n
         return counts
@@ -138,19 +191,20 @@ def tetris_embed(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray
         if order.size == 0:
             continue
         hosts = levels.hosts_of[k][order]
-        m, alive = _greedy(hosts, free_cpu, up_free, n, s, b)
+        m, alive = _greedy(hosts, free_cpu, up_free, n, s, b, host_link, zero_bandwidth)
         for i in np.flatnonzero(alive):
             counts[:] = 0
             sel = hosts[i] >= 0
             counts[hosts[i][sel]] = m[i][sel]
-            if (levels.hose_loads(counts, n, b) <= link_free + _EPS).all():
+            if (levels.hose_loads(counts, n, b, host_link) <= link_free + _EPS).all():
                 return counts
     return None
 
 
 def tetris_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray,
                        n: np.ndarray, s: np.ndarray, b: np.ndarray,
-                       capacity: np.ndarray | None = None):
+                       capacity: np.ndarray | None = None, host_link: str = "hose",
+                       zero_bandwidth: str = "least_preferred"):
     """:func:`tetris_embed` for K VCs, one per row of K independent states, vectorised.
 
     ``free_cpu`` (K, hosts), ``link_free`` (K, links), ``n``/``s``/``b`` (K,). Returns VM
@@ -175,27 +229,35 @@ def tetris_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
     if K == 0:
         return counts, ok
     enough = ~(free_cpu.sum(axis=1) + _EPS < n * s)
-    best = np.argmax(free_cpu, axis=1)
-    top = free_cpu[np.arange(K), best]
-    one = enough & (slots_rows(top[:, None], s)[:, 0] >= n)  # single hosts
+    if host_link == "per_vm_strict":  # the hosts with N slots and N·B on the uplink
+        fit = _single_hosts(slots_rows(free_cpu, s), link_free[:, levels.uplink[0]],
+                            n[:, None], b[:, None], host_link)
+        best = np.argmax(np.where(fit, free_cpu, -np.inf), axis=1)
+        one = enough & fit.any(axis=1)
+    else:
+        best = np.argmax(free_cpu, axis=1)
+        top = free_cpu[np.arange(K), best]
+        one = enough & (slots_rows(top[:, None], s)[:, 0] >= n)  # single hosts
     counts[one, best[one]] = n[one]
     ok |= one
     todo = enough & ~one
     odd = todo & ~(link_free.min(axis=1) + _EPS >= 0)  # NaN too, as the one-row check
     for i in np.flatnonzero(odd):
         c = tetris_embed(levels, free_cpu[i], link_free[i], int(n[i]), float(s[i]),
-                         float(b[i]), capacity)
+                         float(b[i]), capacity, host_link, zero_bandwidth)
         if c is not None:
             counts[i], ok[i] = c, True
     live = np.flatnonzero(todo & ~odd)
     if live.size:
-        _embed_rows(levels, live, free_cpu, link_free, n, s, b, capacity, counts, ok)
+        _embed_rows(levels, live, free_cpu, link_free, n, s, b, capacity, counts, ok,
+                    host_link, zero_bandwidth)
     return counts, ok
 
 
 def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
                 link_free: np.ndarray, n: np.ndarray, s: np.ndarray, b: np.ndarray,
-                capacity: np.ndarray, counts: np.ndarray, ok: np.ndarray) -> None:
+                capacity: np.ndarray, counts: np.ndarray, ok: np.ndarray,
+                host_link: str = "hose", zero_bandwidth: str = "least_preferred") -> None:
     """The group levels of :func:`tetris_embed_batch` for rows ``live`` (no single host fits,
     no link overdrawn): fills their ``counts`` and ``ok`` in place.
 
@@ -231,7 +293,7 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
     fa = np.take(free_cpu, flat)
     ua = np.take(link_free, ar * link_free.shape[1] + up0[ah])
     na, sa, ba = n[ar], s[ar], b[ar]
-    ln = _runs(fa, ua, na, sa, ba)
+    ln = _runs(fa, ua, na, sa, ba, host_link, zero_bandwidth)
     alive = mask & (np.bincount(ar, weights=ln, minlength=K) >= n)  # else the greedy dies
     # where min(slots, n) >= run may fail (slots as slots_rows: floor(free / s + 1e-9))
     with np.errstate(over="ignore"):
@@ -248,7 +310,7 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
     if on.size == 0:
         return
     flat, ar, ah, ln, ua, na, ba = flat[on], ar[on], ah[on], ln[on], ua[on], na[on], ba[on]
-    keys, owner = _ironed_keys(fa[on], ua, ln, na, sa[on], ba)
+    keys, owner = _ironed_keys(fa[on], ua, ln, na, sa[on], ba, host_link, zero_bandwidth)
     rank = _rank(keys)
     ua += _EPS
     lnf = ln.astype(np.float64)
@@ -269,7 +331,7 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
         m = mi.astype(np.float64)
         # hose check of the links inside the groups (a link above carries nothing); a link
         # without VMs below passes (none is overdrawn). bad: failing links per pair.
-        fail = ~(np.minimum(m, na - m) * ba <= ua)
+        fail = ~(host_link_vms(m, na, host_link) * ba <= ua)
         bad = np.bincount(pair[1], weights=fail, minlength=K * levels.size[1])
         bad = bad.reshape(K, levels.size[1])
         for j in range(1, k):
@@ -302,7 +364,8 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
 
 
 def _ironed_keys(fr: np.ndarray, up: np.ndarray, ln: np.ndarray, n: np.ndarray,
-                 s: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                 s: np.ndarray, b: np.ndarray, host_link: str = "hose",
+                 zero_bandwidth: str = "least_preferred") -> tuple[np.ndarray, np.ndarray]:
     """The ironed keys of the VMs of A hosts, flat: host by host, the host's 1st, 2nd, ...,
     ``ln``-th VM; and each VM's host (0..A-1). ``fr``/``up`` (A,) free CU and uplink BU,
     ``ln`` (A,) the host's feasible run (:func:`_feasible_runs`, ≥ 1), n/s/b (A,) its VC.
@@ -317,9 +380,11 @@ def _ironed_keys(fr: np.ndarray, up: np.ndarray, ln: np.ndarray, n: np.ndarray,
     T = int(ln.max())
     y = np.arange(1, T + 1)[:, None]
     c_after = fr - y * s
-    b_after = up - np.minimum(y, n - y) * b
+    b_after = up - host_link_vms(y, n, host_link) * b
     zero_b = b_after <= _EPS
-    stranded = np.where(b > 0, -1e300, np.inf)  # tetris_rho at b' = 0, floored
+    # tetris_rho at b' = 0, floored (infeasible*: blocked VMs are past the runs, never read)
+    stranded = np.where(b > 0, np.inf if zero_bandwidth == "most_preferred" else -1e300,
+                        np.inf)
     key = np.where(c_after > _EPS, stranded, np.inf)  # where b' = 0; divide elsewhere
     np.divide(c_after, b_after, out=key, where=~zero_b)
     for i in range(1, T):  # ironed: the running minimum
@@ -364,7 +429,8 @@ def _pick_counts(rank: np.ndarray, owner: np.ndarray, seg: np.ndarray, n: np.nda
 
 def _greedy_batch(hosts: np.ndarray, rows: np.ndarray, free_cpu: np.ndarray,
                   link_free: np.ndarray, uplink: np.ndarray, runs: np.ndarray,
-                  n: np.ndarray, s: np.ndarray, b: np.ndarray) -> np.ndarray:
+                  n: np.ndarray, s: np.ndarray, b: np.ndarray, host_link: str = "hose",
+                  zero_bandwidth: str = "least_preferred") -> np.ndarray:
     """:func:`_greedy` for P (state row, group) pairs, each with its own VC, without a loop
     over the VMs: ``hosts`` (P, W) padded, ``rows`` (P,) the pair's row of ``free_cpu``
     and ``runs`` (K, hosts) (:func:`_feasible_runs`) and of ``link_free`` (K, links),
@@ -386,33 +452,61 @@ def _greedy_batch(hosts: np.ndarray, rows: np.ndarray, free_cpu: np.ndarray,
     pp, pw = np.nonzero(length)  # pair by pair, in position order
     hh, rr, ln = hosts[pp, pw], rows[pp], length[pp, pw]
     keys, owner = _ironed_keys(free_cpu[rr, hh], link_free[rr, uplink[hh]], ln, n[pp], s[pp],
-                               b[pp])
+                               b[pp], host_link, zero_bandwidth)
     m = np.zeros(hosts.shape, dtype=np.int64)
     m[pp, pw] = _pick_counts(_rank(keys), owner, pp, n[pp], None)
     return m
 
 
 def _feasible_runs(free_cpu: np.ndarray, up_free: np.ndarray, n: np.ndarray, s: np.ndarray,
-                   b: np.ndarray) -> np.ndarray:
+                   b: np.ndarray, host_link: str = "hose",
+                   zero_bandwidth: str = "least_preferred") -> np.ndarray:
     """(K, hosts): how many VMs each host takes before the first that does not fit (CU
-    ``free - m·S >= -eps`` and uplink ``up - min(m, n - m)·B >= -eps`` for m = 1, 2, ...),
-    at most n. The greedy never puts more on a host. (:func:`_runs`, per row.)"""
-    return _runs(free_cpu, up_free, n[:, None], s[:, None], b[:, None])
+    ``free - m·S >= -eps`` and uplink ``up - host_link_vms(m, n)·B >= -eps`` for m = 1, 2,
+    ..., and not blocked by ``zero_bandwidth``), at most n. The greedy never
+    puts more on a host. (:func:`_runs`, per row.)"""
+    return _runs(free_cpu, up_free, n[:, None], s[:, None], b[:, None], host_link,
+                 zero_bandwidth)
 
 
 def _runs(free: np.ndarray, up: np.ndarray, n: np.ndarray, s: np.ndarray,
-          b: np.ndarray) -> np.ndarray:
+          b: np.ndarray, host_link: str = "hose",
+          zero_bandwidth: str = "least_preferred") -> np.ndarray:
     """:func:`_feasible_runs` elementwise (arguments broadcast together): int32."""
     nn = n.astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         run = _fit_count(free, s, nn)
         bw = _fit_count(up, b, nn)  # the hose of y VMs fits for 0 < y <= bw
-    # VM m needs y = min(m, n - m): up to n/2 that is m; past it y shrinks again, and VM n
-    # needs y = 0 (up >= -eps)
-    all_fit = bw >= n // 2
-    np.copyto(bw, np.where(up >= -_EPS, nn, 0.0), where=all_fit)
+    if host_link == "hose":
+        # VM m needs y = min(m, n - m): up to n/2 that is m; past it y shrinks again, and
+        # VM n needs y = 0 (up >= -eps)
+        all_fit = bw >= n // 2
+    elif host_link == "per_vm":  # VM m < n needs m, VM n (the whole VC) needs 0
+        all_fit = bw >= n - 1
+    else:  # per_vm_strict: VM m needs m
+        all_fit = None
+    if all_fit is not None:
+        np.copyto(bw, np.where(up >= -_EPS, nn, 0.0), where=all_fit)
     np.minimum(run, bw, out=run)
+    if zero_bandwidth in ("infeasible", "infeasible_if_stranded"):
+        run = _cut_zero_bandwidth(free, up, n, s, b, run, host_link, zero_bandwidth)
     return run.astype(np.int32)
+
+
+def _cut_zero_bandwidth(free, up, n, s, b, run, host_link: str,
+                        zero_bandwidth: str) -> np.ndarray:
+    """Runs ended before the first VM that ``zero_bandwidth`` blocks (the same floats as
+    :func:`_greedy`'s check), one vectorised step per VM position."""
+    out = np.array(run, dtype=np.float64)
+    top = int(out.max()) if out.size else 0
+    for y in range(1, top + 1):
+        c_after = free - y * s
+        b_after = up - host_link_vms(y, n, host_link) * b
+        blocked = zero_bandwidth_blocked(c_after, b_after, b, zero_bandwidth)
+        blocked &= out >= y
+        if blocked.any():
+            out = np.where(blocked, y - 1.0, out)
+    return out
 
 
 def _fit_count(base: np.ndarray, step: np.ndarray, cap: np.ndarray) -> np.ndarray:
@@ -445,15 +539,24 @@ class VCTetris(VCAllocator):
     description = ("TETRIS VC embedding of the AHAB paper (Zerwas et al. 2018): spread VMs by "
                    "residual CU/BU ratio")
 
+    class Options(VCAllocator.Options):
+        zero_bandwidth: Literal[ZERO_BANDWIDTH] = Field(  # type: ignore[valid-type]
+            "least_preferred", description="ρ when a VM would leave its host link with no "
+            "bandwidth and compute behind it: least_preferred (−inf), most_preferred (+inf), "
+            "infeasible (no VM may exhaust a host link, perfect fits included) or "
+            "infeasible_if_stranded (only with compute left)")
+
     def setup(self, view):
         super().setup(view)
         self.capacity = view.topology.server_capacity[:, self.cpu].copy()
 
     def embed(self, free_cpu, link_free, n, s, b):
-        return tetris_embed(self.levels, free_cpu, link_free, n, s, b, self.capacity)
+        return tetris_embed(self.levels, free_cpu, link_free, n, s, b, self.capacity,
+                            self.host_link, self.options.zero_bandwidth)
 
     def embed_batch(self, free_cpu, link_free, n, s, b):
-        return tetris_embed_batch(self.levels, free_cpu, link_free, n, s, b, self.capacity)
+        return tetris_embed_batch(self.levels, free_cpu, link_free, n, s, b, self.capacity,
+                                  self.host_link, self.options.zero_bandwidth)
 
 
 @hookimpl

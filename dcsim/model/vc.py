@@ -5,6 +5,19 @@ switch at B bandwidth units (Oktopus's hose model). On a tree, a link with m of 
 below it must carry ``min(m, N - m) * B``; the *footprint* of an embedding is the sum of
 these reservations over all links (AHAB paper, Sec. II).
 
+Host links. Every embedder takes the option ``host_link`` (:data:`HOST_LINK_RULES`), the
+one rule for what a host's uplink reserves when it holds m of the N VMs, used both for the
+reservation (:meth:`TreeLevels.hose_loads`) and by every feasibility check:
+
+* ``hose`` (default): ``min(m, N - m) * B``, like every other link;
+* ``per_vm``: ``m * B``, each VM reserving B on its host link (AHAB paper Algorithm 1
+  line 9, "Reserve S, B on host(vm)"), except that a VC entirely on one host reserves
+  nothing (the paper's text, Sec. III-B: "no bandwidth reservation is needed");
+* ``per_vm_strict``: ``m * B`` always, a VC on one host included (Algorithm 1 read
+  literally, which conflicts with that sentence).
+
+Links above the hosts always reserve the hose amount.
+
 :class:`TreeLevels` turns a balanced tree topology (every server at the same depth, as the
 AHAB fat-tree) into per-level numpy arrays, so that embedders work level by level with a
 handful of vectorised operations instead of walking the tree.
@@ -23,6 +36,19 @@ from dcsim.model.topology import Topology
 
 #: Stand-in for "no limit" in VM counts (a VC has at most a few hundred VMs).
 UNLIMITED = 1 << 30
+
+#: Values of the ``host_link`` option of every VC embedder (see the module docstring).
+HOST_LINK_RULES = ("hose", "per_vm", "per_vm_strict")
+
+
+def host_link_vms(m, n, rule: str = "hose"):
+    """VMs' worth of bandwidth (to multiply by B) that a host link with m of the VC's n VMs
+    reserves under ``rule`` (:data:`HOST_LINK_RULES`); elementwise on arrays."""
+    if rule == "hose":
+        return np.minimum(m, n - m)
+    if rule == "per_vm":
+        return np.where(m < n, m, 0)  # the whole VC on this host: nothing to reserve
+    return m
 
 
 class TreeLevels:
@@ -95,20 +121,23 @@ class TreeLevels:
         ]
         self.hosts_of = [padded_members(groups[k], self.size[k]) for k in range(H + 1)]
 
-    def hose_loads(self, counts: np.ndarray, n: int, b: float) -> np.ndarray:
-        """Bandwidth each link must reserve when host h holds ``counts[h]`` of n VMs."""
+    def hose_loads(self, counts: np.ndarray, n: int, b: float,
+                   host_link: str = "hose") -> np.ndarray:
+        """Bandwidth each link must reserve when host h holds ``counts[h]`` of n VMs: the
+        hose amount, host links by the ``host_link`` rule (module docstring)."""
         out = np.zeros(self.topology.n_links)
         m = counts
-        for k in range(self.height):
-            if k:
-                m = np.add.reduceat(m, self.starts[k - 1])
+        out[self.uplink[0]] = host_link_vms(m, n, host_link) * b
+        for k in range(1, self.height):
+            m = np.add.reduceat(m, self.starts[k - 1])
             out[self.uplink[k]] = np.minimum(m, n - m) * b
         return out
 
-    def placement(self, counts: np.ndarray, per_vm: np.ndarray, n: int, b: float) -> Placement:
+    def placement(self, counts: np.ndarray, per_vm: np.ndarray, n: int, b: float,
+                  host_link: str = "hose") -> Placement:
         """The :class:`Placement` of a VC with ``counts`` VMs per host (resources per VM)."""
         hosts = np.flatnonzero(counts)
-        loads = self.hose_loads(counts, n, b)
+        loads = self.hose_loads(counts, n, b, host_link)
         links = np.flatnonzero(loads > 0)
         return Placement(hosts, counts[hosts, None].astype(np.float64) * per_vm, links,
                          loads[links])
@@ -143,20 +172,24 @@ def link_slots(link_free: np.ndarray, b: float) -> np.ndarray:
 
 
 def optimal_footprint(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray,
-                      n: int, s: float, b: float) -> float:
+                      n: int, s: float, b: float, host_link: str = "hose") -> float:
     """Minimum footprint of VC (n, s, b) on the current state, by the tree DP; inf if none.
 
     f(v, x) = min over splits of x among v's children of Σ f(w, x_w), plus v's uplink cost
-    min(x, n - x)·b, infinite where that exceeds the uplink's free bandwidth. Exact and
-    O(nodes · n²): a test oracle, not an embedder.
+    min(x, n - x)·b (host links: ``host_link_vms(x, n, host_link)·b``), infinite where that
+    exceeds the uplink's free bandwidth. Exact and O(nodes · n²): a test oracle, not an
+    embedder.
     """
     inf = np.inf
     x = np.arange(n + 1)
-    hose = np.minimum(x, n - x) * b
     slots = np.minimum(vm_slots(free_cpu, s), n)
     cost = np.where(x[None, :] <= slots[:, None], 0.0, inf)  # hosts, before uplinks
     for k in range(levels.height):
         up_free = link_free[levels.uplink[k]]
+        if k == 0:
+            hose = host_link_vms(x, n, host_link) * b
+        else:
+            hose = np.minimum(x, n - x) * b
         cost = cost + hose[None, :]
         cost[hose[None, :] > up_free[:, None] + 1e-9] = inf
         nxt = np.full((levels.size[k + 1], n + 1), inf)
