@@ -24,7 +24,7 @@ from dcsim.allocators.vc_batch import (
 )
 from dcsim.model.topologies import build_topology
 from dcsim.model.topology import Topology
-from dcsim.model.vc import TreeLevels
+from dcsim.model.vc import HOST_LINK_RULES, TreeLevels
 
 
 def fat_tree(pods, racks, hosts):
@@ -59,11 +59,22 @@ def uneven_tree(rng):
     return topo, TreeLevels(topo)
 
 
-def check_rows(levels, free, lf, n, s, b):
-    counts, ok = oktopus_embed_batch(levels, free, lf, n, s, b)
+#: every (host_link, host_counts), the defaults first
+OPTIONS = [{"host_link": h, "host_counts": c}
+           for h in HOST_LINK_RULES for c in ("exact", "interval")]
+
+
+def opts_id(o):
+    return ",".join(o.values())
+
+
+def check_rows(levels, free, lf, n, s, b, opts=None):
+    opts = opts or {}
+    counts, ok = oktopus_embed_batch(levels, free, lf, n, s, b, **opts)
     assert counts.dtype == np.int64 and ok.dtype == bool
     for i in range(len(n)):
-        want = oktopus_embed(levels, free[i], lf[i], int(n[i]), float(s[i]), float(b[i]))
+        want = oktopus_embed(levels, free[i], lf[i], int(n[i]), float(s[i]), float(b[i]),
+                             **opts)
         assert ok[i] == (want is not None), i
         np.testing.assert_array_equal(counts[i], 0 if want is None else want, err_msg=str(i))
     return ok
@@ -84,9 +95,11 @@ def exact_path(request, monkeypatch):
     return request.param
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_k12_with_tight_links_on_both_exact_paths(exact_path, seed):
-    """Tight uplinks and small N make many hosts' sets two intervals (the exact paths)."""
+@pytest.mark.parametrize("opts", OPTIONS, ids=opts_id)
+@pytest.mark.parametrize("seed", range(2))
+def test_k12_with_tight_links_on_both_exact_paths(exact_path, seed, opts):
+    """Tight uplinks and small N make many hosts' sets two intervals (the exact paths);
+    under every host_link and host_counts."""
     topo, levels = fat_tree(12, 6, 6)
     rng = np.random.default_rng(seed)
     k = 40
@@ -94,11 +107,12 @@ def test_k12_with_tight_links_on_both_exact_paths(exact_path, seed):
     n = rng.integers(3, 25 if seed % 2 == 0 else 61, k)
     s = rng.choice([1.0, 2.0, 4.0, 8.0], k)
     b = rng.choice([1.0, 2.0, 4.0, 8.0], k)
-    check_rows(levels, free, lf, n, s, b)
+    check_rows(levels, free, lf, n, s, b, opts)
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_two_interval_sets_everywhere(exact_path, seed):
+@pytest.mark.parametrize("opts", OPTIONS, ids=opts_id)
+@pytest.mark.parametrize("seed", range(2))
+def test_two_interval_sets_everywhere(exact_path, seed, opts):
     """Hosts that hold almost N behind uplinks that carry one or two VMs' hose: their sets
     are {0..c} ∪ {N − c..slots}, and so are many racks' and pods'."""
     topo, levels = fat_tree(4, 3, 4)
@@ -110,14 +124,14 @@ def test_two_interval_sets_everywhere(exact_path, seed):
     free = np.minimum(n[:, None] - rng.integers(1, 3, (k, topo.n_servers)), 8).astype(float)
     lf = topo.link_capacity * (0.5 + rng.random((k, topo.n_links)))
     lf = np.minimum(lf, b[:, None] * rng.integers(0, 4, (k, topo.n_links)))
-    ok = check_rows(levels, free, lf, n, s, b)
+    ok = check_rows(levels, free, lf, n, s, b, opts)
     assert ok.any()
 
 
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 10), pow2=st.booleans(),
-       python=st.booleans())
-def test_uneven_trees_with_scattered_uplinks(seed, k, pow2, python):
+       python=st.booleans(), opts=st.sampled_from(OPTIONS))
+def test_uneven_trees_with_scattered_uplinks(seed, k, pow2, python, opts):
     rng = np.random.default_rng(seed)
     topo, levels = uneven_tree(rng)
     free, lf = random_states(topo, rng, k, tight=bool(rng.random() < 0.5))
@@ -128,7 +142,7 @@ def test_uneven_trees_with_scattered_uplinks(seed, k, pow2, python):
     old = okt._PY_MAX
     okt._PY_MAX = 10**9 if python else 0
     try:
-        check_rows(levels, free, lf, n, s, b)
+        check_rows(levels, free, lf, n, s, b, opts)
     finally:
         okt._PY_MAX = old
 

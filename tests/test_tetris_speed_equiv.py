@@ -7,14 +7,23 @@ tiny S where slots and runs round differently) besides the ordinary loaded k = 1
 
 from __future__ import annotations
 
+import itertools
 from functools import cache
 
 import numpy as np
 import pytest
 
-from dcsim.allocators.vc_tetris import tetris_embed, tetris_embed_batch
+from dcsim.allocators.vc_tetris import ZERO_BANDWIDTH, tetris_embed, tetris_embed_batch
 from dcsim.model.topologies import build_topology
-from dcsim.model.vc import TreeLevels
+from dcsim.model.vc import HOST_LINK_RULES, TreeLevels
+
+#: every (host_link, zero_bandwidth), the defaults first
+OPTIONS = [{"host_link": h, "zero_bandwidth": z}
+           for h, z in itertools.product(HOST_LINK_RULES, ZERO_BANDWIDTH)]
+
+
+def opts_id(o):
+    return ",".join(o.values())
 
 
 @cache
@@ -30,10 +39,12 @@ def small():
     return topo, TreeLevels(topo)
 
 
-def check(levels, free, lf, n, s, b):
-    counts, ok = tetris_embed_batch(levels, free, lf, n, s, b)
+def check(levels, free, lf, n, s, b, opts=None):
+    opts = opts or {}
+    counts, ok = tetris_embed_batch(levels, free, lf, n, s, b, **opts)
     for i in range(len(n)):
-        want = tetris_embed(levels, free[i], lf[i], int(n[i]), float(s[i]), float(b[i]))
+        want = tetris_embed(levels, free[i], lf[i], int(n[i]), float(s[i]), float(b[i]),
+                            **opts)
         assert ok[i] == (want is not None), i
         if want is None:
             assert not counts[i].any(), i
@@ -42,9 +53,11 @@ def check(levels, free, lf, n, s, b):
     return ok
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_loaded_k12_states(seed):
-    """Mostly full hosts and links, as in AHAB's lookahead: few active hosts per row."""
+@pytest.mark.parametrize("opts", OPTIONS, ids=opts_id)
+@pytest.mark.parametrize("seed", range(3))
+def test_loaded_k12_states(seed, opts):
+    """Mostly full hosts and links, as in AHAB's lookahead: few active hosts per row; under
+    every host_link and zero_bandwidth."""
     topo, levels = k12()
     rng = np.random.default_rng(seed)
     k = 40
@@ -53,13 +66,15 @@ def test_loaded_k12_states(seed):
     n = rng.integers(3, 61, k)
     s = rng.choice([1.0, 2.0, 4.0, 8.0], k, p=[0.45, 0.3, 0.2, 0.05])
     b = rng.choice([1.0, 2.0, 4.0, 8.0], k, p=[0.45, 0.3, 0.2, 0.05])
-    ok = check(levels, free, lf, n, s, b)
+    ok = check(levels, free, lf, n, s, b, opts)
     assert 0 < ok.sum() < k
 
 
-@pytest.mark.parametrize("seed", range(20))
-def test_room_filter_edge_cases(seed):
-    """Negative free CU, tiny and zero S and B, residuals just under a VM's size."""
+@pytest.mark.parametrize("opts", OPTIONS, ids=opts_id)
+@pytest.mark.parametrize("seed", range(6))
+def test_room_filter_edge_cases(seed, opts):
+    """Negative free CU, tiny and zero S and B, residuals just under a VM's size; under
+    every host_link and zero_bandwidth."""
     topo, levels = small()
     rng = np.random.default_rng(100 + seed)
     k = 16
@@ -72,4 +87,4 @@ def test_room_filter_edge_cases(seed):
     near = rng.random(k) < 0.5  # free CU a hair under a multiple of S
     mult = rng.integers(0, 4, (near.sum(), topo.n_servers))
     free[near] = s[near, None] * mult - rng.choice([0.0, 5e-10, 2e-9], (near.sum(), 1))
-    check(levels, free, lf, n, s, b)
+    check(levels, free, lf, n, s, b, opts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from functools import cache
 
 import numpy as np
@@ -13,6 +14,7 @@ from dcsim.allocators.oktopus import Oktopus, oktopus_embed, oktopus_embed_batch
 from dcsim.allocators.vc_base import VCAllocator, make_embedder
 from dcsim.allocators.vc_batch import MAX_BITS_N, high_bit, hose_sets, sum_sets
 from dcsim.allocators.vc_tetris import (
+    ZERO_BANDWIDTH,
     VCTetris,
     _feasible_runs,
     _greedy,
@@ -22,10 +24,24 @@ from dcsim.allocators.vc_tetris import (
 )
 from dcsim.model.state import ClusterState, StateView
 from dcsim.model.topologies import build_topology
-from dcsim.model.vc import TreeLevels
+from dcsim.model.vc import HOST_LINK_RULES, TreeLevels
 
 BATCHED = {"oktopus": (oktopus_embed, oktopus_embed_batch),
            "vc_tetris": (tetris_embed, tetris_embed_batch)}
+
+#: every option combination of the batched embedders (the defaults first)
+OPTIONS = {
+    "oktopus": [{"host_link": h, "host_counts": c}
+                for h, c in itertools.product(HOST_LINK_RULES, ("exact", "interval"))],
+    "vc_tetris": [{"host_link": h, "zero_bandwidth": z}
+                  for h, z in itertools.product(HOST_LINK_RULES, ZERO_BANDWIDTH)],
+}
+VARIANTS = [(name, opts) for name in sorted(OPTIONS) for opts in OPTIONS[name]]
+NON_DEFAULT = [v for v in VARIANTS if v[1] != OPTIONS[v[0]][0]]
+
+
+def variant_id(v):
+    return v[0] + "-" + ",".join(v[1].values())
 
 
 @cache
@@ -48,16 +64,18 @@ def states(topo, rng, k):
     return free, lf
 
 
-def assert_rows_equal(name, levels, free, lf, n, s, b):
+def assert_rows_equal(name, levels, free, lf, n, s, b, opts=None):
+    """Batch = one-row embedder on every row, under the embedder's options ``opts``."""
     one, batch = BATCHED[name]
+    opts = opts or {}
     readonly = [a.copy() for a in (free, lf, n, s, b)]
     for a in readonly:
         a.flags.writeable = False  # the batch must not write to its inputs
-    counts, ok = batch(levels, *readonly)
+    counts, ok = batch(levels, *readonly, **opts)
     assert counts.shape == free.shape and counts.dtype == np.int64
     assert ok.shape == n.shape and ok.dtype == bool
     for i in range(len(n)):
-        want = one(levels, free[i], lf[i], int(n[i]), float(s[i]), float(b[i]))
+        want = one(levels, free[i], lf[i], int(n[i]), float(s[i]), float(b[i]), **opts)
         assert ok[i] == (want is not None), (name, i)
         if want is None:
             assert not counts[i].any()
@@ -76,18 +94,35 @@ def assert_rows_equal(name, levels, free, lf, n, s, b):
 )
 def test_batch_equals_row_by_row_on_random_trees(name, shape, seed, k):
     """Counts and feasibility of every row equal the one-state embedder's on that row."""
+    random_trees_case(name, shape, seed, k, None)
+
+
+def random_trees_case(name, shape, seed, k, opts):
     topo, levels = tree(*shape)
     rng = np.random.default_rng(seed)
     free, lf = states(topo, rng, k)
     n = rng.integers(1, 15, k)
     s = rng.choice([0.0, 1.0, 2.0, 4.0], k)
     b = rng.choice([0.0, 1.0, 2.0, 4.0], k)
-    assert_rows_equal(name, levels, free, lf, n, s, b)
+    assert_rows_equal(name, levels, free, lf, n, s, b, opts)
 
 
-@pytest.mark.parametrize("name", sorted(BATCHED))
-def test_batch_equals_row_by_row_on_half_loaded_k12_tree(name):
+@pytest.mark.parametrize("variant", NON_DEFAULT, ids=variant_id)
+@settings(max_examples=30, deadline=None)
+@given(
+    shape=st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(1, 3)),
+    seed=st.integers(0, 2**32 - 1),
+    k=st.integers(1, 8),
+)
+def test_batch_equals_row_by_row_under_every_option(variant, shape, seed, k):
+    """The same under every other value of host_link, host_counts and zero_bandwidth."""
+    random_trees_case(variant[0], shape, seed, k, variant[1])
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+def test_batch_equals_row_by_row_on_half_loaded_k12_tree(variant):
     """K = 40 half-loaded states of the AHAB k = 12 tree, VCs of the paper's sizes."""
+    name, opts = variant
     topo, levels = k12()
     rng = np.random.default_rng(12)
     k = 40
@@ -97,13 +132,14 @@ def test_batch_equals_row_by_row_on_half_loaded_k12_tree(name):
     n = rng.integers(3, 61, k)
     s = rng.choice([1.0, 2.0, 4.0, 8.0], k, p=[0.45, 0.3, 0.2, 0.05])
     b = rng.choice([1.0, 2.0, 4.0, 8.0], k, p=[0.45, 0.3, 0.2, 0.05])
-    ok = assert_rows_equal(name, levels, free, lf, n, s, b)
+    ok = assert_rows_equal(name, levels, free, lf, n, s, b, opts)
     assert 0 < ok.sum() < k  # the instance exercises both outcomes
 
 
-@pytest.mark.parametrize("name", sorted(BATCHED))
-def test_batch_equals_row_by_row_with_fractional_sizes(name):
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+def test_batch_equals_row_by_row_with_fractional_sizes(variant):
     """Non-integer S, B and residuals (the ulp corrections of the count formulas)."""
+    name, opts = variant
     topo, levels = tree(2, 3, 3)
     rng = np.random.default_rng(5)
     for _ in range(20):
@@ -113,7 +149,7 @@ def test_batch_equals_row_by_row_with_fractional_sizes(name):
         n = rng.integers(1, 20, k)
         s = rng.choice([0.1, 0.3, 0.7, 1.5, 2.5], k)
         b = rng.choice([0.0, 0.1, 0.3, 0.7, 1.1], k)
-        assert_rows_equal(name, levels, free, lf, n, s, b)
+        assert_rows_equal(name, levels, free, lf, n, s, b, opts)
 
 
 def test_oktopus_rows_past_64_counts_use_the_one_row_code():
@@ -150,11 +186,13 @@ def test_an_empty_batch_embeds_nothing(name):
     assert counts.shape == (0, topo.n_servers) and ok.shape == (0,)
 
 
-@pytest.mark.parametrize("cls", [Oktopus, VCTetris])
-def test_embedders_override_embed_batch_with_the_same_result(cls):
-    """Oktopus/VCTetris.embed_batch equal the default row-by-row VCAllocator.embed_batch."""
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+def test_embedders_override_embed_batch_with_the_same_result(variant):
+    """Oktopus/VCTetris.embed_batch equal the default row-by-row VCAllocator.embed_batch,
+    under every option (the classes pass their options on)."""
+    cls = {"oktopus": Oktopus, "vc_tetris": VCTetris}[variant[0]]
     topo, _ = tree(2, 3, 2)
-    e = make_embedder(cls.name, "test", topology=topo)
+    e = make_embedder(cls.name, "test", topology=topo, options=variant[1])
     e.setup(StateView(ClusterState(topo)))
     assert type(e).embed_batch is not VCAllocator.embed_batch
     rng = np.random.default_rng(8)
@@ -167,7 +205,9 @@ def test_embedders_override_embed_batch_with_the_same_result(cls):
 
 
 # ------------------------------------------------------------------ TETRIS's greedy
-@settings(max_examples=200, deadline=None)
+@pytest.mark.parametrize("host_link,zero_bandwidth",
+                         list(itertools.product(HOST_LINK_RULES, ZERO_BANDWIDTH)))
+@settings(max_examples=40, deadline=None)
 @given(
     shape=st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(1, 4)),
     seed=st.integers(0, 2**32 - 1),
@@ -175,7 +215,8 @@ def test_embedders_override_embed_batch_with_the_same_result(cls):
     s=st.sampled_from([0.0, 1.0, 2.0, 3.0]),
     b=st.sampled_from([0.0, 1.0, 2.0, 3.0]),
 )
-def test_ironed_greedy_equals_the_vm_by_vm_loop(shape, seed, n, s, b):
+def test_ironed_greedy_equals_the_vm_by_vm_loop(host_link, zero_bandwidth, shape, seed, n, s,
+                                                b):
     """_greedy_batch (sort by running-minimum keys) = _greedy (argmax per VM), ties included.
 
     Why: the loop picks the max key (ties: lowest host); call a host *raised* when its
@@ -193,18 +234,19 @@ def test_ironed_greedy_equals_the_vm_by_vm_loop(shape, seed, n, s, b):
     up = rng.integers(0, 9, topo.n_servers).astype(float)
     for k in range(1, levels.height + 1):
         hosts = levels.hosts_of[k]
-        m, alive = _greedy(hosts, free, up, n, s, b)
+        m, alive = _greedy(hosts, free, up, n, s, b, host_link, zero_bandwidth)
         P = hosts.shape[0]
         one = np.ones(1, dtype=np.int64)
         runs = _feasible_runs(free[None], up[None], n * one, s * one.astype(float),
-                              b * one.astype(float))
+                              b * one.astype(float), host_link, zero_bandwidth)
         total = np.where(hosts >= 0, runs[0][np.maximum(hosts, 0)], 0).sum(axis=1)
         np.testing.assert_array_equal(total >= n, alive)
         go = np.flatnonzero(alive)
         if go.size:
             got = _greedy_batch(hosts[go], np.zeros(go.size, dtype=np.int64), free[None],
                                 up[None], np.arange(up.size), runs, np.full(go.size, n),
-                                np.full(go.size, float(s)), np.full(go.size, float(b)))
+                                np.full(go.size, float(s)), np.full(go.size, float(b)),
+                                host_link, zero_bandwidth)
             np.testing.assert_array_equal(got, m[go])
         assert P == levels.size[k]
 
