@@ -114,7 +114,8 @@ def validate(config: Path, seeds: int | None, sets: tuple[str, ...]) -> None:
 
 @main.command("import-trace")
 @click.argument("fmt", metavar="FORMAT",
-                type=click.Choice(["azure2017", "alibaba2018", "azure2020"]))
+                type=click.Choice(["azure2017", "alibaba2018", "azure2020",
+                                   "alibaba2018_containers", "azure2020_vmtypes"]))
 @click.argument("src", type=click.Path(exists=True, path_type=Path))
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--split", type=click.Choice(["dev", "test"]), default=None,
