@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
+from functools import cache
 from typing import Literal
 
 import numpy as np
@@ -73,14 +74,11 @@ def server_links(topology) -> tuple[np.ndarray, np.ndarray]:
     return cached
 
 
-def _lexicographic_order(topology) -> np.ndarray:
-    """Server indices sorted by their names as strings (cached): the authors' row order."""
-    cached = getattr(topology, "_dcsim_lex_servers", None)
-    if cached is None:
-        names = [str(s) for s in topology.servers]
-        cached = topology._dcsim_lex_servers = np.array(
-            sorted(range(len(names)), key=names.__getitem__), dtype=np.int64)
-    return cached
+@cache
+def _lexicographic_order(n: int) -> np.ndarray:
+    """Server indices ``0..n-1`` sorted as the strings of their numbers: the authors' row
+    order (their servers are named ``Resource_<index>``, and rows follow sorted names)."""
+    return np.array(sorted(range(n), key=str), dtype=np.int64)
 
 
 def bandwidth_scores(partial: Partial, view: StateView, kind: str) -> np.ndarray:
@@ -90,8 +88,9 @@ def bandwidth_scores(partial: Partial, view: StateView, kind: str) -> np.ndarray
     free bandwidth over capacity, times the request's bandwidth over that capacity.
     ``authors_misaligned``: the Nara authors' ``tetris()`` (``scripts/rollout.py``
     306-337) puts the link values of the eligible servers, in server-index order, against
-    feature rows in name order, padded with zeros in front: the server of lexicographic
-    rank ``k`` gets the value of eligible server ``k - n_ineligible`` (zero when negative).
+    feature rows in name order (``Resource_0, Resource_1, Resource_10, ...``), padded with
+    zeros in front: the server whose index has lexicographic rank ``k`` gets the value of
+    eligible server ``k - n_ineligible`` (zero when negative).
     """
     n = view.free.shape[0]
     if partial.bandwidth <= 0 or view.link_free.shape[0] == 0:
@@ -105,7 +104,7 @@ def bandwidth_scores(partial: Partial, view: StateView, kind: str) -> np.ndarray
     if kind == "own_link":
         return own
     valid = np.flatnonzero(partial.eligible())
-    lex = _lexicographic_order(view.topology)
+    lex = _lexicographic_order(n)
     out = np.zeros(n)
     out[lex[n - valid.size:]] = own[valid]
     return out
