@@ -23,6 +23,20 @@ is server ``i`` for ``i < n_servers`` and an action is a node index. Features:
   utilisation of the cluster (used / total), bandwidth ÷ max link capacity, and the fraction
   of the demand still to place per resource.
 
+**Feature version 2** (``features: 2``; the optical policies of the 2023 paper) appends
+three columns to version 1's, which stays the default and is what the fabric policies were
+trained on (so they read exactly the same arrays):
+
+* node: the free bandwidth of the node's own links (their sum, so a server with several
+  links counts them all) in units of what a newly chosen server takes on them: the
+  request's bandwidth × the pairs it would add (``per_pair_channel``: one channel per link
+  for each server already chosen, at least 1; ``union``: once, and a link already carrying
+  the request counts as unlimited); clipped to ``ratio_clip``; 0 for switches. Version 1's
+  link features are fractions of the largest link, so 8 free channels of 8 and 32 of 32
+  look alike, though one holds 8 server pairs and the other 32.
+* edge: ``free / bandwidth`` (pairs the link can still carry), clipped to 32, ÷ 32;
+* global: the servers chosen so far ÷ 16.
+
 Where this departs from the paper (App. E.1 gives ``[cpu, memory, bandwidth, selected]``
 and globals ``[holding time, cpu util, mem util]``): the absolute free fractions, the
 per-link "can carry it" flags, ``is_server``, the tier and the last three globals are added
@@ -71,11 +85,17 @@ __all__ = ["CHECKPOINT_FORMAT", "FEATURE_VERSION", "SHIPPED_CHECKPOINT", "Archit
 CHECKPOINT_FORMAT = "dcsim-nara-policy"
 CHECKPOINT_VERSION = 1
 #: Bumped whenever :func:`observe` changes meaning; checkpoints record the version they saw.
-FEATURE_VERSION = 1
+#: The newest; :data:`FEATURE_VERSIONS` are all that :class:`Observer` still computes.
+FEATURE_VERSION = 2
+FEATURE_VERSIONS = (1, 2)
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "learn" / "checkpoints"
 #: The default policy: trained on topology alpha with the uniform request set.
 SHIPPED_CHECKPOINT = SHIPPED_DIR / "nara_alpha_uniform.npz"
 RATIO_CLIP = 10.0
+#: feature version 2's edge column: free / bandwidth is clipped to this many pairs
+PAIR_CLIP = 32.0
+#: feature version 2's global column: servers chosen / this
+CHOSEN_SCALE = 16.0
 
 
 # --------------------------------------------------------------------------- graph layout
@@ -92,6 +112,7 @@ class GraphLayout:
     agg: sp.csr_matrix          # (N, N): (I + A) / (1 + degree), the mean over {v} ∪ N(v)
     edge_agg: sp.csr_matrix     # (N, E): 1 / (1 + degree) for each edge into a node
     max_link_capacity: float
+    server_links: sp.csr_matrix | None = None  # (S, L): 1 for each link of a server
 
     @property
     def n_edges(self) -> int:
@@ -128,22 +149,44 @@ def graph_layout(topology: Topology) -> GraphLayout:
     agg = (adj + sp.diags(w)).tocsr()
     edge_agg = sp.csr_matrix((w[dst], (dst, np.arange(2 * L))), shape=(N, 2 * L))
     maxcap = float(topology.link_capacity.max(initial=0.0)) or 1.0
+    srv = dst < S
+    server_links = sp.csr_matrix((np.ones(int(srv.sum())), (dst[srv], links[srv])),
+                                 shape=(S, max(L, 0)))
     lay = GraphLayout(n_servers=S, n_nodes=N, edge_index=np.stack([src, dst]),
                       edge_link=links, node_tier=tier, incidence=inc, agg=agg,
-                      edge_agg=edge_agg, max_link_capacity=maxcap)
+                      edge_agg=edge_agg, max_link_capacity=maxcap,
+                      server_links=server_links)
     for arr in (lay.edge_index, lay.edge_link, lay.node_tier):
         arr.flags.writeable = False
     _LAYOUTS[topology] = lay
     return lay
 
 
-def feature_sizes(n_resources: int) -> tuple[int, int, int]:
-    """(node, edge, global) feature counts for ``n_resources`` resources."""
-    return 2 * n_resources + 5, 2, 2 + 2 * n_resources
+def _check_version(features: int) -> int:
+    if features not in FEATURE_VERSIONS:
+        raise ValueError(f"features version {features!r} is not one of {FEATURE_VERSIONS}")
+    return features
 
 
-def feature_names(resources: tuple[str, ...]) -> dict[str, list[str]]:
+def feature_sizes(n_resources: int, features: int = 1) -> tuple[int, int, int]:
+    """(node, edge, global) feature counts for ``n_resources`` resources (feature version
+    ``features``; version 2 adds one of each)."""
+    extra = _check_version(features) - 1
+    return 2 * n_resources + 5 + extra, 2 + extra, 2 + 2 * n_resources + extra
+
+
+def feature_names(resources: tuple[str, ...], features: int = 1) -> dict[str, list[str]]:
     """The feature layout, for the checkpoint JSON."""
+    names = _names_v1(resources)
+    if _check_version(features) >= 2:
+        names["nodes"].append("own links' free / (bandwidth x pairs a new server adds), "
+                              f"clipped to {RATIO_CLIP:g}")
+        names["edges"].append(f"free / bandwidth, clipped to {PAIR_CLIP:g}, / {PAIR_CLIP:g}")
+        names["globals"].append(f"servers chosen / {CHOSEN_SCALE:g}")
+    return names
+
+
+def _names_v1(resources: tuple[str, ...]) -> dict[str, list[str]]:
     return {
         "nodes": [f"{r}_free/remaining" for r in resources]
         + [f"{r}_free/capacity" for r in resources]
@@ -161,10 +204,12 @@ def selected_column(n_resources: int) -> int:
 
 
 class Observer:
-    """Builds :func:`observe`'s arrays for one topology, with the holding-time scale."""
+    """Builds :func:`observe`'s arrays for one topology, with the holding-time scale, in
+    feature version ``features`` (module docstring)."""
 
     def __init__(self, topology: Topology, holding_scale: float | None = None,
-                 ratio_clip: float = RATIO_CLIP):
+                 ratio_clip: float = RATIO_CLIP, features: int = 1):
+        self.features = _check_version(features)
         self.topology = topology
         self.layout = graph_layout(topology)
         self.ratio_clip = float(ratio_clip)
@@ -174,7 +219,7 @@ class Observer:
         self._last_request = -1
         R = len(topology.resources)
         self.n_resources = R
-        self.sizes = feature_sizes(R)
+        self.sizes = feature_sizes(R, features)
         lay = self.layout
         F = self.sizes[0]
         # the static columns, copied into every observation
@@ -231,20 +276,44 @@ class Observer:
             lfs = lf / maxcap
             x[:, 2 * R] = lay.incidence @ lfs
             x[:, 2 * R + 1] = lay.incidence @ ok
-            e = np.empty((lay.n_edges, 2), dtype=np.float32)
+            e = np.empty((lay.n_edges, self.sizes[1]), dtype=np.float32)
             e[:, 0] = lfs[lay.edge_link]
             e[:, 1] = ok[lay.edge_link]
+            if self.features >= 2:
+                self._link_pairs(partial, x, e)
         else:
-            e = np.zeros((0, 2), dtype=np.float32)
+            e = np.zeros((0, self.sizes[1]), dtype=np.float32)
         x[:S, 2 * R + 3] = partial.chosen
-        g = np.empty(2 + 2 * R, dtype=np.float32)
+        g = np.empty(self.sizes[2], dtype=np.float32)
         g[0] = req.duration / self.scale_for(view, partial)
         g[1:1 + R] = 1.0 - free.sum(axis=0) * self._inv_total
         g[1 + R] = partial.bandwidth / maxcap
         dem = req.demand
-        g[2 + R:] = np.divide(rem, dem, out=np.zeros(R), where=dem > 0)
+        g[2 + R:2 + 2 * R] = np.divide(rem, dem, out=np.zeros(R), where=dem > 0)
+        if self.features >= 2:
+            g[2 + 2 * R] = len(partial.servers) / CHOSEN_SCALE
         return {"nodes": x.astype(np.float32), "edges": e, "edge_index": lay.edge_index,
                 "globals": g, "action_mask": partial.eligible()}
+
+
+    def _link_pairs(self, partial: Partial, x: np.ndarray, e: np.ndarray) -> None:
+        """Version 2's node and edge columns (in place; see the module docstring)."""
+        lay = self.layout
+        S = lay.n_servers
+        col = 2 * self.n_resources + 5
+        bw = partial.bandwidth
+        if partial.reserved is None or bw <= 0:
+            x[:S, col] = self.ratio_clip
+            e[:, 2] = 1.0
+            return
+        lf = np.maximum(partial.link_free, 0.0)
+        e[:, 2] = np.minimum(lf / bw, PAIR_CLIP)[lay.edge_link] / PAIR_CLIP
+        if partial.reservation == "union":
+            units = np.where(partial.reserved > 0, np.inf, lf / bw)
+        else:
+            units = lf / (bw * max(len(partial.servers), 1))
+        units = np.minimum(units, self.ratio_clip)  # no inf in the product
+        x[:S, col] = np.minimum(lay.server_links @ units, self.ratio_clip)
 
 
 # --------------------------------------------------------------------------- policy
@@ -272,8 +341,9 @@ class Architecture:
                              f"node feature (of {self.node_features})")
 
     @classmethod
-    def for_resources(cls, n_resources: int, **kw) -> Architecture:
-        f, e, g = feature_sizes(n_resources)
+    def for_resources(cls, n_resources: int, features: int = 1, **kw) -> Architecture:
+        """The architecture reading feature version ``features`` of ``n_resources``."""
+        f, e, g = feature_sizes(n_resources, features)
         return cls(node_features=f, edge_features=e, global_features=g,
                    selected_column=selected_column(n_resources), **kw)
 
@@ -370,10 +440,11 @@ class Checkpoint:
     weights: dict[str, np.ndarray]
     arch: Architecture
     meta: dict[str, Any] = field(default_factory=dict)
+    features: int = 1            # the feature version the policy was trained on
 
     def check_topology(self, topology: Topology) -> None:
         """ConfigError naming the file if ``topology``'s resources do not fit the policy."""
-        f, e, g = feature_sizes(len(topology.resources))
+        f, e, g = feature_sizes(len(topology.resources), self.features)
         if (f, e, g) != (self.arch.node_features, self.arch.edge_features,
                          self.arch.global_features):
             raise ConfigError(
@@ -384,9 +455,14 @@ class Checkpoint:
 
 def save_checkpoint(path: str | Path, weights: dict[str, np.ndarray], arch: Architecture,
                     meta: dict[str, Any] | None = None,
-                    resources: tuple[str, ...] = ("cpu", "mem")) -> Path:
+                    resources: tuple[str, ...] = ("cpu", "mem"), features: int = 1) -> Path:
     """Write ``path`` (.npz, the policy arrays as float32) and the .json beside it, each
-    atomically. ``meta`` adds fields (training record, …). Returns the .npz path."""
+    atomically. ``meta`` adds fields (training record, …); ``features`` is the feature
+    version the policy reads. Returns the .npz path."""
+    sizes = feature_sizes(len(resources), features)
+    if sizes != (arch.node_features, arch.edge_features, arch.global_features):
+        raise ValueError(f"architecture {arch} does not read feature version {features} of "
+                         f"{len(resources)} resources {sizes}")
     path = Path(path)
     if path.suffix != ".npz":
         raise ValueError(f"checkpoint path must end in .npz, not {path}")
@@ -402,9 +478,10 @@ def save_checkpoint(path: str | Path, weights: dict[str, np.ndarray], arch: Arch
                          "aggregation": "mean over {self} U neighbours of [h, edge]",
                          "activation": "relu",
                          "layout": "nn.Linear (out, in); gnn.i, obs.0-1, logit.0-1"},
-        "features": {"version": FEATURE_VERSION, "ratio_clip": RATIO_CLIP,
+        "features": {"version": features, "ratio_clip": RATIO_CLIP,
                      "node_order": "servers first (topology order), then switches",
-                     "resources": list(resources), **feature_names(tuple(resources))},
+                     "resources": list(resources),
+                     **feature_names(tuple(resources), features)},
         **(meta or {}),
     }
     return write_checkpoint(path, arrays, doc)
@@ -444,11 +521,11 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         version = meta["features"]["version"]
     except (KeyError, TypeError, ValueError) as e:
         raise ConfigError(f"{jpath}: bad or missing architecture/features field: {e}") from None
-    if version != FEATURE_VERSION:
-        raise ConfigError(f"{jpath}: features version {version} != {FEATURE_VERSION} (the "
-                          "policy was trained on other observations)")
+    if version not in FEATURE_VERSIONS:
+        raise ConfigError(f"{jpath}: features version {version} is not one of "
+                          f"{FEATURE_VERSIONS} (the policy was trained on other observations)")
     weights = read_arrays(path, weight_shapes(arch))
-    return Checkpoint(path=path, weights=weights, arch=arch, meta=meta)
+    return Checkpoint(path=path, weights=weights, arch=arch, meta=meta, features=version)
 
 
 # --------------------------------------------------------------------------- allocator
@@ -495,7 +572,8 @@ class NaraAllocator(MultiServerAllocator):
     def setup(self, view: StateView) -> None:
         super().setup(view)
         self.checkpoint.check_topology(view.topology)
-        self.observer = Observer(view.topology, self.options.holding_scale)
+        self.observer = Observer(view.topology, self.options.holding_scale,
+                                 features=self.checkpoint.features)
 
     def choose(self, partial: Partial, view: StateView) -> int | None:
         if not hasattr(self, "observer"):

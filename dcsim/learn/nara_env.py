@@ -26,6 +26,13 @@ reward is the sum over the requests decided while it ran (the chosen one, and an
 before the next choice without one: with ``capacity: reject`` a request nothing can hold).
 An invalid action (a masked or padded server) fails the request (``info["invalid_action"]``).
 
+``topologies`` (a list of ``topology:`` sections) replaces ``topology``: every ``reset``
+draws one of them uniformly with the environment's own generator (``self.np_random``, so
+``reset(seed=s)`` fixes the draw as well as the requests), and the episode runs on it;
+``info["topology"]`` is its index. The padded sizes are the largest of the list's, so one
+policy batch holds any of them. ``features`` is the observation's feature version
+(:mod:`dcsim.allocators.nara_learned`; 1, the fabric policies', by default).
+
 An episode is ``requests`` arrivals of the workload (``workload:`` and ``topology:`` as in
 an experiment file; :func:`env_config_from_experiment` reads them from one);
 ``reset(seed=s)`` draws the workload from ``np.random.default_rng(s)``, exactly as an
@@ -75,6 +82,9 @@ class NaraEnvConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     topology: dict[str, Any] = Field(default_factory=lambda: {"kind": "fabric",
                                                               "preset": "alpha"})
+    # when given (non-empty), one of these is drawn per episode and `topology` is unused
+    topologies: list[dict[str, Any]] | None = Field(None, min_length=1)
+    features: Literal[1, 2] = 1                      # observation feature version
     workload: dict[str, Any] = Field(default_factory=lambda: dict(UNIFORM_WORKLOAD))
     requests: int = Field(32, ge=1)                  # per episode (paper: 32 in training)
     capacity: Literal["wait", "reject"] = "wait"     # the authors' environment: wait
@@ -197,18 +207,27 @@ class NaraEnv(gym.Env):
             config = {**base, **overrides}
         self.config = cfg = load_env_config(config)
         base_dir = Path(cfg.base_dir) if cfg.base_dir else None
-        self.topology = build_topology(cfg.topology, base_dir)
-        self.source = build_source({**cfg.workload, "requests": cfg.requests}, self.topology,
-                                   base_dir)
-        self.observer = Observer(self.topology, cfg.holding_scale)
-        lay = self.observer.layout
-        self.layout = lay
-        F, Fe, G = feature_sizes(len(self.topology.resources))
-        self.max_nodes = cfg.max_nodes or lay.n_nodes
-        self.max_edges = cfg.max_edges if cfg.max_edges is not None else lay.n_edges
-        self.max_servers = cfg.max_servers or lay.n_servers
-        for name, have in (("max_nodes", lay.n_nodes), ("max_edges", lay.n_edges),
-                           ("max_servers", lay.n_servers)):
+        specs = cfg.topologies or [cfg.topology]
+        #: the episode topologies (one unless ``topologies`` is given) and, per topology,
+        #: the workload source and the observer
+        self.topologies = [build_topology(t, base_dir) for t in specs]
+        resources = {tuple(t.resources) for t in self.topologies}
+        if len(resources) > 1:
+            raise ConfigError(f"env.topologies: their server resources differ: "
+                              f"{sorted(resources)}")
+        self._sources = [build_source({**cfg.workload, "requests": cfg.requests}, t,
+                                      base_dir) for t in self.topologies]
+        self._observers = [Observer(t, cfg.holding_scale, features=cfg.features)
+                           for t in self.topologies]
+        layouts = [o.layout for o in self._observers]
+        F, Fe, G = feature_sizes(len(self.topologies[0].resources), cfg.features)
+        self.max_nodes = cfg.max_nodes or max(lay.n_nodes for lay in layouts)
+        self.max_edges = (cfg.max_edges if cfg.max_edges is not None
+                          else max(lay.n_edges for lay in layouts))
+        self.max_servers = cfg.max_servers or max(lay.n_servers for lay in layouts)
+        for name, key in (("max_nodes", "n_nodes"), ("max_edges", "n_edges"),
+                          ("max_servers", "n_servers")):
+            have = max(getattr(lay, key) for lay in layouts)
             if getattr(self, name) < have:
                 raise ConfigError(f"env.{name}: {getattr(self, name)} is smaller than the "
                                   f"topology's {have}")
@@ -227,23 +246,40 @@ class NaraEnv(gym.Env):
             "action_mask": spaces.MultiBinary(S),
         })
         self.action_space = spaces.Discrete(S)
-        # the padded static parts, reused by every observation
-        self._edge_index = np.zeros((2, E), dtype=np.int64)
-        self._edge_index[:, :lay.n_edges] = lay.edge_index
-        self._node_mask = np.zeros(N, dtype=np.int8)
-        self._node_mask[:lay.n_nodes] = 1
-        self._edge_mask = np.zeros(E, dtype=np.int8)
-        self._edge_mask[:lay.n_edges] = 1
-        self._padded = (N, E, S) != (lay.n_nodes, lay.n_edges, lay.n_servers)
+        # the padded static parts of each topology, reused by every observation
+        self._statics = []
+        for lay in layouts:
+            edge_index = np.zeros((2, E), dtype=np.int64)
+            edge_index[:, :lay.n_edges] = lay.edge_index
+            node_mask = np.zeros(N, dtype=np.int8)
+            node_mask[:lay.n_nodes] = 1
+            edge_mask = np.zeros(E, dtype=np.int8)
+            edge_mask[:lay.n_edges] = 1
+            padded = (N, E, S) != (lay.n_nodes, lay.n_edges, lay.n_servers)
+            self._statics.append((edge_index, node_mask, edge_mask, padded))
+        self.topology_index = 0
+        self._use_topology(0)
         self.engine: Engine | None = None
         self.allocator: AgentAllocator | None = None
         self._arrivals: simpy.Process | None = None
         self._mask = np.zeros(S, dtype=bool)
         self._seen = 0
 
+    def _use_topology(self, i: int) -> None:
+        """Make topology ``i`` of :attr:`topologies` the current one."""
+        self.topology_index = i
+        self.topology = self.topologies[i]
+        self.source = self._sources[i]
+        self.observer = self._observers[i]
+        self.layout = self.observer.layout
+        (self._edge_index, self._node_mask, self._edge_mask,
+         self._padded) = self._statics[i]
+
     # ------------------------------------------------------------------ gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
+        if len(self.topologies) > 1:  # drawn before the workload's generator
+            self._use_topology(int(self.np_random.integers(len(self.topologies))))
         if seed is not None:
             rng = np.random.default_rng(seed)
         else:
@@ -344,7 +380,8 @@ class NaraEnv(gym.Env):
     def _info(self, invalid: bool) -> dict[str, Any]:
         eng = self.engine
         return {"received": eng.received, "accepted": eng.accepted,
-                "decided": len(self.allocator.results), "invalid_action": invalid}
+                "decided": len(self.allocator.results), "invalid_action": invalid,
+                "topology": self.topology_index}
 
 
 def register() -> None:

@@ -25,6 +25,13 @@ mean over them of acceptance_last20 (the running acceptance ratio averaged over 
 for reference (``eval_tetris`` in the checkpoint JSON). The best checkpoint is the one with
 the highest ``eval_acceptance``.
 
+With ``topologies`` (a list of ``topology:`` sections; the 2023 paper's nine optical ones in
+``experiments/nara_train_optical.yaml``) each training episode runs on one drawn uniformly
+by its environment (:class:`~dcsim.learn.nara_env.NaraEnv`), and the evaluation runs the
+``eval_episodes`` held-out episodes on *every* topology of the list: ``eval_acceptance`` is
+the mean over the topologies, and the checkpoint JSON has each topology's value
+(``eval_per_topology``, ``eval_tetris.per_topology``).
+
 Paper settings (App. E.3; RLlib PPO): lr 5e-3, train batch 2048, minibatch 256, complete
 episodes of 32 requests on α with the uniform set, reward 10 / −10 / 0; RLlib's defaults
 otherwise (γ 0.99, λ 1.0, clip 0.3, 30 SGD passes, entropy 0, KL penalty). dcsim's defaults
@@ -93,6 +100,8 @@ class TrainConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when available
     # --- environment (NaraEnvConfig; experiment-file sections)
     topology: dict[str, Any] = Field(default_factory=_alpha)
+    topologies: list[dict[str, Any]] | None = None  # one drawn per episode (replaces topology)
+    features: Literal[1, 2] = 1                   # observation feature version (2: optical)
     workload: dict[str, Any] = Field(default_factory=_uniform)
     episode_requests: int = Field(32, ge=1)       # paper: 32 in training
     capacity: Literal["wait", "reject"] = "wait"
@@ -135,15 +144,24 @@ class TrainConfig:
     eval_seed: int = 1_000_003
 
     def env_config(self, requests: int | None = None) -> NaraEnvConfig:
-        return NaraEnvConfig(topology=self.topology, workload=self.workload,
+        return NaraEnvConfig(topology=self.topology, topologies=self.topologies,
+                             features=self.features, workload=self.workload,
                              requests=requests or self.episode_requests,
                              capacity=self.capacity, reservation=self.reservation,
                              k_paths=self.k_paths, reward_success=self.reward_success,
                              reward_failure=self.reward_failure, reward_step=self.reward_step,
                              holding_scale=self.holding_scale, base_dir=self.base_dir)
 
+    def eval_configs(self) -> list[NaraEnvConfig]:
+        """One environment per evaluated topology (``topologies``, or ``topology``), with
+        ``eval_requests``-request episodes."""
+        cfg = self.env_config(self.eval_requests)
+        return [cfg.model_copy(update={"topology": t, "topologies": None})
+                for t in (self.topologies or [self.topology])]
+
     def architecture(self, n_resources: int) -> Architecture:
-        return Architecture.for_resources(n_resources, embed=self.embed, layers=self.layers,
+        return Architecture.for_resources(n_resources, self.features, embed=self.embed,
+                                          layers=self.layers,
                                           obs_hidden=self.obs_hidden, obs_out=self.obs_out,
                                           logit_hidden=self.logit_hidden)
 
@@ -184,12 +202,37 @@ def _sample(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.minimum(a, logits.shape[1] - 1)
 
 
-def evaluate(act: Callable[[dict[str, np.ndarray]], np.ndarray], env_cfg: NaraEnvConfig,
-             seeds: list[int]) -> dict[str, float]:
-    """Run one episode per seed (lock-step) choosing ``act(batched obs) -> actions``;
-    returns mean acceptance_last20 and mean acceptance ratio over the episodes."""
-    envs = [NaraEnv(env_cfg) for _ in seeds]
-    obs = [env.reset(seed=s)[0] for env, s in zip(envs, seeds, strict=True)]
+def _summary(envs: list[NaraEnv]) -> dict[str, float]:
+    last20, ratio = [], []
+    for env in envs:
+        flags = np.array([p is not None for _, p in env.results], dtype=bool)
+        last20.append(acceptance_last20(flags))
+        ratio.append(float(flags.mean()))
+    return {"acceptance": float(np.mean(last20)), "acceptance_ratio": float(np.mean(ratio))}
+
+
+def _per_topology(cfgs: list[NaraEnvConfig], envs: list[NaraEnv], n: int
+                  ) -> dict[str, Any]:
+    """Means over the topologies of each one's means over its ``n`` episodes (envs in
+    config-major order), and each topology's (by topology name) when there are several."""
+    parts = [_summary(envs[i * n:(i + 1) * n]) for i in range(len(cfgs))]
+    out: dict[str, Any] = {k: float(np.mean([p[k] for p in parts])) for k in parts[0]}
+    if len(cfgs) > 1:
+        out["per_topology"] = {envs[i * n].topology.name: parts[i]["acceptance"]
+                               for i in range(len(cfgs))}
+    return out
+
+
+def evaluate(act: Callable[[dict[str, np.ndarray]], np.ndarray],
+             env_cfg: NaraEnvConfig | list[NaraEnvConfig], seeds: list[int]
+             ) -> dict[str, Any]:
+    """Run one episode per seed (and per config, when given a list; all in lock-step)
+    choosing ``act(batched obs) -> actions``; returns mean acceptance_last20 and mean
+    acceptance ratio over the episodes (over the configs of each one's mean; with several
+    configs also ``per_topology``, each one's acceptance_last20)."""
+    cfgs = env_cfg if isinstance(env_cfg, list) else [env_cfg]
+    envs = [NaraEnv(c) for c in cfgs for _ in seeds]
+    obs = [env.reset(seed=s)[0] for env, s in zip(envs, seeds * len(cfgs), strict=True)]
     active = list(range(len(envs)))
     while active:
         acts = act(stack_obs([obs[i] for i in active]))
@@ -199,35 +242,34 @@ def evaluate(act: Callable[[dict[str, np.ndarray]], np.ndarray], env_cfg: NaraEn
             if not done:
                 still.append(i)
         active = still
-    last20, ratio = [], []
-    for env in envs:
-        flags = np.array([p is not None for _, p in env.results], dtype=bool)
-        last20.append(acceptance_last20(flags))
-        ratio.append(float(flags.mean()))
-    return {"acceptance": float(np.mean(last20)), "acceptance_ratio": float(np.mean(ratio))}
+    return _per_topology(cfgs, envs, len(seeds))
 
 
-def evaluate_tetris(env_cfg: NaraEnvConfig, seeds: list[int]) -> dict[str, float]:
-    """The ``tetris`` choice (App. D.1, penalty 0.9) on the same episodes, for reference."""
-    last20, ratio = [], []
-    for s in seeds:
-        env = NaraEnv(env_cfg)
-        env.reset(seed=s)
-        inv = env.view.inv_capacity ** 2
-        done = False
-        while not done:
-            a = int(tetris_scores(env.partial, env.view, inv, 0.9).argmax())
-            _, _, done, _, _ = env.step(a)
-        flags = np.array([p is not None for _, p in env.results], dtype=bool)
-        last20.append(acceptance_last20(flags))
-        ratio.append(float(flags.mean()))
-    return {"acceptance": float(np.mean(last20)), "acceptance_ratio": float(np.mean(ratio))}
+def evaluate_tetris(env_cfg: NaraEnvConfig | list[NaraEnvConfig], seeds: list[int]
+                    ) -> dict[str, Any]:
+    """The ``tetris`` choice (App. D.1, penalty 0.9, the allocator's defaults) on the same
+    episodes, for reference; the same summary as :func:`evaluate`."""
+    cfgs = env_cfg if isinstance(env_cfg, list) else [env_cfg]
+    envs = []
+    for c in cfgs:
+        for s in seeds:
+            env = NaraEnv(c)
+            env.reset(seed=s)
+            inv = env.view.inv_capacity ** 2
+            done = False
+            while not done:
+                a = int(tetris_scores(env.partial, env.view, inv, 0.9).argmax())
+                _, _, done, _, _ = env.step(a)
+            envs.append(env)
+    return _per_topology(cfgs, envs, len(seeds))
 
 
 # --------------------------------------------------------------------------- training
 def _meta(cfg: TrainConfig, *, command: str | None, iteration: int, iterations: int,
           wall: float, env_steps: int, eval_acceptance: float, best_iteration: int | None,
-          eval_tetris: dict[str, float] | None, device: str) -> dict[str, Any]:
+          eval_tetris: dict[str, Any] | None, device: str,
+          eval_per_topology: dict[str, float] | None = None) -> dict[str, Any]:
+    extra = {} if eval_per_topology is None else {"eval_per_topology": eval_per_topology}
     return {
         "training": {
             "algorithm": "PPO (clipped), GAE, separate value GNN",
@@ -239,6 +281,7 @@ def _meta(cfg: TrainConfig, *, command: str | None, iteration: int, iterations: 
             "eval_acceptance": eval_acceptance,
             "eval_metric": "mean acceptance_last20 of the greedy policy over eval_episodes "
                            "held-out episodes of eval_requests requests",
+            **extra,
             "eval_tetris": eval_tetris,
             "best_iteration": best_iteration,
             "device": device,
@@ -279,7 +322,7 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, device) -> dic
     ep_rng = np.random.default_rng(ep_seq)
     act_rng = np.random.default_rng(act_seq)
     mb_rng = np.random.default_rng(mb_seq)
-    eval_cfg = cfg.env_config(cfg.eval_requests)
+    eval_cfg = cfg.eval_configs()
     eval_seeds = [cfg.eval_seed + i for i in range(cfg.eval_episodes)]
     eval_tetris = evaluate_tetris(eval_cfg, eval_seeds)
     say(f"tetris on the eval episodes: acceptance_last20 {eval_tetris['acceptance']:.3f} "
@@ -296,7 +339,8 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, device) -> dic
     obs = [env.reset(seed=new_seed())[0] for env in envs]
     ep_return = np.zeros(B)
     rows: list[dict[str, Any]] = []
-    best: tuple[float, int, dict[str, np.ndarray] | None] = (-np.inf, -1, None)
+    best: tuple[float, int, dict[str, np.ndarray] | None, dict[str, float] | None] = (
+        -np.inf, -1, None, None)
     paths = {"progress": out / "progress.parquet", "best": out / "checkpoint.npz",
              "last": out / "last.npz"}
     t0 = time.perf_counter()
@@ -419,34 +463,42 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, device) -> dic
             wall = time.perf_counter() - t0
             row.update(eval_acceptance=ev["acceptance"],
                        eval_acceptance_ratio=ev["acceptance_ratio"], wall_s=wall)
+            per_topo = ev.get("per_topology")
+            for name, acc in (per_topo or {}).items():
+                row[f"eval_acceptance:{name}"] = acc
             weights = policy.numpy_weights()
             if ev["acceptance"] > best[0] or best[2] is None:
-                best = (ev["acceptance"], it, weights)
+                best = (ev["acceptance"], it, weights, per_topo)
                 save_checkpoint(paths["best"], weights, arch, _meta(
                     cfg, command=command, iteration=it, iterations=it, wall=wall,
                     env_steps=env_steps, eval_acceptance=ev["acceptance"],
-                    best_iteration=it, eval_tetris=eval_tetris, device=str(device)),
-                    resources)
+                    best_iteration=it, eval_tetris=eval_tetris, device=str(device),
+                    eval_per_topology=per_topo), resources, cfg.features)
             save_checkpoint(paths["last"], weights, arch, _meta(
                 cfg, command=command, iteration=it, iterations=it, wall=wall,
                 env_steps=env_steps, eval_acceptance=ev["acceptance"],
-                best_iteration=best[1], eval_tetris=eval_tetris, device=str(device)),
-                resources)
+                best_iteration=best[1], eval_tetris=eval_tetris, device=str(device),
+                eval_per_topology=per_topo), resources, cfg.features)
             say(f"iter {it:4d}  {wall:7.1f}s  steps {env_steps:8d} ({row['steps_per_s']:5.0f}/s)"
                 f"  train acc {row['train_acceptance']:.3f}  eval acc {ev['acceptance']:.3f}"
                 f" (tetris {eval_tetris['acceptance']:.3f})  entropy {row['entropy']:.3f}"
                 f"  kl {row['approx_kl']:.4f}  v_loss {row['v_loss']:.2f}")
+            if per_topo:
+                say("    " + "  ".join(f"{n.removeprefix('optical-')} {a:.3f}"
+                                      f" ({eval_tetris['per_topology'][n]:.3f})"
+                                      for n, a in per_topo.items()))
         rows.append(row)
         if it % cfg.eval_every == 0 or stop:
             write_atomic(paths["progress"], pd.DataFrame(rows).to_parquet(index=False))
         if stop:
             break
     wall = time.perf_counter() - t0
-    acc, best_it, best_w = best
+    acc, best_it, best_w, best_per_topo = best
     save_checkpoint(paths["best"], best_w, arch, _meta(
         cfg, command=command, iteration=best_it, iterations=it, wall=wall,
         env_steps=env_steps, eval_acceptance=acc, best_iteration=best_it,
-        eval_tetris=eval_tetris, device=str(device)), resources)
+        eval_tetris=eval_tetris, device=str(device), eval_per_topology=best_per_topo),
+        resources, cfg.features)
     return {"best_iteration": best_it, "best_eval_acceptance": acc, "iterations": it,
             "env_steps": env_steps, "wall_time_s": wall, "eval_tetris": eval_tetris,
             **{k: str(v) for k, v in paths.items()}}
