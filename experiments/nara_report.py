@@ -14,6 +14,12 @@ acceptance, cpu and memory utilisation on the nine optical topologies of the 202
 (its Fig. 2), and each baseline's rank per topology. If ``results/nara_learned/summary.parquet``
 exists (``dcsim run experiments/nara_learned.yaml``), also Table 1 and 2 with the learned
 policy (``nara``, the one trained on each set) beside the baselines.
+
+    python experiments/nara_report.py --ablation
+
+prints what each of the authors' behaviours is worth, from
+``results/nara_authors_ablation`` (and ``nara_authors_ablation_gamma``): acceptance per
+request set and topology of each variant (rows) and its change from the ``+authors`` row.
 """
 
 from __future__ import annotations
@@ -88,10 +94,48 @@ def ranks(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def ablation(df: pd.DataFrame) -> str:
+    """Acceptance of every variant per (set, topology), and its difference from the
+    ``<name>+authors`` row of the same baseline (the authors' behaviours, all of them)."""
+    cols = [(s, p) for s in SETS for p in PRESETS
+            if ((df["workload"] == s) & (df["preset"] == p)).any()]
+    mean = df.groupby(["allocator", "workload", "preset"])["acceptance_last20"].mean()
+    lines = ["| variant | " + " | ".join(f"{s} {p}" for s, p in cols) + " |",
+             "|---" * (len(cols) + 1) + "|"]
+    base_names = [b for b in ORDER if b in {a.split("+")[0] for a in df["allocator"]}]
+    for base in base_names:
+        variants = sorted((a for a in set(df["allocator"]) if a.split("+")[0] == base),
+                          key=lambda a: (a != base, a != f"{base}+authors", a))
+        for a in variants:
+            cells = []
+            for s, p in cols:
+                g = df[(df["allocator"] == a) & (df["workload"] == s) & (df["preset"] == p)]
+                cell = ci_cell(g["acceptance_last20"])
+                ref = mean.get((f"{base}+authors", s, p))
+                if a != f"{base}+authors" and ref is not None and len(g):
+                    cell += f" ({mean[(a, s, p)] - ref:+.2f})"
+                cells.append(cell)
+            lines.append(f"| {a} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=Path("results"))
+    ap.add_argument("--ablation", action="store_true",
+                    help="the authors' behaviours one at a time (nara_authors_ablation*)")
     args = ap.parse_args()
+    if args.ablation:
+        paths = [args.results / n / "summary.parquet"
+                 for n in ("nara_authors_ablation", "nara_authors_ablation_gamma")]
+        if not any(p.exists() for p in paths):
+            raise SystemExit(f"no {paths[0]}: run `dcsim run "
+                             "experiments/nara_authors_ablation.yaml --jobs 2` first")
+        df = pd.concat([pd.read_parquet(p) for p in paths if p.exists()], ignore_index=True)
+        print("\n### The authors' behaviours, one at a time: acceptance (change from "
+              "+authors)\n")
+        print(ablation(df))
+        return
     tables = {"nara_table1": "", "nara_learned": " with the learned policy (nara: trained "
               "on alpha with each set)"}
     found = {n: args.results / n / "summary.parquet" for n in tables}
