@@ -212,6 +212,25 @@ def test_shipped_checkpoints_load_and_run(name):
     assert summary["received"] == 60
 
 
+#: sha256 (first 16 hex digits) of the JSON list of the servers each shipped fabric policy
+#: chose in run_nara(name) (alpha, 60 uniform requests, seed 3), recorded with the code
+#: before feature version 2 (commit 514f19f's parent): adding the optical features must
+#: not change what these policies choose.
+FABRIC_CHOICES = {"alpha_uniform": (44, "7957aa2a5243f03a"),
+                  "alpha_azure": (41, "8691f8f1294b1d3a"),
+                  "alpha_alibaba": (45, "9bff9286c05d63bb")}
+
+
+@pytest.mark.parametrize("name", sorted(FABRIC_CHOICES))
+def test_shipped_fabric_policies_choose_as_before_feature_version_2(name):
+    import hashlib
+
+    summary, servers = run_nara(name)
+    digest = hashlib.sha256(json.dumps([[int(x) for x in s] for s in servers]).encode())
+    assert load_checkpoint(shipped_checkpoints()[name]).features == 1
+    assert (summary["accepted"], digest.hexdigest()[:16]) == FABRIC_CHOICES[name]
+
+
 def test_checkpoint_option_names_a_shipped_policy_or_a_file(ckpt, tmp_path, monkeypatch):
     assert set(shipped_checkpoints()) == {f"alpha_{s}" for s in SETS}
     assert checkpoint_path(None) == SHIPPED_CHECKPOINT == checkpoint_path("alpha_uniform")
