@@ -29,6 +29,27 @@ def test_check_env_padded():
     assert np.array_equal(env.action_masks(), obs["action_mask"].astype(bool))
 
 
+def test_check_env_with_topologies_of_different_sizes():
+    """``topologies``: every episode on one of them, padded to the largest (alpha: 40
+    servers, 50 nodes; optical: 64 servers, 76 nodes)."""
+    env = NaraEnv(requests=8, features=2,
+                  topologies=[{"kind": "fabric", "preset": "alpha"},
+                              {"kind": "optical", "channels": 8}])
+    check_env(env, skip_render_check=True)
+    seen = set()
+    for seed in range(12):
+        obs, info = env.reset(seed=seed)
+        seen.add(info["topology"])
+        assert obs["nodes"].shape == (76, 10) and obs["action_mask"].shape == (64,)
+        n = env.layout.n_servers
+        assert obs["node_mask"].sum() == env.layout.n_nodes
+        assert not obs["action_mask"][n:].any()
+    assert seen == {0, 1}
+    with pytest.raises(ConfigError, match="topologies: their server resources differ"):
+        NaraEnv(topologies=[{"kind": "fabric"},
+                            {"kind": "flat", "server": {"cpu": 1, "gpu": 1}}])
+
+
 def test_registered_with_gymnasium():
     env = gym.make(ENV_ID, requests=8)
     obs, info = env.reset(seed=0)

@@ -489,7 +489,9 @@ def save_checkpoint(path: str | Path, weights: dict[str, np.ndarray], arch: Arch
 
 def shipped_checkpoints() -> dict[str, Path]:
     """The policies shipped in the package, by name (``nara_<name>.npz``): ``alpha_uniform``,
-    ``alpha_azure``, ``alpha_alibaba`` (topology alpha, one per Table 1 request set)."""
+    ``alpha_azure``, ``alpha_alibaba`` (topology alpha, one per Table 1 request set) and
+    ``optical_all`` (one policy for the nine 64-server optical topologies of the 2023
+    paper, feature version 2)."""
     return {p.stem.removeprefix("nara_"): p for p in sorted(SHIPPED_DIR.glob("nara_*.npz"))}
 
 
@@ -534,8 +536,10 @@ class NaraAllocator(MultiServerAllocator):
 
     ``checkpoint``: the ``.npz`` to load (its ``.json`` beside it), or the name of a policy
     shipped in the package (``alpha_uniform``, ``alpha_azure``, ``alpha_alibaba``: trained on
-    α with Table 1's uniform, Azure- or Alibaba-derived request set); default
-    ``alpha_uniform``. ``greedy: true`` (default, the paper's test-time rule)
+    α with Table 1's uniform, Azure- or Alibaba-derived request set; ``optical_all``:
+    trained across the 2023 paper's nine optical topologies, to be run with ``reservation:
+    per_pair_channel``); default ``alpha_uniform``. The observation is the feature version
+    the checkpoint records. ``greedy: true`` (default, the paper's test-time rule)
     takes the highest-scoring eligible server, ties to the lowest index; ``greedy: false``
     samples from the masked softmax with the run's generator. ``holding_scale``: the
     holding-time normaliser (default: 2 × the workload's mean holding time).
@@ -547,7 +551,7 @@ class NaraAllocator(MultiServerAllocator):
     class Options(MultiServerAllocator.Options):
         checkpoint: str | None = Field(None, description="policy .npz, or a shipped "
                                        "policy: alpha_uniform (default), alpha_azure, "
-                                       "alpha_alibaba")
+                                       "alpha_alibaba, optical_all")
         greedy: bool = Field(True, description="argmax (true) or sample the policy")
         holding_scale: float | None = Field(None, gt=0, description="holding-time scale "
                                             "(default: 2 x the workload's mean)")
