@@ -6,8 +6,11 @@ Reads ``results/ahab_lambda{4,12,20}/summary.parquet`` (whichever exist) and, if
 ``results/ahab_lookahead`` (Fig. 6a), ``results/ahab_sequences`` (Fig. 6b) and
 ``results/ahab_host_capacity`` (Fig. 9); prints Markdown tables of mean and 95 %
 confidence interval over seeds (Student t) of used-CU fraction, footprint, concurrent VCs
-and acceptance; and draws Fig. 3a (used CU against lambda, one line per configuration) to
-the PNG (needs matplotlib: ``pip install -e ".[plot]"``).
+and acceptance; the acceptance by VC size of Fig. 4 (N in the paper's bins 3-8, 9-14, ...)
+and by S/B of Fig. 5 at lambda = 20, with the values the paper's text states beside them;
+and draws Fig. 3a (used CU against lambda, one line per configuration) to the PNG (needs
+matplotlib: ``pip install -e ".[plot]"``). ``--heat-only`` prints just Fig. 4/5 (for
+``results/ahab_lambda20`` or ``--heat DIR``).
 """
 
 from __future__ import annotations
@@ -74,6 +77,83 @@ SWEEPS = [
 ]
 
 
+#: Fig. 4 bins of N: "grouped into bins of size 6" from N = 3 ("3 ≤ N < 9" is the first)
+N_EDGES = list(range(3, 58, 6)) + [61]
+
+#: what the paper's text (Sec. V-D/E) states about Fig. 4/5 at lambda = 20
+PAPER_HEAT = [
+    ("kraken", "S = 1, B = 1, 3 ≤ N < 9", "≈ 0.80"),
+    ("kraken", "S ≤ 2, B ≤ 2: every N bin", "≥ 0.4"),
+    ("kraken", "S = 1, B = 1: the N bins with ≥ 0.6", "N < 27 only"),
+    ("vc_tetris", "S = 1, B = 1: every N bin", "≥ 0.6"),
+    ("vc_tetris", "S = 8: every bin", "≤ 0.4"),
+    ("ahab(kraken)", "S/B < 1 (all VCs with that ratio)", "0.23"),
+    ("ahab(kraken)", "S/B > 1", "0.45"),
+]
+
+
+def requests_of(run_dir: Path) -> pd.DataFrame | None:
+    p = run_dir / "requests"
+    if not p.exists():
+        return None
+    r = pd.read_parquet(p, columns=["allocator", "N", "S", "B", "accepted"])
+    bins = [f"{a}-{b - 1}" for a, b in zip(N_EDGES[:-1], N_EDGES[1:], strict=True)]
+    r["N_bin"] = pd.cut(r["N"], N_EDGES, right=False, labels=bins)
+    return r
+
+
+def heat_tables(r: pd.DataFrame) -> str:
+    """Fig. 4 (acceptance per B, S and N bin, all requests of all runs, as the paper) per
+    allocator, Fig. 5 (acceptance per S/B), and the cells the paper's text quotes."""
+    out = []
+    for label in [a for a in ORDER if a in set(r["allocator"])] + sorted(
+            set(r["allocator"]) - set(ORDER)):
+        g = r[r["allocator"] == label]
+        heat = g.groupby(["B", "S", "N_bin"], observed=True)["accepted"].mean().unstack("N_bin")
+        out.append(f"\n#### Fig. 4: acceptance of {label} by B, S and N\n")
+        cols = list(heat.columns)
+        out.append("| B | S | " + " | ".join(str(c) for c in cols) + " |")
+        out.append("|---|---|" + "---|" * len(cols))
+        for (bb, ss), row in heat.iterrows():
+            cells = ["" if np.isnan(v) else f"{v:.2f}" for v in row]
+            out.append(f"| {bb:g} | {ss:g} | " + " | ".join(cells) + " |")
+    ratio = r.assign(rho=r["S"] / r["B"])
+    t = ratio.groupby(["rho", "allocator"], observed=True)["accepted"].mean().unstack()
+    out.append("\n#### Fig. 5: acceptance by S/B\n")
+    out.append("| S/B | " + " | ".join(t.columns) + " |")
+    out.append("|---" * (len(t.columns) + 1) + "|")
+    for rho, row in t.iterrows():
+        out.append(f"| {rho:g} | " + " | ".join(f"{v:.2f}" for v in row) + " |")
+    out.append("\n#### The paper's statements on Fig. 4/5 beside dcsim\n")
+    out.append("| allocator | cells | paper | dcsim |")
+    out.append("|---|---|---|---|")
+    for label, what, paper in PAPER_HEAT:
+        g = r[r["allocator"] == label]
+        if g.empty:
+            continue
+        out.append(f"| {label} | {what} | {paper} | {_heat_value(g, what)} |")
+    return "\n".join(out)
+
+
+def _heat_value(g: pd.DataFrame, what: str) -> str:
+    cell = g.groupby(["B", "S", "N_bin"], observed=True)["accepted"].mean()
+    if what.startswith("S = 1, B = 1, 3"):
+        return f"{cell.loc[(1.0, 1.0, '3-8')]:.2f}"
+    if what.startswith("S ≤ 2, B ≤ 2"):
+        c = cell[(cell.index.get_level_values("B") <= 2) & (cell.index.get_level_values("S") <= 2)]
+        return f"min {c.min():.2f}"
+    if what.startswith("S = 1, B = 1: the N bins"):
+        c = cell.loc[(1.0, 1.0)]
+        return "≥ 0.6 in " + ", ".join(str(k) for k, v in c.items() if v >= 0.6)
+    if what.startswith("S = 1, B = 1: every"):
+        return f"min {cell.loc[(1.0, 1.0)].min():.2f}"
+    if what.startswith("S = 8"):
+        return f"max {cell[cell.index.get_level_values('S') == 8].max():.2f}"
+    rho = g["S"] / g["B"]
+    sel = rho < 1 if "< 1" in what else rho > 1
+    return f"{g[sel]['accepted'].mean():.2f}"
+
+
 def plot(df: pd.DataFrame, png: Path) -> None:
     import matplotlib
 
@@ -104,7 +184,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=Path("results"))
     ap.add_argument("--png", type=Path, default=None)
+    ap.add_argument("--heat", type=Path, default=None,
+                    help="results folder for Fig. 4/5 (default: <results>/ahab_lambda20)")
+    ap.add_argument("--heat-only", action="store_true", help="print only Fig. 4/5")
     args = ap.parse_args()
+    heat = requests_of(args.heat or args.results / "ahab_lambda20")
+    if args.heat_only:
+        if heat is None:
+            raise SystemExit("no requests/ for Fig. 4/5")
+        print(heat_tables(heat))
+        return
     df = load(args.results)
     if df.empty:
         raise SystemExit(f"no results/ahab_lambda*/summary.parquet under {args.results}")
@@ -116,6 +205,9 @@ def main() -> None:
         if t:
             print(f"\n### {title}\n")
             print(t)
+    if heat is not None:
+        print("\n### Fig. 4/5: acceptance by VC size (all requests of all runs)")
+        print(heat_tables(heat))
     if args.png:
         plot(df, args.png)
         print(f"\nwrote {args.png}")
