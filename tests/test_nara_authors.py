@@ -18,9 +18,9 @@ from tests.test_nara import AUTHOR_OPTIONS, make, racks_topology, request
 #: The options the shipped Nara experiments select to run the baselines as the authors did.
 AUTHORS = {
     Tetris: {"anchor": "carried", "demand": "full", "bandwidth_term": "authors_misaligned",
-             "eligible": "any_free"},
+             "eligible": "any_free", "ties": "name"},
     NALB: {"anchor": "carried", "demand": "full", "bandwidth_term": "authors_misaligned",
-           "eligible": "any_free", "search": "authors", "path_weight": "free"},
+           "eligible": "any_free", "search": "authors", "path_weight": "free", "ties": "name"},
     RandomMulti: {"eligible": "any_free"},
 }
 AUTHORS[NULB] = AUTHORS[NALB]
@@ -232,3 +232,16 @@ def test_authors_plan_that_cannot_cover_the_request_fails_cleanly():
     for eligible in ("needed", "any_free"):
         alloc = make(NALB, topo, view, search="authors", eligible=eligible)
         assert alloc.allocate(request([15, 0], 1.0), view) is None
+
+
+def test_ties_go_to_the_lowest_index_or_the_first_name():
+    """11 equal servers: ``index`` takes h1, h2, h3; ``name`` follows the authors'
+    rows, names sorted as strings: h1, h10, h11, h2, ... (h0, nearly full, scores less)."""
+    topo = racks_topology(1, 12)
+    state, view = fresh(topo)
+    state.free[0] = [1, 1]
+    req = request([25, 5])
+    by_index = make(Tetris, topo, view, bandwidth_term="none").allocate(req, view)
+    by_name = make(Tetris, topo, view, bandwidth_term="none", ties="name").allocate(req, view)
+    assert by_index.servers.tolist() == [1, 2, 3]
+    assert by_name.servers.tolist() == [1, 10, 11]

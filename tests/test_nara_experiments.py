@@ -148,7 +148,7 @@ def test_reduced_learned_table_end_to_end(tmp_path):
 
 
 AUTHORS_TETRIS = {"demand": "full", "bandwidth_term": "authors_misaligned",
-                  "eligible": "any_free"}
+                  "eligible": "any_free", "ties": "name"}
 AUTHORS_SEARCH = {**AUTHORS_TETRIS, "anchor": "carried", "search": "authors",
                   "path_weight": "free"}
 
@@ -177,7 +177,7 @@ def test_ablation_sets_back_one_behaviour_at_a_time(tmp_path):
 
     rows = {a["label"]: (a["name"], a["options"]) for a in d["allocators"]}
     variants = [label for label in rows if "-" in label]
-    assert len(variants) == 15  # 5 each for tetris, nalb and nulb
+    assert len(variants) == 18  # 6 each for tetris, nalb and nulb
     for label in variants:
         base, option = label.split("-", 1)
         name, opts = rows[label]
@@ -187,7 +187,7 @@ def test_ablation_sets_back_one_behaviour_at_a_time(tmp_path):
         assert changed == both if option == "first_server_score_dcsim" else len(changed) == 1
         fields = get_allocator_class(name).Options.model_fields
         for k in changed:  # set back to dcsim's behaviour (or, for Tetris, the code's anchor)
-            assert opts[k] in (fields[k].default, "none", "remaining", "carried")
+            assert opts[k] in (fields[k].default, "none", "remaining", "carried", "index")
             assert option == "first_server_score_dcsim" or option.startswith(k.split("_")[0])
     d["matrix"] = {k: [r for r in v if r[1] == "alpha"][:1] for k, v in d["matrix"].items()}
     d["allocators"] = [a for a in d["allocators"] if a["name"] == "nulb"]

@@ -156,6 +156,9 @@ class TetrisScoreOptions(MultiServerAllocator.Options):
         "own_link", description="add free link share x request bandwidth share: none; "
         "own_link (each server's own link); authors_misaligned (the Nara authors' code, "
         "whose link values land on other servers' rows)")
+    ties: Literal["index", "name"] = Field(
+        "index", description="equal scores go to the lowest server index, or (name) to the "
+        "first in the Nara authors' row order (Resource_10 before Resource_2)")
 
 
 class _TetrisScoring:
@@ -170,7 +173,11 @@ class _TetrisScoring:
         o = self.options
         score = tetris_scores(partial, view, self.inv_cap2, o.locality_penalty, anchor,
                               o.demand, o.bandwidth_term, self.last_tetris)
-        i = int(score.argmax())
+        if o.ties == "name":
+            lex = _lexicographic_order(score.shape[0])
+            i = int(lex[score[lex].argmax()])
+        else:
+            i = int(score.argmax())
         if not np.isfinite(score[i]):
             return None
         self.last_tetris = i
