@@ -34,16 +34,15 @@ class TraceSpec(BaseModel):
     ``time_scale`` multiplies arrival and duration, ``truncate`` drops the fractional part of
     the columns it names (Python's ``int()``), ``zero_to`` replaces an exact 0 (e.g. ``{cpu:
     1}``: Nara's "0 -> 1"), ``redraw_above`` skips a row with a column above the bound
-    (resampled: the request is drawn again, as Nara's sets do; applied after ``cap``),
-    ``limit`` caps the number of requests (default: ``workload.requests``). ``split`` (azure2017) and ``options`` (other importer
-    keywords, e.g. ``lifetime: lower``, ``statuses: null``, ``horizon_days: 14``) go to the
-    importer. ``resample: true`` draws each request's demand as a whole row, uniformly with
-    replacement, from the table's first ``limit`` rows (default: all of them), and takes
-    arrival and duration from ``workload.arrival`` / ``workload.duration``; the table then
-    needs no ``arrival`` / ``duration`` columns (a table of request types). ``bandwidth_low``
-    (resampled only): each request's bandwidth is drawn uniformly between it and the row's
-    ``bandwidth`` column (Nara's Azure set on delta: U(0.1, nic x 10)).
-    """
+    (resampled: the request is drawn again, as Nara's sets do; applied after ``cap``), ``limit``
+    caps the number of requests (default: ``workload.requests``). ``split`` (azure2017) and
+    ``options`` (other importer keywords, e.g. ``lifetime: lower``, ``statuses: null``,
+    ``horizon_days: 14``) go to the importer. ``resample: true`` draws each request's demand as
+    a whole row, uniformly with replacement, from the table's first ``limit`` rows (default: all
+    of them), and takes arrival and duration from ``workload.arrival`` / ``workload.duration``;
+    the table then needs no ``arrival`` / ``duration`` columns (a table of request types).
+    ``bandwidth_low`` (resampled only): each request's bandwidth is drawn uniformly between it
+    and the row's ``bandwidth`` column (Nara's Azure set on delta: U(0.1, nic x 10)). """
 
     model_config = ConfigDict(extra="forbid")
     path: str
