@@ -245,3 +245,43 @@ def test_ties_go_to_the_lowest_index_or_the_first_name():
     by_name = make(Tetris, topo, view, bandwidth_term="none", ties="name").allocate(req, view)
     assert by_index.servers.tolist() == [1, 2, 3]
     assert by_name.servers.tolist() == [1, 10, 11]
+
+
+# ------------------------------------------------------------------------ pair paths
+def _three_servers_two_without_cpu():
+    """h0 gives cpu (and 2 memory); h1 and h2 have memory only; h2's link is full, so any
+    pair with h2 that needs a path fails."""
+    topo = racks_topology(1, 3)
+    state, view = fresh(topo)
+    state.free[0] = [10, 2]
+    state.free[1] = [0, 10]
+    state.free[2] = [0, 10]
+    state.link_free[topo.link_index("h2", "r0")] = 0.0
+    return topo, view
+
+
+@pytest.mark.parametrize(("pair_paths", "order", "accepted"), [
+    ("all", [0, 1, 2], False),            # h2 needs a path to h0 and h1: none
+    ("cpu", [0, 1, 2], False),            # h2-h0 still needs one (h0 gives cpu)
+    ("authors_sticky", [1, 2], True),     # h2-h1: neither gives cpu, no path needed
+    ("cpu", [1, 2], True),
+    ("all", [1, 2], False),
+    ("authors_sticky", [0, 1, 2], False),  # h0 checked first (gives cpu): fails
+    ("authors_sticky", [1, 0, 2], True),   # h1 first sets the flag: h0 is skipped too
+    ("cpu", [1, 0, 2], False),             # as meant, h2-h0 is still checked
+])
+def test_pair_paths_exempts_pairs_that_give_no_cpu(pair_paths, order, accepted):
+    """The authors' 2022 code checks no path between two servers that both give no cpu
+    (``cpu``); their loop never resets its flag, so once one earlier server gave no cpu,
+    the later ones are not checked either (``authors_sticky``)."""
+    topo, view = _three_servers_two_without_cpu()
+    alloc = make(RandomMulti, topo, view, eligible="any_free", pair_paths=pair_paths)
+    it = iter(order)
+    alloc.choose = lambda partial, _view: next(it, None)
+    with_h0 = 0 in order
+    mem = (2 if with_h0 else 0) + 10 * (len(order) - with_h0) - 1  # the last one is needed
+    p = alloc.allocate(request([10 if with_h0 else 0, mem], 1.0), view)
+    assert p is None or p.servers.tolist() == order
+    assert (p is not None) == accepted
+    if p is not None:
+        assert topo.link_index("h2", "r0") not in p.links.tolist()

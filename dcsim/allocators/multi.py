@@ -30,7 +30,9 @@ property of the arrival process, not of the allocation step.) A request whose de
 zero still needs one server: every server is eligible for its first choice. With
 ``eligible="any_free"`` (the Nara authors' action mask, ``packing_env.py``) a server with a
 free amount of *any* resource may be chosen; one that gives nothing the request still needs
-joins it with a zero share and still needs its paths.
+joins it with a zero share and still needs its paths. ``pair_paths`` (``all`` by default)
+can exempt pairs where neither server gives cpu from step 3, as the authors' 2022 code
+does (:data:`PairPaths`).
 
 Two reservation semantics (``reservation``):
 
@@ -67,6 +69,11 @@ Reservation = Literal["union", "per_pair_channel"]
 #: Which servers a chooser may pick: ``needed`` (some free amount of a resource the request
 #: still needs) or ``any_free`` (some free amount of any resource: the Nara authors' mask).
 Eligibility = Literal["needed", "any_free"]
+#: Which server pairs of a request need a path: ``all``; ``cpu`` (a pair where neither server
+#: gives cpu needs none: the Nara authors' 2022 "memory-memory comms" change, as meant);
+#: ``authors_sticky`` (their loop, whose flag is never reset: once the new server gives no
+#: cpu and one earlier server gave none, no later earlier server is checked either).
+PairPaths = Literal["all", "cpu", "authors_sticky"]
 
 _PATHS: weakref.WeakKeyDictionary[Topology, PathService] = weakref.WeakKeyDictionary()
 
@@ -203,6 +210,7 @@ def allocate_multi_steps(
     reservation: Reservation = "union",
     who: str = "allocator",
     eligibility: Eligibility = "needed",
+    pair_paths: PairPaths = "all",
 ) -> Generator[Partial, int | None, Placement | None]:
     """The Nara step (module docstring) as a generator, for callers that choose outside it.
 
@@ -213,6 +221,8 @@ def allocate_multi_steps(
     """
     needs_paths = request.bandwidth > 0 and view.link_free.shape[0] > 0
     part = Partial(request, view, reservation, needs_paths, eligibility)
+    resources = view.topology.resources
+    cpu = resources.index("cpu") if "cpu" in resources else 0
     while not part.done:
         s = yield part
         if s is None:
@@ -222,7 +232,16 @@ def allocate_multi_steps(
             raise PluginError(f"allocator {who!r} chose server {s}, which is not eligible "
                               "(already chosen, out of range, or has nothing still needed)")
         if needs_paths:
-            for t in part.servers:
+            no_cpu = pair_paths != "all" and not min(view.free[s, cpu], part.remaining[cpu]) > 0
+            skip = False
+            for t, given in zip(part.servers, part.amounts, strict=True):
+                if no_cpu:
+                    if pair_paths == "cpu":
+                        skip = not given[cpu] > 0
+                    elif not given[cpu] > 0:
+                        skip = True  # authors_sticky: stays set for every later t
+                    if skip:
+                        continue
                 for links in find_paths(s, t, part):
                     if part.path_ok(links):
                         part.accept_path(links)
@@ -241,13 +260,15 @@ def allocate_multi(
     reservation: Reservation = "union",
     who: str = "allocator",
     eligibility: Eligibility = "needed",
+    pair_paths: PairPaths = "all",
 ) -> Placement | None:
     """Run the Nara step (module docstring) with ``choose`` and ``find_paths``.
 
     Returns the placement, or ``None`` when the chooser finds no server or some server pair
     has no usable path. ``who`` names the allocator when the chooser misbehaves.
     """
-    steps = allocate_multi_steps(request, view, find_paths, reservation, who, eligibility)
+    steps = allocate_multi_steps(request, view, find_paths, reservation, who, eligibility,
+                                 pair_paths)
     part = next(steps)  # the step always asks for a first server
     send = steps.send
     try:
@@ -344,6 +365,10 @@ class MultiServerAllocator(Allocator):
             "needed", description="servers that may be chosen: needed: with a free amount of "
             "something the request still needs; any_free: with a free amount of anything "
             "(the Nara authors' action mask; a server giving nothing still needs paths)")
+        pair_paths: PairPaths = Field(
+            "all", description="server pairs that need a path: all; cpu: not a pair where "
+            "neither server gives cpu (the Nara authors' 2022 code, as meant); authors_sticky: "
+            "their loop, which skips every later pair once one is skipped")
 
     def setup(self, view: StateView) -> None:
         self.path_service = path_service(view.topology)
@@ -364,4 +389,5 @@ class MultiServerAllocator(Allocator):
         if not hasattr(self, "path_service"):
             self.setup(view)
         return allocate_multi(request, view, self.choose, self.paths,
-                              self.options.reservation, self.label, self.options.eligible)
+                              self.options.reservation, self.label, self.options.eligible,
+                              self.options.pair_paths)
