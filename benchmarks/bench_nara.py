@@ -1,7 +1,7 @@
 """Decisions per second of the Nara baselines as the Fabric topology grows (issue #4).
 
     python benchmarks/bench_nara.py [--requests 200] [--allocators tetris,nulb]
-                                    [--topologies alpha,gamma] [--seed 0]
+                                    [--topologies alpha,gamma] [--seed 0] [--authors]
 
 Runs the uniform request set of experiments/nara_table1.yaml (one arrival per tick, cpu and
 mem ~ U{1..50}, bw ~ U(0.1, 1.0), holding ~ U{1..H} with H = 30 x servers / 40, as the
@@ -12,7 +12,10 @@ gamma, 2,048 on delta, and 1,024 on fabric10k; about a minute in all), timed by 
 engine (``mean_decision_s``: the allocator's own time per request). Prints decisions/s per
 allocator and topology, then each cell's cost relative to the baseline cell
 measured in the same run (random_multi on alpha, or the first cell), so that growth with size
-is visible: a ratio of 64 means a decision costs 64 times the baseline's.
+is visible: a ratio of 64 means a decision costs 64 times the baseline's. With ``--authors``
+each allocator also runs with the options nara_table1.yaml gives it (the Nara authors'
+behaviours: ``<name>+authors`` rows), so the cost of reproducing them is measured beside
+dcsim's defaults.
 """
 
 from __future__ import annotations
@@ -30,7 +33,11 @@ from dcsim.sim import Engine, EngineConfig
 from dcsim.workload.spec import build_source
 
 EXPERIMENT = Path(__file__).parents[1] / "experiments" / "nara_table1.yaml"
-WORKLOAD = yaml.safe_load(EXPERIMENT.read_text())["workload"]  # the uniform set, alpha
+_EXPERIMENT = yaml.safe_load(EXPERIMENT.read_text())
+WORKLOAD = _EXPERIMENT["workload"]  # the uniform set, alpha
+#: allocator name -> the options nara_table1.yaml runs it with (the authors' behaviours)
+AUTHORS = {a["name"]: a.get("options", {}) for a in _EXPERIMENT["allocators"]
+           if isinstance(a, dict)}
 ALLOCATORS = ("random_multi", "tetris", "best_fit_multi", "nulb", "nalb")
 #: topology name -> fabric builder parameters
 TOPOLOGIES = {
@@ -43,14 +50,16 @@ TOPOLOGIES = {
 EPISODE = {"alpha": 128, "gamma": 896, "delta": 2048, "fabric10k": 1024}
 
 
-def cell(topo_spec: dict, allocator: str, requests: int, seed: int) -> tuple[float, float]:
+def cell(topo_spec: dict, allocator: str, requests: int, seed: int,
+         options: dict | None = None) -> tuple[float, float]:
     """(decisions/s of the allocator alone, wall seconds of the whole episode)."""
     topo = build_topology(topo_spec)
     workload = dict(WORKLOAD, requests=requests,
                     duration=dict(WORKLOAD["duration"], high=30 * topo.n_servers // 40))
     source = build_source(workload, topo)
     rng = np.random.default_rng(seed)
-    eng = Engine(topo, source, get_allocator_class(allocator)(), rng,
+    cls = get_allocator_class(allocator)
+    eng = Engine(topo, source, cls(cls.Options(**(options or {}))), rng,
                  EngineConfig(capacity="wait"), sink=lambda kind, cols: None)
     t0 = time.perf_counter()
     summary = eng.run()
@@ -65,6 +74,8 @@ def main() -> None:
     ap.add_argument("--allocators", default=",".join(ALLOCATORS))
     ap.add_argument("--topologies", default=",".join(TOPOLOGIES))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--authors", action="store_true",
+                    help="also run each allocator with nara_table1.yaml's options")
     args = ap.parse_args()
     allocators = [a for a in args.allocators.split(",") if a]
     topologies = [t for t in args.topologies.split(",") if t]
@@ -73,21 +84,25 @@ def main() -> None:
             ap.error(f"--topologies: unknown {t!r} (one of {', '.join(TOPOLOGIES)})")
     for a in allocators:
         get_allocator_class(a)  # fail early on a typo
+    variants = [(a, a, None) for a in allocators]
+    if args.authors:
+        variants += [(f"{a}+authors", a, AUTHORS[a]) for a in allocators if a in AUTHORS]
     rate: dict[tuple[str, str], float] = {}
-    print(f"{'allocator':<16}{'topology':<11}{'servers':>8}{'requests':>9}"
+    print(f"{'allocator':<22}{'topology':<11}{'servers':>8}{'requests':>9}"
           f"{'decisions/s':>13}{'wall s':>8}")
     for t in topologies:
         n_servers = build_topology(TOPOLOGIES[t]).n_servers
         n = args.requests or EPISODE[t]
-        for a in allocators:
-            rate[a, t], wall = cell(TOPOLOGIES[t], a, n, args.seed)
-            print(f"{a:<16}{t:<11}{n_servers:>8}{n:>9}{rate[a, t]:>13,.0f}{wall:>8.1f}",
-                  flush=True)
+        for label, a, opts in variants:
+            rate[label, t], wall = cell(TOPOLOGIES[t], a, n, args.seed, opts)
+            print(f"{label:<22}{t:<11}{n_servers:>8}{n:>9}{rate[label, t]:>13,.0f}"
+                  f"{wall:>8.1f}", flush=True)
     base = ("random_multi", "alpha") if ("random_multi", "alpha") in rate else next(iter(rate))
     print(f"\ncost per decision relative to {base[0]} on {base[1]} (same run):")
-    print(f"{'allocator':<16}" + "".join(f"{t:>11}" for t in topologies))
-    for a in allocators:
-        print(f"{a:<16}" + "".join(f"{rate[base] / rate[a, t]:>11.1f}" for t in topologies))
+    print(f"{'allocator':<22}" + "".join(f"{t:>11}" for t in topologies))
+    for label, _, _ in variants:
+        print(f"{label:<22}" + "".join(f"{rate[base] / rate[label, t]:>11.1f}"
+                                       for t in topologies))
 
 
 if __name__ == "__main__":
