@@ -1,6 +1,7 @@
 """Cost of an AHAB decision against one embedding, measured in the same run (issue #3).
 
     python benchmarks/bench_vc.py [--decisions 30] [--embedder kraken]
+        [--host-link per_vm_strict] [--embed-option zero_bandwidth=most_preferred]
 
 Builds the k = 12 fat-tree, loads it by running the lambda = 12 workload with the embedder
 until more than half the compute is used (so AHAB's 50 % shortcut does not apply), then
@@ -51,14 +52,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--decisions", type=int, default=30)
     ap.add_argument("--embedder", default="kraken")
+    ap.add_argument("--host-link", default="hose",
+                    help="the embedders' host_link option (the shipped experiments: "
+                    "per_vm_strict)")
+    ap.add_argument("--embed-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="another option of the embedder, e.g. zero_bandwidth=most_preferred")
     args = ap.parse_args()
+    extra = dict(o.split("=", 1) for o in args.embed_option)
     topo = build_topology({"kind": "fat_tree", "preset": "ahab_k12"})
     source = build_source(WORKLOAD, topo)
     rng = np.random.default_rng(7)
-    embedder = get_allocator_class(args.embedder)()
+    cls = get_allocator_class(args.embedder)
+    embedder = cls(cls.parse_options({**extra, "host_link": args.host_link}))
     state, view, batch = loaded_state(embedder, topo, source, rng)
     view.workload = source
-    ahab = Ahab(Ahab.parse_options({"embed": args.embedder}), rng=np.random.default_rng(3))
+    ahab = Ahab(Ahab.parse_options({"embed": args.embedder, "host_link": args.host_link,
+                                    "embed_options": extra}), rng=np.random.default_rng(3))
     ahab.setup(view)
     used = 1 - state.free[:, 0].sum() / topo.server_capacity[:, 0].sum()
     probes = source.draw(rng, args.decisions)
@@ -78,7 +87,7 @@ def main() -> None:
         ahab.allocate(r, view)
     t_ahab = (time.perf_counter() - t0) / len(reqs)
     print(f"k=12 fat-tree, {used:.0%} of compute used; {len(reqs)} probe VCs; "
-          f"embedder {args.embedder}")
+          f"embedder {embedder.label}")
     print(f"one {args.embedder} embedding : {t_embed * 1e3:8.3f} ms (allocate: embed + "
           f"placement), {t_core * 1e3:.3f} ms (embed only)")
     print(f"one ahab({args.embedder}) decision: {t_ahab * 1e3:8.3f} ms "
