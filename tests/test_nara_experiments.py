@@ -195,7 +195,8 @@ def test_ablation_sets_back_one_behaviour_at_a_time(tmp_path):
             assert opts[k] in (fields[k].default, "none", "remaining", "carried", "index")
             assert option == "first_server_score_dcsim" or option.startswith(k.split("_")[0])
     d["matrix"] = {k: [r for r in v if r[1] == "alpha"][:1] for k, v in d["matrix"].items()}
-    d["allocators"] = [a for a in d["allocators"] if a["name"] == "nulb"]
+    d["allocators"] = [a for a in d["allocators"]
+                       if a["label"] in ("nulb", "nulb+authors", "nulb+authors-search_bfs")]
     (key,) = d["matrix"]
     d["matrix"][key][0][2] = 30
     cfg = tmp_path / "nara_authors_ablation.yaml"
