@@ -229,12 +229,12 @@ def test_shipped_optical_policy_runs_as_the_nara_allocator_without_torch():
     """The ``nara`` allocator runs ``optical_all`` in numpy: a fresh interpreter that runs
     it on an optical topology never imports torch."""
     code = """
-import sys, numpy as np
+import json, sys, numpy as np
 from dcsim.allocators.nara_learned import NaraAllocator
 from dcsim.model.topologies import build_topology
 from dcsim.sim import Engine, EngineConfig
 from dcsim.workload.spec import build_source
-wl = %r
+wl = json.loads(sys.argv[1])
 topo = build_topology({"kind": "optical", "channels": 8, "oversubscription": "1:8"})
 alloc = NaraAllocator(NaraAllocator.Options(checkpoint="optical_all",
                       reservation="per_pair_channel"), rng=np.random.default_rng(0),
@@ -243,9 +243,9 @@ eng = Engine(topo, build_source({**wl, "requests": 40}, topo), alloc,
              np.random.default_rng(2023), EngineConfig(capacity="wait"))
 s = eng.run()
 print(s["received"], s["accepted"], "torch" in sys.modules, "gymnasium" in sys.modules)
-""" % (WORKLOAD_2023,)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.split()
+"""
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(WORKLOAD_2023)],
+                         capture_output=True, text=True, check=True).stdout.split()
     assert out[0] == "40" and 0 < int(out[1]) <= 40
     assert out[2:] == ["False", "False"]
 
