@@ -181,6 +181,32 @@ ALIBABA_TASK_COLUMNS = ["task_name", "instance_num", "job_name", "task_type", "s
                         "start_time", "end_time", "plan_cpu", "plan_mem"]
 
 
+def _read_alibaba_table(path: Path, columns: list[str], table: str,
+                        numeric: tuple[str, ...]) -> pd.DataFrame:
+    """An Alibaba 2018 table (headerless as published, or with the schema's header: its first
+    column name starts the file), with ``numeric`` columns parsed as numbers. A missing
+    column or a value that is not a number is a :class:`ConfigError` naming the file, the
+    line and the table the file was expected to be."""
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file")
+    with open(path) as f:
+        header = f.readline().startswith(columns[0])
+    df = pd.read_csv(path, header=0 if header else None, names=None if header else columns)
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ConfigError(f"{path}: columns {missing} not found; columns are: "
+                          f"{', '.join(map(str, df.columns))}")
+    for col in numeric:
+        num = pd.to_numeric(df[col], errors="coerce")
+        bad = num.isna() & df[col].notna()
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ConfigError(f"{path}: line {i + 1 + header}: column {col!r} is not a number: "
+                              f"{df[col].iloc[i]!r} (is this a {table} file?)")
+        df[col] = num
+    return df
+
+
 def import_alibaba2018(path: str | Path, statuses: tuple[str, ...] | list[str] | None = (
         "Terminated",), expand_instances: bool = False) -> pd.DataFrame:
     """Alibaba cluster-trace-v2018 ``batch_task`` (with or without its header line).
@@ -192,24 +218,8 @@ def import_alibaba2018(path: str | Path, statuses: tuple[str, ...] | list[str] |
     ``expand_instances`` repeats each task once per instance (ids ``job/task#i``).
     """
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such file")
-    with open(path) as f:
-        header = f.readline().startswith("task_name")
-    df = pd.read_csv(path, header=0 if header else None,
-                     names=None if header else ALIBABA_TASK_COLUMNS)
-    missing = [c for c in ALIBABA_TASK_COLUMNS if c not in df.columns]
-    if missing:
-        raise ConfigError(f"{path}: columns {missing} not found; columns are: "
-                          f"{', '.join(map(str, df.columns))}")
-    for col in ("instance_num", "start_time", "end_time", "plan_cpu", "plan_mem"):
-        num = pd.to_numeric(df[col], errors="coerce")
-        bad = num.isna() & df[col].notna()
-        if bad.any():
-            i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise ConfigError(f"{path}: line {i + 1 + header}: column {col!r} is not a number: "
-                              f"{df[col].iloc[i]!r} (is this a batch_task file?)")
-        df[col] = num
+    df = _read_alibaba_table(path, ALIBABA_TASK_COLUMNS, "batch_task", (
+        "instance_num", "start_time", "end_time", "plan_cpu", "plan_mem"))
     rows_read, dropped = len(df), {}
     if statuses is not None:
         keep = df["status"].isin(list(statuses))
@@ -308,24 +318,8 @@ def import_alibaba2018_containers(path: str | Path) -> pd.DataFrame:
     a missing cpu_request or mem_size are dropped (counted). Sorted by arrival (stable).
     """
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such file")
-    with open(path) as f:
-        header = f.readline().startswith("container_id")
-    df = pd.read_csv(path, header=0 if header else None,
-                     names=None if header else ALIBABA_CONTAINER_COLUMNS)
-    missing = [c for c in ALIBABA_CONTAINER_COLUMNS if c not in df.columns]
-    if missing:
-        raise ConfigError(f"{path}: columns {missing} not found; columns are: "
-                          f"{', '.join(map(str, df.columns))}")
-    for col in ("time_stamp", "cpu_request", "mem_size"):
-        num = pd.to_numeric(df[col], errors="coerce")
-        bad = num.isna() & df[col].notna()
-        if bad.any():
-            i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise ConfigError(f"{path}: line {i + 1 + header}: column {col!r} is not a number: "
-                              f"{df[col].iloc[i]!r} (is this a container_meta file?)")
-        df[col] = num
+    df = _read_alibaba_table(path, ALIBABA_CONTAINER_COLUMNS, "container_meta",
+                             ("time_stamp", "cpu_request", "mem_size"))
     rows_read = len(df)
     keep = df["cpu_request"].notna() & df["mem_size"].notna()
     dropped = {"missing_request": int((~keep).sum())}
