@@ -3,8 +3,15 @@
 Each one only says which server comes next; the shared step of
 :mod:`dcsim.allocators.multi` takes ``min(free, remaining)`` from it, checks paths to the
 servers already chosen, and fails the request when a pair has no usable path or no server is
-left. All take the options ``reservation`` (``union`` | ``per_pair_channel``) and
-``k_paths`` (3).
+left. All take the options ``reservation`` (``union`` | ``per_pair_channel``),
+``k_paths`` (3), ``eligible`` and ``pair_paths``.
+
+The Nara authors' code (``zawaki/nara_revision``) does several things neither paper states;
+each is an option here whose default is dcsim's reading (or, for an indexing accident, the
+behaviour as meant) and whose other value reproduces the authors: ``anchor: carried``,
+``demand: full``, ``bandwidth_term: authors_misaligned`` (default ``own_link``), ``ties:
+name``, ``search: authors``, ``eligible: any_free``, ``pair_paths: authors_sticky``
+(``docs/reference/allocators.md``, "The Nara authors' behaviours").
 
 * ``tetris`` — Grandl et al.'s alignment score: the dot product of the request's remaining
   demand and a server's free resources, both divided by that server's capacity
