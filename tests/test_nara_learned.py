@@ -64,6 +64,23 @@ def run_nara(path: Path, seed: int = 3, topology: str = "alpha", **opts):
 
 
 # --------------------------------------------------------------------------- numpy vs torch
+def greedy_numpy_rollout(env, w, arch, seeds, steps):
+    """Step ``env`` greedily under the numpy policy ``w`` for up to ``steps`` decisions per
+    seed: (the observations, for a torch batch; each step's numpy logits and action mask)."""
+    batch, numpy_logits = [], []
+    for seed in seeds:
+        obs, _ = env.reset(seed=seed)
+        for _ in range(steps):
+            o = env.observer.observe(env.partial, env.view)
+            z = policy_logits(w, arch, env.layout, o)
+            batch.append(obs)
+            numpy_logits.append((z, o["action_mask"]))
+            obs, _, done, _, _ = env.step(int(np.argmax(z)))
+            if done:
+                break
+    return batch, numpy_logits
+
+
 @pytest.mark.parametrize("pad", [False, True])
 @pytest.mark.parametrize("logit_hidden", [16, 0])
 def test_numpy_and_torch_networks_agree(pad, logit_hidden):
@@ -77,17 +94,7 @@ def test_numpy_and_torch_networks_agree(pad, logit_hidden):
     arch = Architecture.for_resources(2, logit_hidden=logit_hidden)
     pol = NaraPolicy(arch)
     pol.load_numpy(random_weights(arch, seed=1))
-    w = pol.numpy_weights()
-    obs, _ = env.reset(seed=2)
-    batch, numpy_logits = [], []
-    for _ in range(8):
-        o = env.observer.observe(env.partial, env.view)
-        z = policy_logits(w, arch, env.layout, o)
-        batch.append(obs)
-        numpy_logits.append((z, o["action_mask"]))
-        obs, _, done, _, _ = env.step(int(np.argmax(z)))
-        if done:
-            break
+    batch, numpy_logits = greedy_numpy_rollout(env, pol.numpy_weights(), arch, [2], 8)
     with torch.no_grad():
         zt = pol(graph_batch(stack_obs(batch))).numpy()
     S = env.layout.n_servers

@@ -23,6 +23,7 @@ from dcsim.allocators.nara_learned import (
 from dcsim.model.topologies import build_topology
 from dcsim.sim import Engine, EngineConfig
 from dcsim.workload.spec import build_source
+from tests.test_nara_learned import greedy_numpy_rollout
 
 EXP = Path(__file__).parents[1] / "experiments"
 NINE = [{"kind": "optical", "channels": n, "oversubscription": o}
@@ -166,18 +167,7 @@ def test_numpy_and_torch_networks_agree_on_optical_with_version_2():
     arch = Architecture.for_resources(2, 2)
     pol = NaraPolicy(arch)
     pol.load_numpy(random_weights(arch, seed=3))
-    w = pol.numpy_weights()
-    batch, numpy_logits = [], []
-    for seed in (0, 7):
-        obs, _ = env.reset(seed=seed)
-        for _ in range(6):
-            o = env.observer.observe(env.partial, env.view)
-            z = policy_logits(w, arch, env.layout, o)
-            batch.append(obs)
-            numpy_logits.append((z, o["action_mask"]))
-            obs, _, done, _, _ = env.step(int(np.argmax(z)))
-            if done:
-                break
+    batch, numpy_logits = greedy_numpy_rollout(env, pol.numpy_weights(), arch, [0, 7], 6)
     with torch.no_grad():
         zt = pol(graph_batch(stack_obs(batch))).numpy()
     for (z, m), t in zip(numpy_logits, zt, strict=True):
