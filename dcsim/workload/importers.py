@@ -259,6 +259,22 @@ _AZURE2020_SQL = ("SELECT vmId, vm.vmTypeId AS vmTypeId, priority, starttime, en
                   "WHERE machineId = ? ORDER BY vm.rowid")
 
 
+def _read_azure2020_table(path: Path, columns: list[str], sql: str,
+                          params: tuple) -> pd.DataFrame:
+    """An Azure Packing 2020 table: the upstream sqlite file (``sql`` with ``params``, read
+    only) or a CSV export; a missing column is a :class:`ConfigError` naming the file."""
+    if path.suffix in (".sqlite", ".sqlite3", ".db"):
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+            df = pd.read_sql_query(sql, con, params=params)
+    else:
+        df = pd.read_csv(path)
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ConfigError(f"{path}: columns {missing} not found; columns are: "
+                          f"{', '.join(map(str, df.columns))}")
+    return df
+
+
 def import_azure2020(requests: str | Path, horizon_days: float = 90.0,
                      machine_id: int = 16) -> pd.DataFrame:
     """Azure Trace for Packing 2020: a CSV of the upstream query (``vmId, vmTypeId,
@@ -273,15 +289,7 @@ def import_azure2020(requests: str | Path, horizon_days: float = 90.0,
     path = Path(requests)
     if not path.is_file():
         raise ConfigError(f"{path}: no such file")
-    if path.suffix in (".sqlite", ".sqlite3", ".db"):
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
-            df = pd.read_sql_query(_AZURE2020_SQL, con, params=(machine_id,))
-    else:
-        df = pd.read_csv(path)
-    missing = [c for c in AZURE2020_COLUMNS if c not in df.columns]
-    if missing:
-        raise ConfigError(f"{path}: columns {missing} not found; columns are: "
-                          f"{', '.join(map(str, df.columns))}")
+    df = _read_azure2020_table(path, AZURE2020_COLUMNS, _AZURE2020_SQL, (machine_id,))
     rows_read = len(df)
     start = df["starttime"].to_numpy(np.float64) * 86400.0
     end_raw = pd.to_numeric(df["endtime"], errors="coerce").to_numpy(np.float64)
@@ -353,15 +361,8 @@ def import_azure2020_vmtypes(path: str | Path, machine_id: int | None = None) ->
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such file")
-    if path.suffix in (".sqlite", ".sqlite3", ".db"):
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
-            df = pd.read_sql_query("SELECT * FROM vmType ORDER BY rowid", con)
-    else:
-        df = pd.read_csv(path)
-    missing = [c for c in AZURE2020_VMTYPE_COLUMNS if c not in df.columns]
-    if missing:
-        raise ConfigError(f"{path}: columns {missing} not found; columns are: "
-                          f"{', '.join(map(str, df.columns))}")
+    df = _read_azure2020_table(path, AZURE2020_VMTYPE_COLUMNS,
+                               "SELECT * FROM vmType ORDER BY rowid", ())
     rows_read = len(df)
     if "machineId" not in df.columns:
         if machine_id is None:
