@@ -64,6 +64,18 @@ def run_nara(path: Path, seed: int = 3, topology: str = "alpha", **opts):
 
 
 # --------------------------------------------------------------------------- numpy vs torch
+def greedy_env_servers(ck, env, seed):
+    """Drive ``env`` for one episode with checkpoint ``ck``'s greedy numpy choice: the servers
+    of each request ([] when it failed), to compare with the ``nara`` allocator's run."""
+    env.reset(seed=seed)
+    done = False
+    while not done:
+        o = env.observer.observe(env.partial, env.view)
+        _, _, done, _, _ = env.step(int(np.argmax(policy_logits(ck.weights, ck.arch,
+                                                                env.layout, o))))
+    return [[] if p is None else p.servers.tolist() for _, p in env.results]
+
+
 def greedy_numpy_rollout(env, w, arch, seeds, steps):
     """Step ``env`` greedily under the numpy policy ``w`` for up to ``steps`` decisions per
     seed: (the observations, for a torch batch; each step's numpy logits and action mask)."""
@@ -188,15 +200,7 @@ def test_allocator_matches_the_environment_with_the_same_policy(ckpt):
     pytest.importorskip("gymnasium")
     from dcsim.learn.nara_env import NaraEnv
 
-    ck = load_checkpoint(ckpt)
-    env = NaraEnv(requests=60)
-    env.reset(seed=3)
-    done = False
-    while not done:
-        o = env.observer.observe(env.partial, env.view)
-        _, _, done, _, _ = env.step(int(np.argmax(policy_logits(ck.weights, ck.arch,
-                                                                env.layout, o))))
-    env_servers = [[] if p is None else p.servers.tolist() for _, p in env.results]
+    env_servers = greedy_env_servers(load_checkpoint(ckpt), NaraEnv(requests=60), seed=3)
     _, servers = run_nara(ckpt, seed=3)
     assert env_servers == servers
 

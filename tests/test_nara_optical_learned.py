@@ -17,13 +17,12 @@ from dcsim.allocators.nara_learned import (
     NaraAllocator,
     Observer,
     load_checkpoint,
-    policy_logits,
     shipped_checkpoints,
 )
 from dcsim.model.topologies import build_topology
 from dcsim.sim import Engine, EngineConfig
 from dcsim.workload.spec import build_source
-from tests.test_nara_learned import greedy_numpy_rollout
+from tests.test_nara_learned import greedy_env_servers, greedy_numpy_rollout
 
 EXP = Path(__file__).parents[1] / "experiments"
 NINE = [{"kind": "optical", "channels": n, "oversubscription": o}
@@ -243,14 +242,7 @@ print(s["received"], s["accepted"], "torch" in sys.modules, "gymnasium" in sys.m
 def test_shipped_optical_policy_matches_the_environment():
     """The allocator and the training environment read the same version-2 observations."""
     ck = load_checkpoint(shipped_checkpoints()["optical_all"])
-    env = optical_env(topology=NINE[1], requests=40)
-    env.reset(seed=2023)
-    done = False
-    while not done:
-        o = env.observer.observe(env.partial, env.view)
-        _, _, done, _, _ = env.step(int(np.argmax(policy_logits(ck.weights, ck.arch,
-                                                                env.layout, o))))
-    env_servers = [[] if p is None else p.servers.tolist() for _, p in env.results]
+    env_servers = greedy_env_servers(ck, optical_env(topology=NINE[1], requests=40), seed=2023)
     topo = build_topology(NINE[1])
     rows = []
     alloc = NaraAllocator(NaraAllocator.Options(checkpoint="optical_all",
