@@ -44,6 +44,11 @@ Two reservation semantics (``reservation``):
   request see the reduced free bandwidth; a link on ``p`` accepted paths carries ``p·B``.
 
 A zero-bandwidth request, or a topology without links (``flat``), needs no paths.
+
+Under the engine's ``departures: after_first_step`` (the Nara authors' clock) the view's
+``release_due`` hook is set: the step calls it once, after the first server that leaves
+something to place, so the requests ending at this instant free their resources for the
+later choices (:mod:`dcsim.sim.engine`).
 """
 
 from __future__ import annotations
@@ -143,7 +148,7 @@ class Partial:
         (``eligibility="any_free"``: with a free amount of any resource).
 
         Before the first choice of an all-zero demand, every server. Computed once per
-        choice (the view does not change while a request is being placed); read-only.
+        choice (the view changes only between choices); read-only.
         """
         if self._eligible is None:
             if not self.servers and not np.any(self.remaining > 0):
@@ -223,6 +228,7 @@ def allocate_multi_steps(
     part = Partial(request, view, reservation, needs_paths, eligibility)
     resources = view.topology.resources
     cpu = resources.index("cpu") if "cpu" in resources else 0
+    release = getattr(view, "release_due", None)
     while not part.done:
         s = yield part
         if s is None:
@@ -249,6 +255,13 @@ def allocate_multi_steps(
                 else:
                     return None
         part.add(s)
+        if release is not None and not part.done:
+            # departures: after_first_step (the Nara authors' clock): the requests ending now
+            # are released after this request's first partial step
+            release()
+            release = None
+            if part.reservation == "per_pair_channel" and part.reserved is not None:
+                part.link_free = view.link_free - part.reserved
     return part.placement()
 
 

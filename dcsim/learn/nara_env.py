@@ -88,6 +88,7 @@ class NaraEnvConfig(BaseModel):
     workload: dict[str, Any] = Field(default_factory=lambda: dict(UNIFORM_WORKLOAD))
     requests: int = Field(32, ge=1)                  # per episode (paper: 32 in training)
     capacity: Literal["wait", "reject"] = "wait"     # the authors' environment: wait
+    departures: Literal["before_arrivals", "after_first_step"] = "before_arrivals"
     reservation: Literal["union", "per_pair_channel"] = "union"
     k_paths: int = Field(3, ge=1)
     reward_success: float = 10.0
@@ -102,7 +103,7 @@ class NaraEnvConfig(BaseModel):
 
 def env_config_from_experiment(path: str | Path, **overrides: Any) -> NaraEnvConfig:
     """The environment of an experiment file: its ``topology:``, ``workload:`` (episode
-    length = ``workload.requests``), ``capacity:`` and the first allocator's
+    length = ``workload.requests``), ``capacity:``, ``departures:`` and the first allocator's
     ``reservation``/``k_paths`` options (the ``matrix:`` is not expanded: its base point);
     relative paths resolve against the file's folder. ``overrides`` replace fields."""
     from dcsim.runner.config import read_yaml
@@ -110,7 +111,7 @@ def env_config_from_experiment(path: str | Path, **overrides: Any) -> NaraEnvCon
     path = Path(path)
     data = read_yaml(path)
     raw: dict[str, Any] = {"base_dir": str(path.resolve().parent)}
-    for key in ("topology", "workload", "capacity"):
+    for key in ("topology", "workload", "capacity", "departures"):
         if key in data:
             raw[key] = data[key]
     wl = raw.get("workload")
@@ -289,7 +290,8 @@ class NaraEnv(gym.Env):
                                                       k_paths=cfg.k_paths))
         self.allocator = alloc
         self.engine = Engine(self.topology, self.source, alloc, rng,
-                             EngineConfig(capacity=cfg.capacity))
+                             EngineConfig(capacity=cfg.capacity,
+                                          departures=cfg.departures))
         alloc.sim = self.engine.env
         self._arrivals = self.engine.start()
         self._seen = 0

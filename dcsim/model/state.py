@@ -10,6 +10,7 @@ decision. Allocators never see a ``ClusterState`` directly; they get a read-only
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -193,7 +194,7 @@ class StateView:
     """
 
     __slots__ = ("_state", "topology", "free", "link_free", "capacity", "link_capacity", "now",
-                 "inv_capacity", "_columns", "workload")
+                 "inv_capacity", "_columns", "workload", "release_due")
 
     def __init__(self, state: ClusterState):
         self._state = state
@@ -216,6 +217,10 @@ class StateView:
         #: the run's request source, set by the engine (lookahead allocators sample its
         #: distributions, e.g. ``workload.attrs``); None outside a simulation
         self.workload: Any = None
+        #: set by the engine while a decision runs under ``departures: after_first_step``:
+        #: releases the requests ending now; a multi-server step calls it after its first
+        #: partial step (the Nara authors' clock). None otherwise
+        self.release_due: Callable[[], None] | None = None
 
     def fits(self, demand: np.ndarray) -> np.ndarray:
         """Boolean mask of servers whose free resources cover ``demand`` (vectorised)."""

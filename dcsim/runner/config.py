@@ -92,6 +92,8 @@ class ExperimentSpec(_Strict):
     queue: QueueSpec = Field(default_factory=QueueSpec)
     vm: dict[str, Any] | None = None
     capacity: Literal["reject", "wait"] = "reject"  # lack of total cpu/mem: drop or hold
+    # requests ending at t: released before the arrival at t, or after its first step
+    departures: Literal["before_arrivals", "after_first_step"] = "before_arrivals"
     warmup: WarmupSpec = Field(default_factory=WarmupSpec)
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
@@ -106,6 +108,8 @@ class ExperimentSpec(_Strict):
             raise ValueError(f"{own}: mode {self.mode!r} needs at least one")
         if self.mode in ("loss", "queue") and self.workload is None:
             raise ValueError("workload: Field required")
+        if self.departures != "before_arrivals" and self.mode != "loss":
+            raise ValueError(f"departures: only the loss-mode engine has it (mode {self.mode!r})")
         if self.mode in ("reschedule", "vm_online") and self.vm is None:
             raise ValueError(f"vm: Field required in mode {self.mode!r}")
         if self.topology is None:

@@ -90,6 +90,7 @@ def _loss_run(spec, plan: RunPlan, topology, workload_rng, allocator_rng):
         sample_every=spec.metrics.sample_every,
         flush_rows=spec.metrics.flush_rows,
         capacity=spec.capacity,
+        departures=spec.departures,
     )
     return lambda sink: Engine(topology, source, allocator, workload_rng, config,
                                sink=sink).run()

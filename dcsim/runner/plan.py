@@ -176,7 +176,7 @@ def resolved_config(exp: Experiment) -> dict[str, Any]:
     if mode != "queue":
         unused.add("queue")
     if mode in ("reschedule", "vm_online"):
-        unused |= {"topology", "workload", "capacity", "warmup"}
+        unused |= {"topology", "workload", "capacity", "departures", "warmup"}
     out = exp.spec.model_dump(mode="json", exclude=unused | (
         set() if mode in ("reschedule", "vm_online") else {"vm"}))
     if mode in ("loss", "queue"):

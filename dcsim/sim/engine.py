@@ -12,6 +12,14 @@ authors' environment) ``_arrivals`` first holds (``_hold``) a request whose dema
 the cluster's *total* free resources, pausing the arrival process until departures make it
 fit; only then is it offered to the allocator.
 
+``departures`` orders the departures of an instant against its arrival. The default,
+``before_arrivals``, releases every request ending at ``t`` before a request arriving at ``t``
+is offered. ``after_first_step`` is the Nara authors' environment's clock: those departures
+are released after the first server of the request decided at ``t`` is taken (through the
+view's ``release_due`` hook, which :func:`dcsim.allocators.multi.allocate_multi_steps` calls),
+or after its decision when it takes no partial step; a request held for capacity is offered
+one time unit after the departures that make room.
+
 An allocator may also decide *stepwise*: when its ``allocate()`` returns a generator, the
 arrival process runs it (``yield from``), so the generator can wait on SimPy events that
 something outside the simulation triggers at the same instant — a learning environment
@@ -53,13 +61,20 @@ class EngineConfig:
     # "reject": the allocator decides at arrival (a request that fits nowhere is dropped);
     # "wait": a request held until the cluster's total free resources cover its demand
     capacity: str = "reject"
+    # "before_arrivals": requests ending at t are released before a request arriving at t is
+    # offered; "after_first_step": after its first partial step (the Nara authors' clock)
+    departures: str = "before_arrivals"
 
     def __post_init__(self) -> None:
         if self.capacity not in CAPACITY_MODES:
             raise ValueError(f"capacity must be one of {CAPACITY_MODES}, got {self.capacity!r}")
+        if self.departures not in DEPARTURE_MODES:
+            raise ValueError(f"departures must be one of {DEPARTURE_MODES}, "
+                             f"got {self.departures!r}")
 
 
 CAPACITY_MODES = ("reject", "wait")
+DEPARTURE_MODES = ("before_arrivals", "after_first_step")
 
 
 #: Receives column batches: ``sink(kind, columns)`` with kind "requests" (one call per
@@ -104,6 +119,13 @@ class Engine:
         self._hold_tol = EPS * np.maximum(self.meter.capacity, 1.0)
         self._departure: simpy.Event | None = None  # a held request waits on this
         self._on_depart = self._depart_and_notify if self._wait else self._depart
+        # departures: after_first_step: requests ending now wait in _due until the request
+        # decided now has taken its first server (or has been decided)
+        self._defer = self.config.departures == "after_first_step"
+        self._due: list[tuple[Request, Placement, list[float]]] = []
+        self._deciding = False
+        if self._defer:
+            self._on_depart = self._defer_departure
         self._samples = ColumnBuffer(None)
         self._n_servers = topology.n_servers
         # skip the per-departure call when the allocator does not override released()
@@ -215,6 +237,8 @@ class Engine:
         while (free.sum(axis=0) + tol < d).any():
             self._departure = self.env.event()
             yield self._departure
+        if self._defer:  # the authors' clock ticks once more before the request is placed
+            yield self.env.timeout(1.0)
         return self.env.now - since
 
     def _sampler(self, interval: float):
@@ -237,6 +261,9 @@ class Engine:
             self._measured_received += 1
             self.meter.decision_sample()
         self.view.now = now
+        if self._defer:
+            self._deciding = True
+            self.view.release_due = self._release_due
         t0 = time.perf_counter()
         choice = self.allocator.allocate(req, self.view)
         decision = time.perf_counter() - t0
@@ -258,6 +285,10 @@ class Engine:
                 ) -> tuple[Placement | None, float]:
         """Admit ``choice`` for ``req`` (arrived at ``now``) and count it."""
         placement, amount = self._admit(req, choice)
+        if self._defer:
+            self._deciding = False
+            self.view.release_due = None
+            self._release_due()
         if placement is not None:
             self.meter.accepted(req.id, now, now + req.duration, placement, amount)
             self.accepted += 1
@@ -335,6 +366,31 @@ class Engine:
         timeouts were scheduled before this wake-up event.
         """
         self._depart(req, placement, amount, event)
+        waiting = self._departure
+        if waiting is not None:
+            self._departure = None
+            waiting.succeed()
+
+    def _defer_departure(self, req: Request, placement: Placement, amount: list[float],
+                         _event: simpy.Event) -> None:
+        """``departures: after_first_step``: hold the release until the request decided at
+        this instant has taken its first server; a zero-delay event releases them when no
+        decision is under way (it fires after the arrival due now, scheduled earlier)."""
+        if not self._due:
+            self.env.timeout(0).callbacks.append(self._release_due_event)
+        self._due.append((req, placement, amount))
+
+    def _release_due_event(self, _event: simpy.Event) -> None:
+        if not self._deciding:
+            self._release_due()
+
+    def _release_due(self) -> None:
+        """Release the deferred departures (each once), then wake a held request."""
+        if not self._due:
+            return
+        due, self._due = self._due, []
+        for req, placement, amount in due:
+            self._depart(req, placement, amount, None)
         waiting = self._departure
         if waiting is not None:
             self._departure = None

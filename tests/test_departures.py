@@ -1,0 +1,188 @@
+"""``departures``: when the requests ending at an instant are released against the request
+arriving then. ``before_arrivals`` (dcsim's default) releases them first;
+``after_first_step`` is the Nara authors' environment's clock (``packing_env.py``: the
+holding-time check runs before the clock ticks, and again, without a tick, after every
+partial step of an allocation), hand-worked here on one- and two-server clusters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dcsim.allocators.builtin import FirstFitAllocator
+from dcsim.allocators.nara import NALB, NULB, RandomMulti, Tetris
+from dcsim.cli import main
+from dcsim.learn.nara_env import NaraEnvConfig
+from dcsim.model.topologies import build_topology
+from dcsim.sim import EngineConfig
+from tests.conftest import ListSource, star_topology
+from tests.test_engine import run
+
+AFTER = EngineConfig(departures="after_first_step")
+
+
+class ChoiceSpy(Tetris):
+    """Tetris (ties to the lowest index) that records the free cpu it saw at each choice."""
+
+    name = "choice_spy"
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.seen: list[tuple[int, list[float]]] = []
+
+    def choose(self, partial, view):
+        self.seen.append((partial.request.id, view.free[:, 0].tolist()))
+        return super().choose(partial, view)
+
+
+def test_a_request_ending_at_an_arrival_is_gone_first_by_default_and_held_after():
+    """One 10-cpu server. r0 takes it on [0, 1]; r1 arrives at 1 wanting all of it. By
+    default r0 departs first and r1 fits; on the authors' clock r0 still holds the server
+    during r1's (one-server) decision, so r1 is rejected, and r0 is released after it."""
+    topo = star_topology(n=1, cpu=10, mem=10)
+    src = ListSource([0, 1, 2], [1, 1, 1], [[10, 10], [10, 10], [10, 10]])
+    for alloc in (FirstFitAllocator, Tetris):
+        _, _, rec = run(topo, src, alloc())
+        assert rec["accepted"] == [True, True, True]
+        eng, summary, rec = run(topo, src, alloc(), AFTER)
+        assert rec["accepted"] == [True, False, True]
+        assert eng.released == eng.accepted == 2
+        assert np.array_equal(eng.state.free, topo.server_capacity)
+
+
+def test_after_first_step_frees_the_ending_request_for_the_later_choices():
+    """Two 10-cpu servers. r0 (t=0, holding 1) takes h0. r1 arrives at 1 wanting 20: its
+    first choice sees h0 full (r0 still holds it) and takes h1; then r0 is released and
+    the second choice takes h0, so r1 is accepted. Default: both free at the first choice."""
+    topo = star_topology(n=2, cpu=10, mem=10)
+    src = ListSource([0, 1], [1, 5], [[10, 10], [20, 20]])
+    spy = ChoiceSpy()
+    _, _, rec = run(topo, src, spy, AFTER)
+    assert rec["accepted"] == [True, True]
+    assert rec["servers"][1] == [1, 0]
+    assert [s for s in spy.seen if s[0] == 1] == [(1, [0.0, 10.0]), (1, [10.0, 10.0])]
+    spy = ChoiceSpy()
+    _, _, rec = run(topo, src, spy)
+    assert rec["accepted"] == [True, True] and rec["servers"][1] == [0, 1]
+    assert [s for s in spy.seen if s[0] == 1][0] == (1, [10.0, 10.0])
+
+
+def test_a_held_request_is_placed_one_tick_after_the_departure_that_makes_room():
+    """One 10-cpu server, capacity wait. r0 holds it on [0, 2]; r1 (t=1) waits. Default: r0
+    departs at 2 and r1 starts at 2. Authors' clock: r0 is released at 2, the clock ticks
+    and r1 starts at 3 (wait 2); r2 (workload t=2, shifted to 4) finds r1, ending at 4,
+    still there, waits, and starts at 5 -- as ``packing_env.py`` steps its time."""
+    topo = star_topology(n=1, cpu=10, mem=10)
+    src = ListSource([0, 1, 2], [2, 1, 1], [[10, 10], [10, 10], [1, 1]])
+    _, _, rec = run(topo, src, FirstFitAllocator(), EngineConfig(capacity="wait"))
+    assert rec["wait"] == [0, 1, 0] and rec["start"] == [0, 2, 3]
+    eng, _, rec = run(topo, src, FirstFitAllocator(),
+                      EngineConfig(capacity="wait", departures="after_first_step"))
+    assert rec["arrival"] == [0, 1, 4]
+    assert rec["wait"] == [0, 2, 1] and rec["start"] == [0, 3, 5]
+    assert rec["accepted"] == [True, True, True]
+    assert eng.released == 3
+
+
+def test_engine_config_refuses_an_unknown_departure_order():
+    with pytest.raises(ValueError, match="departures must be one of"):
+        EngineConfig(departures="whenever")
+
+
+# ------------------------------------------------------------------------ property
+def checked(cls):
+    """``cls`` checking, at every choice, that nothing is over-committed or over-released."""
+
+    def choose(self, partial, view):
+        cap = view.capacity
+        assert (view.free >= -1e-9).all() and (view.free <= cap + 1e-9).all()
+        assert (view.link_free >= -1e-9).all()
+        assert (view.link_free <= view.link_capacity + 1e-9).all()
+        return cls.choose(self, partial, view)
+
+    return type(f"Checked{cls.__name__}", (cls,), {"choose": choose, "name": "checked"})
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 60),
+       capacity=st.sampled_from(["reject", "wait"]),
+       cls=st.sampled_from([Tetris, NALB, NULB, RandomMulti]),
+       reservation=st.sampled_from(["union", "per_pair_channel"]),
+       eligible=st.sampled_from(["needed", "any_free"]))
+def test_after_first_step_never_over_commits_and_releases_each_request_once(
+        seed, n, capacity, cls, reservation, eligible):
+    """Integer holding times on a tick clock (so departures and arrivals coincide), every
+    multi-server allocator: free stays within [0, capacity] at every choice, every accepted
+    request is released exactly once, and the cluster ends empty."""
+    topo = build_topology({"kind": "fabric", "pods": 1, "racks": 2, "servers": 2, "fabric": 1,
+                           "spines": 1, "sr": 1, "rf": 1, "fs": 1,
+                           "server": {"cpu": 10, "mem": 10}})
+    rng = np.random.default_rng(seed)
+    src = ListSource(np.arange(n, dtype=float), rng.integers(1, 6, n).astype(float),
+                     rng.integers(0, 25, (n, 2)), rng.choice([0.0, 0.3, 0.6], n))
+    alloc_cls = checked(cls)
+    alloc = alloc_cls(alloc_cls.Options(reservation=reservation, eligible=eligible),
+                      rng=np.random.default_rng(seed + 1), topology=topo)
+    eng, summary, rec = run(topo, src, alloc,
+                            EngineConfig(capacity=capacity, departures="after_first_step"))
+    rows = pd.DataFrame(rec)
+    assert eng.released == eng.accepted == int(rows["accepted"].sum())
+    assert np.allclose(eng.state.free, topo.server_capacity)
+    assert np.allclose(eng.state.link_free, topo.link_capacity)
+    assert summary["received"] == n
+
+
+# ------------------------------------------------------------------------ config and CLI
+def _cli(tmp_path, cfg, *extra):
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return CliRunner().invoke(main, ["run", str(path), "--out", str(tmp_path / "out"), *extra])
+
+
+BASE = {"name": "dep", "seed": 1, "capacity": "wait",
+        "topology": {"kind": "fabric", "preset": "alpha"},
+        "workload": {"requests": 60, "arrival": {"process": "tick"},
+                     "demand": {"cpu": {"dist": "uniform_int", "low": 1, "high": 50},
+                                "mem": {"dist": "uniform_int", "low": 1, "high": 50}},
+                     "duration": {"dist": "uniform_int", "low": 1, "high": 30},
+                     "bandwidth": {"dist": "uniform", "low": 0.1, "high": 1.0}},
+        "allocators": ["tetris"]}
+
+
+def test_cli_sweeps_the_departure_order_and_records_it(tmp_path):
+    res = _cli(tmp_path, BASE | {"matrix": {"departures": ["before_arrivals",
+                                                          "after_first_step"]}})
+    assert res.exit_code == 0, res.output
+    s = pd.read_parquet(tmp_path / "out" / "summary.parquet")
+    assert sorted(s["departures"]) == ["after_first_step", "before_arrivals"]
+    waits = pd.read_parquet(tmp_path / "out" / "requests")
+    assert waits.groupby("departures")["wait"].sum().loc["after_first_step"] > 0
+    res = _cli(tmp_path, BASE | {"departures": "after_first_step"}, "--overwrite")
+    assert res.exit_code == 0, res.output
+    rec = yaml.safe_load((tmp_path / "out" / "experiment.yaml").read_text())
+    assert rec["departures"] == "after_first_step"
+
+
+@pytest.mark.parametrize(("cfg", "needle"), [
+    (BASE | {"departures": "later"}, "departures"),
+    ({"name": "q", "mode": "queue", "departures": "after_first_step",
+      "workload": {"jobs": 5}, "schedulers": ["sjf"]}, "departures"),
+])
+def test_cli_bad_departures_is_one_clear_error(tmp_path, cfg, needle):
+    res = _cli(tmp_path, cfg)
+    assert res.exit_code != 0
+    assert needle in res.output and "Traceback" not in res.output
+
+
+def test_nara_env_takes_the_departure_order_from_an_experiment(tmp_path):
+    from dcsim.learn.nara_env import env_config_from_experiment
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(BASE | {"departures": "after_first_step"}))
+    assert env_config_from_experiment(path).departures == "after_first_step"
+    assert NaraEnvConfig().departures == "before_arrivals"
