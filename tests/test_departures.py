@@ -186,3 +186,11 @@ def test_nara_env_takes_the_departure_order_from_an_experiment(tmp_path):
     path.write_text(yaml.safe_dump(BASE | {"departures": "after_first_step"}))
     assert env_config_from_experiment(path).departures == "after_first_step"
     assert NaraEnvConfig().departures == "before_arrivals"
+
+
+def test_a_training_config_passes_the_departure_order_to_its_environments():
+    from dcsim.learn.ppo import TrainConfig
+
+    cfg = TrainConfig(departures="after_first_step")
+    assert cfg.env_config().departures == "after_first_step"
+    assert all(c.departures == "after_first_step" for c in cfg.eval_configs())

@@ -105,6 +105,7 @@ class TrainConfig:
     workload: dict[str, Any] = Field(default_factory=_uniform)
     episode_requests: int = Field(32, ge=1)       # paper: 32 in training
     capacity: Literal["wait", "reject"] = "wait"
+    departures: Literal["before_arrivals", "after_first_step"] = "before_arrivals"
     reservation: Literal["union", "per_pair_channel"] = "union"
     k_paths: int = Field(3, ge=1)
     reward_success: float = 10.0                  # paper: x = 10
@@ -147,7 +148,8 @@ class TrainConfig:
         return NaraEnvConfig(topology=self.topology, topologies=self.topologies,
                              features=self.features, workload=self.workload,
                              requests=requests or self.episode_requests,
-                             capacity=self.capacity, reservation=self.reservation,
+                             capacity=self.capacity, departures=self.departures,
+                             reservation=self.reservation,
                              k_paths=self.k_paths, reward_success=self.reward_success,
                              reward_failure=self.reward_failure, reward_step=self.reward_step,
                              holding_scale=self.holding_scale, base_dir=self.base_dir)
