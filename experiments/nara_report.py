@@ -8,7 +8,8 @@ ratio averaged over the last 20 % of requests, ``acceptance_last20``) per reques
 topology; Table 2, the cpu and memory utilisation on topology alpha, twice: as the paper
 computes it (``util_cpu_last50`` / ``util_mem_last50``: the utilisation sampled once per
 request, averaged over the last 50 % of requests, the authors' ``scripts/plots.py``) and as
-dcsim's time average over the episode (``util_cpu`` / ``util_mem``). If
+dcsim's time average over the episode (``util_cpu`` / ``util_mem``); Table 3, the same
+per-request utilisation on beta. If
 ``results/nara_optical/summary.parquet`` (or ``nara_optical_scaled``) exists, also the
 acceptance, cpu and memory utilisation on the nine optical topologies of the 2023 paper
 (its Fig. 2), and each baseline's rank per topology. If ``results/nara_learned/summary.parquet``
@@ -19,7 +20,10 @@ policy (``nara``, the one trained on each set) beside the baselines.
 
 prints what each of the authors' behaviours is worth, from
 ``results/nara_authors_ablation`` (and ``nara_authors_ablation_gamma``): acceptance per
-request set and topology of each variant (rows) and its change from the ``+authors`` row.
+request set and topology of each variant (rows) and its change from the ``+authors`` row,
+and, from ``results/nara_clock_ablation``, what the authors' clock (``departures:
+after_first_step``) changes: each baseline under both departure orders and the paired
+difference (mean ± 95 % CI over seeds).
 """
 
 from __future__ import annotations
@@ -48,9 +52,10 @@ def table1(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def table2(df: pd.DataFrame, suffix: str = "_last50") -> str:
-    """cpu and memory utilisation on alpha: ``util_{cpu,mem}{suffix}`` ("" = time average)."""
-    alpha = df[df["preset"] == "alpha"]
+def table2(df: pd.DataFrame, suffix: str = "_last50", preset: str = "alpha") -> str:
+    """cpu and memory utilisation on ``preset`` (the paper's Table 2: alpha, Table 3: beta):
+    ``util_{cpu,mem}{suffix}`` ("" = time average)."""
+    alpha = df[df["preset"] == preset]
     lines = ["| allocator | " + " | ".join(f"{s} cpu | {s} mem" for s in SETS) + " |",
              "|---" * (2 * len(SETS) + 1) + "|"]
     for a in [x for x in ORDER if x in set(alpha["allocator"])]:
@@ -119,6 +124,27 @@ def ablation(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def clock(df: pd.DataFrame) -> str:
+    """Per (set, topology) and baseline: acceptance under ``before_arrivals`` and
+    ``after_first_step``, and the difference paired by seed."""
+    cols = [(s, p) for s in SETS for p in PRESETS
+            if ((df["workload"] == s) & (df["preset"] == p)).any()]
+    keys = ["allocator", "workload", "preset", "seed"]
+    wide = df.pivot_table(index=keys, columns="departures", values="acceptance_last20")
+    lines = ["| baseline | " + " | ".join(f"{s} {p}" for s, p in cols) + " |",
+             "|---" * (len(cols) + 1) + "|"]
+    for a in [x for x in ORDER if x in set(df["allocator"])]:
+        cells = []
+        for s, p in cols:
+            g = wide.xs((a, s, p), level=("allocator", "workload", "preset"))
+            before, after = g["before_arrivals"], g["after_first_step"]
+            d = ci_cell(after - before)
+            cells.append(f"{before.mean():.2f} → {after.mean():.2f} "
+                         f"({'' if d.startswith('-') else '+'}{d})")
+        lines.append(f"| {a} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=Path("results"))
@@ -128,13 +154,20 @@ def main() -> None:
     if args.ablation:
         paths = [args.results / n / "summary.parquet"
                  for n in ("nara_authors_ablation", "nara_authors_ablation_gamma")]
-        if not any(p.exists() for p in paths):
+        q = args.results / "nara_clock_ablation" / "summary.parquet"
+        if not any(p.exists() for p in [*paths, q]):
             raise SystemExit(f"no {paths[0]}: run `dcsim run "
                              "experiments/nara_authors_ablation.yaml --jobs 2` first")
-        df = pd.concat([pd.read_parquet(p) for p in paths if p.exists()], ignore_index=True)
-        print("\n### The authors' behaviours, one at a time: acceptance (change from "
-              "+authors)\n")
-        print(ablation(df))
+        if any(p.exists() for p in paths):
+            df = pd.concat([pd.read_parquet(p) for p in paths if p.exists()],
+                           ignore_index=True)
+            print("\n### The authors' behaviours, one at a time: acceptance (change from "
+                  "+authors)\n")
+            print(ablation(df))
+        if q.exists():
+            print("\n### The authors' clock: acceptance under departures: before_arrivals "
+                  "→ after_first_step (paired difference)\n")
+            print(clock(pd.read_parquet(q)))
         return
     tables = {"nara_table1": "", "nara_learned": " with the learned policy (nara: trained "
               "on alpha with each set)"}
@@ -152,6 +185,9 @@ def main() -> None:
                 print(f"\n### Table 2{what}: utilisation on alpha (per-request, last 50 % "
                       "of requests, as the paper)\n")
                 print(table2(df))
+                print(f"\n### Table 3{what}: utilisation on beta (per-request, last 50 % "
+                      "of requests, as the paper)\n")
+                print(table2(df, preset="beta"))
             print(f"\n### Table 2{what}: utilisation on alpha (time average over the "
                   "episode)\n")
             print(table2(df, ""))
