@@ -147,6 +147,17 @@ def test_reduced_learned_table_end_to_end(tmp_path):
     assert "| nara | " in rep.split("### Table 2 with the learned policy")[1]
 
 
+def ablation_report(tmp_path, name: str, config: dict, seeds: int) -> str:
+    """Run the reduced ``config`` into ``tmp_path/name`` and return ``nara_report.py
+    --ablation``'s output over ``tmp_path``."""
+    cfg = tmp_path / f"{name}.yaml"
+    cfg.write_text(yaml.safe_dump(config, sort_keys=False))
+    run("run", cfg, "--out", tmp_path / name, "--seeds", str(seeds))
+    return subprocess.run([sys.executable, str(EXPERIMENTS / "nara_report.py"), "--results",
+                           str(tmp_path), "--ablation"], capture_output=True, text=True,
+                          check=True).stdout
+
+
 AUTHORS_TETRIS = {"demand": "full", "bandwidth_term": "authors_misaligned",
                   "eligible": "any_free", "ties": "name"}
 AUTHORS_SEARCH = {**AUTHORS_TETRIS, "anchor": "carried", "search": "authors",
@@ -199,12 +210,7 @@ def test_ablation_sets_back_one_behaviour_at_a_time(tmp_path):
                        if a["label"] in ("nulb", "nulb+authors", "nulb+authors-search_bfs")]
     (key,) = d["matrix"]
     d["matrix"][key][0][2] = 30
-    cfg = tmp_path / "nara_authors_ablation.yaml"
-    cfg.write_text(yaml.safe_dump(d, sort_keys=False))
-    run("run", cfg, "--out", tmp_path / "nara_authors_ablation", "--seeds", "1")
-    rep = subprocess.run([sys.executable, str(EXPERIMENTS / "nara_report.py"), "--results",
-                          str(tmp_path), "--ablation"], capture_output=True, text=True,
-                         check=True).stdout
+    rep = ablation_report(tmp_path, "nara_authors_ablation", d, seeds=1)
     assert "| nulb+authors | " in rep and "| nulb+authors-search_bfs | " in rep
     assert "(+" in rep or "(-" in rep
 
@@ -232,11 +238,6 @@ def test_clock_ablation_pairs_both_orders_on_table1_points(tmp_path):
     d["matrix"][key] = d["matrix"][key][:1]
     d["matrix"][key][0][2] = 30
     d["allocators"] = d["allocators"][:1]
-    cfg = tmp_path / "nara_clock_ablation.yaml"
-    cfg.write_text(yaml.safe_dump(d, sort_keys=False))
-    run("run", cfg, "--out", tmp_path / "nara_clock_ablation", "--seeds", "2")
-    rep = subprocess.run([sys.executable, str(EXPERIMENTS / "nara_report.py"), "--results",
-                          str(tmp_path), "--ablation"], capture_output=True, text=True,
-                         check=True).stdout
+    rep = ablation_report(tmp_path, "nara_clock_ablation", d, seeds=2)
     row = rep.split("### The authors' clock")[1].split("| tetris | ")[1]
     assert "→" in row and "±" in row
