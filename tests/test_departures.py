@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 from dcsim.allocators.builtin import FirstFitAllocator
 from dcsim.allocators.nara import NALB, NULB, RandomMulti, Tetris
 from dcsim.cli import main
-from dcsim.learn.nara_env import NaraEnvConfig
 from dcsim.model.topologies import build_topology
 from dcsim.sim import EngineConfig
 from tests.conftest import ListSource, star_topology
@@ -180,7 +179,8 @@ def test_cli_bad_departures_is_one_clear_error(tmp_path, cfg, needle):
 
 
 def test_nara_env_takes_the_departure_order_from_an_experiment(tmp_path):
-    from dcsim.learn.nara_env import env_config_from_experiment
+    pytest.importorskip("gymnasium")  # the learn extra
+    from dcsim.learn.nara_env import NaraEnvConfig, env_config_from_experiment
 
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(BASE | {"departures": "after_first_step"}))
@@ -189,6 +189,8 @@ def test_nara_env_takes_the_departure_order_from_an_experiment(tmp_path):
 
 
 def test_a_training_config_passes_the_departure_order_to_its_environments():
+    pytest.importorskip("torch")  # the learn extra
+    pytest.importorskip("gymnasium")
     from dcsim.learn.ppo import TrainConfig
 
     cfg = TrainConfig(departures="after_first_step")
