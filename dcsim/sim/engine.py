@@ -366,6 +366,10 @@ class Engine:
         timeouts were scheduled before this wake-up event.
         """
         self._depart(req, placement, amount, event)
+        self._wake_held()
+
+    def _wake_held(self) -> None:
+        """Wake the request held for capacity, if any (it re-checks the totals)."""
         waiting = self._departure
         if waiting is not None:
             self._departure = None
@@ -391,10 +395,7 @@ class Engine:
         due, self._due = self._due, []
         for req, placement, amount in due:
             self._depart(req, placement, amount, None)
-        waiting = self._departure
-        if waiting is not None:
-            self._departure = None
-            waiting.succeed()
+        self._wake_held()
 
     # ------------------------------------------------------------------ records
     def _finish_batch(
