@@ -447,3 +447,30 @@ def test_generator_knobs_exercise_loader_rules():
     assert m.state.n_vms + len(m.skipped_vms) == total
     fixed = sum(not v["allow_migration"] for v in doc["cluster_list"][0]["vm_instance"])
     assert fixed == round(0.25 * total)
+
+
+def test_production_preset_matches_the_production_sample():
+    """The production-like preset: 279 hosts, the sample's mix (types in both NUMA counts,
+    per-NUMA sizes as listed), 94.3 % cpu and 46 % memory used, ~1,390 free cores, and an
+    initial FR near the sample's 0.598 on average (a handful of seeds)."""
+    from dcsim.vm.synthetic import PRODUCTION_MIX
+
+    frs = []
+    for seed in range(4):
+        m = parse_mapping(synthetic_preset("production", seed), "production")
+        s = m.state
+        assert m.free_mismatches == 0
+        assert s.n_hosts == 279 and 2050 <= s.n_vms <= 2170
+        assert 0.935 <= 1 - s.free_cpu.sum() / s.cap_cpu.sum() <= 0.95
+        assert 0.44 <= 1 - s.free_mem.sum() / s.cap_mem.sum() <= 0.48
+        assert 1250 <= s.free_cpu.sum() <= 1600
+        frs.append(s.fragment_rate())
+        mix = {(name, numas, cpu, mem) for name, numas, cpu, mem, _ in PRODUCTION_MIX}
+        for v in s.vms:
+            assert (v.type, v.numas, v.cpu // v.numas, v.mem // v.numas) in mix
+        doubles = {v.type for v in s.vms if v.numas == 2}
+        assert "ecs.c1.16xlarge" in doubles and "ecs.c1.8xlarge" in doubles
+        assert any(v.type == "ecs.c1.8xlarge" and v.numas == 1 for v in s.vms)
+    assert 0.5 <= np.mean(frs) <= 0.7
+    small = parse_mapping(synthetic_preset("production_small", 0)).state
+    assert small.n_hosts == 32 and small.n_vms > 150

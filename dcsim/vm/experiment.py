@@ -4,14 +4,16 @@ the mapping it names, and one rescheduler's run on it.
 The ``vm:`` section of a static experiment (:class:`StaticSpec`)::
 
     vm:
-      mapping: {synthetic: medium}          # or small; or {path: mapping.json}
+      mapping: {synthetic: production}      # or small, medium, production_small; or {path: mapping.json}
       mnl: 50
 
 ``mapping`` (:class:`MappingSpec`, shared with the online mode) is one of
 
-* ``{synthetic: small | medium, seed_offset: 0}``: a mapping drawn by
-  :func:`dcsim.vm.synthetic.synthetic_mapping` with the preset's host count (small 8,
-  medium 280). Optional overrides: ``hosts``, ``target_cpu``, ``random_share``,
+* ``{synthetic: PRESET, seed_offset: 0}``: a mapping drawn by
+  :func:`dcsim.vm.synthetic.synthetic_mapping` with the preset's settings
+  (:data:`dcsim.vm.synthetic.PRESETS`: ``small`` 8 hosts and ``medium`` 280 hosts of Table
+  1's mix; ``production`` 279 hosts and ``production_small`` 32 hosts of the production
+  sample's mix, initial FR ≈ 0.60). Optional overrides: ``hosts``, ``target_cpu``, ``random_share``,
   ``numa_cpu``, ``numa_mem``. The generator is seeded from the run's workload generator
   (its first draw) and ``seed_offset``: every seed of an experiment gets its own mapping,
   every rescheduler of one seed the same one (the runner's workload generator depends only
@@ -55,7 +57,7 @@ class MappingSpec(_Strict):
     """Where a run's mapping comes from: exactly one of ``synthetic``, ``path`` or (alone)
     ``hosts`` (see the module docstring)."""
 
-    synthetic: Literal["small", "medium"] | None = None
+    synthetic: Literal["small", "medium", "production", "production_small"] | None = None
     seed_offset: Annotated[int, Field(ge=0)] = 0
     path: str | None = None
     hosts: Annotated[int, Field(ge=1)] | None = None
@@ -74,7 +76,8 @@ class MappingSpec(_Strict):
                                  f"{', '.join(extra)})")
         elif self.synthetic is None:
             if self.hosts is None:
-                raise ValueError("give one of synthetic (small | medium), path (a mapping "
+                raise ValueError("give one of synthetic (a preset: small, medium, production, "
+                                 "production_small), path (a mapping "
                                  "file) or hosts (that many empty hosts)")
             extra = sorted(given - {"hosts", "numa_cpu", "numa_mem"})
             if extra:
