@@ -246,6 +246,22 @@ def train_deeprm(config: Path, out: Path, iterations: int | None, seed: int | No
     click.echo(f"checkpoint: {result['best']}")
 
 
+@train.command("vmr2l")
+@_train_options("vmr2l")
+def train_vmr2l(config: Path, out: Path, iterations: int | None, seed: int | None) -> None:
+    """Train VMR²L's two-stage transformer rescheduling policy (PPO) with CONFIG (YAML)."""
+    cfg, run_training = _train("vmr2l", "dcsim.learn.vmr2l_ppo", config, out, iterations, seed)
+    click.echo(f"training VMR2L ({cfg.attention} attention): {cfg.iterations} iterations x "
+               f"{cfg.num_envs} envs x {cfg.num_steps} steps -> {out}")
+    result = run_training()
+    b = result["eval_baselines"]
+    click.echo(f"done in {result['wall_time_s']:.1f}s ({result['env_steps']} steps): best eval "
+               f"FR {result['best_eval_fr']:.4f} at iteration {result['best_iteration']} "
+               f"(greedy {b['greedy']:.4f}, alpha_vbpp {b['alpha_vbpp']:.4f}, initial "
+               f"{b['initial']:.4f})")
+    click.echo(f"checkpoint: {result['best']}")
+
+
 @train.command("nara")
 @_train_options("nara")
 def train_nara(config: Path, out: Path, iterations: int | None, seed: int | None) -> None:

@@ -25,7 +25,8 @@ BUILTIN_MODULES = ("dcsim.allocators.builtin", "dcsim.allocators.kraken",
                    "dcsim.allocators.vc_tetris", "dcsim.allocators.strawman",
                    "dcsim.allocators.nara", "dcsim.allocators.nara_learned",
                    "dcsim.schedulers.builtin", "dcsim.schedulers.deeprm",
-                   "dcsim.reschedulers.builtin", "dcsim.placers.builtin")
+                   "dcsim.reschedulers.builtin", "dcsim.reschedulers.vmr2l",
+                   "dcsim.placers.builtin")
 
 _pm: pluggy.PluginManager | None = None
 _sources: dict[str, str] = {}  # plugin name -> distribution that provided it

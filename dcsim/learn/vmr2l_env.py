@@ -1,0 +1,205 @@
+"""A Gymnasium environment for VMR²L rescheduling (``dcsim/VMR2L-v0``) over dcsim's VM model.
+
+An episode draws a mapping (:func:`dcsim.vm.synthetic.synthetic_preset`, ``preset``; the
+host count drawn per episode from ``hosts`` when it is a ``[low, high]`` range, or a
+mapping given through ``reset(options={"mapping": state})``) and runs ``mnl`` steps. Each
+step is one action ``(vm token, slot)`` (:mod:`dcsim.reschedulers.vmr2l`: tokens are the
+migratable VMs, slot ``2h + j`` is host ``h``, NUMA ``j``; the VM's own host is a no-op).
+Reward: the fragment removed (``Σ free_cpu mod 16`` before − after, in cores) ÷ 128, the
+authors' ``Σ (f mod 16)/32 / 4``; so the rewards of an episode sum to the fragment removed
+÷ 128. The episode terminates after ``mnl`` steps (the step counter is in the observation).
+
+Observation (padded to ``max_hosts`` hosts and ``max_vms`` VM tokens; the counts say how
+many are real): ``hosts`` (max_hosts, 8), ``vms`` (max_vms, 14), ``vm_host`` (the token's
+host, −1 for padding), ``vm_count``, ``host_count``, ``step`` (t / mnl). Features are
+recomputed from the state at every step (the authors' incremental update has index errors
+that a recomputation cannot have).
+
+Masks: :meth:`VMR2LEnv.vm_mask` (the real tokens: every migratable VM may be chosen, since
+its own host is always a legal no-op) and :meth:`VMR2LEnv.slot_mask` (for a chosen token:
+the model's own feasibility plus the no-op). A masked action (what ``check_env`` and random
+agents send) is not an error: the step is a no-op with reward 0 and ``info["invalid"]``;
+with the masks, no action is ever invalid.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from dcsim.errors import ConfigError
+from dcsim.reschedulers.vmr2l import (
+    HOST_FEATURES,
+    VM_FEATURES,
+    host_mask,
+    observe,
+    slot_migration,
+    tokens_of,
+)
+from dcsim.vm.mapping_io import parse_mapping
+from dcsim.vm.model import MappingState
+from dcsim.vm.synthetic import PRESETS, synthetic_preset
+
+ENV_ID = "dcsim/VMR2L-v0"
+REWARD_SCALE = 128.0
+
+
+class VMR2LEnvConfig(BaseModel):
+    """The environment's settings (also a training config's environment keys)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    preset: str = "production_small"
+    hosts: int | tuple[int, int] | None = None   # None: the preset's; [lo, hi]: drawn
+    mnl: int = Field(20, ge=1)
+    max_vms: int | None = Field(None, ge=1)      # None: 16 per host (enough at 94 % cpu)
+
+    @field_validator("preset")
+    @classmethod
+    def _preset(cls, v: str) -> str:
+        if v not in PRESETS:
+            raise ValueError(f"unknown preset {v!r}; available: {', '.join(PRESETS)}")
+        return v
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, v):
+        if v is None:
+            return v
+        lo, hi = (v, v) if isinstance(v, int) else v
+        if not 1 <= lo <= hi:
+            raise ValueError(f"hosts must be >= 1 (a range low <= high), got {v}")
+        return v
+
+    @property
+    def host_range(self) -> tuple[int, int]:
+        if self.hosts is None:
+            n = PRESETS[self.preset]["hosts"]
+            return n, n
+        return (self.hosts, self.hosts) if isinstance(self.hosts, int) else tuple(self.hosts)
+
+    @property
+    def max_hosts(self) -> int:
+        return self.host_range[1]
+
+    @property
+    def vm_capacity(self) -> int:
+        return self.max_vms if self.max_vms is not None else 16 * self.max_hosts
+
+
+class VMR2LEnv(gym.Env):
+    """VMR²L rescheduling as a Gymnasium environment (see the module docstring)."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, config: VMR2LEnvConfig | None = None, **kwargs: Any):
+        if config is None:
+            config = VMR2LEnvConfig(**kwargs)
+        elif kwargs:
+            config = config.model_copy(update=kwargs)
+        self.config = config
+        H, M = config.max_hosts, config.vm_capacity
+        self.observation_space = spaces.Dict({
+            "hosts": spaces.Box(0.0, 1.0, (H, HOST_FEATURES), dtype=np.float32),
+            "vms": spaces.Box(0.0, 1.0, (M, VM_FEATURES), dtype=np.float32),
+            "vm_host": spaces.Box(-1, H - 1, (M,), dtype=np.int64),
+            "vm_count": spaces.Discrete(M + 1),
+            "host_count": spaces.Discrete(H + 1),
+            "step": spaces.Box(0.0, 1.0, (1,), dtype=np.float32),
+        })
+        self.action_space = spaces.MultiDiscrete([M, 2 * H])
+        self.state: MappingState | None = None
+        self.tokens = np.zeros(0, dtype=np.int64)
+        self.t = 0
+
+    # ------------------------------------------------------------------ helpers
+    def _draw(self) -> MappingState:
+        lo, hi = self.config.host_range
+        hosts = int(self.np_random.integers(lo, hi + 1))
+        seed = int(self.np_random.integers(2**62))
+        doc = synthetic_preset(self.config.preset, seed, hosts=hosts)
+        return parse_mapping(doc, f"synthetic {self.config.preset}").state
+
+    def _load(self, state: MappingState) -> None:
+        tokens = tokens_of(state)
+        if state.n_hosts > self.config.max_hosts:
+            raise ConfigError(f"mapping has {state.n_hosts} hosts, more than max_hosts "
+                              f"{self.config.max_hosts} of the environment")
+        if len(tokens) > self.config.vm_capacity:
+            raise ConfigError(f"mapping has {len(tokens)} migratable VMs, more than max_vms "
+                              f"{self.config.vm_capacity}: raise max_vms")
+        self.state = state.copy()
+        self.tokens = tokens
+        self.t = 0
+
+    def features(self) -> tuple[np.ndarray, np.ndarray]:
+        """Unpadded ``(hosts (H, 8), vms (M, 14))`` of the current state."""
+        return observe(self.state, self.tokens)
+
+    def _obs(self) -> dict[str, Any]:
+        H, M = self.config.max_hosts, self.config.vm_capacity
+        hf, vf = self.features()
+        hosts = np.zeros((H, HOST_FEATURES), dtype=np.float32)
+        hosts[:len(hf)] = hf
+        vms = np.zeros((M, VM_FEATURES), dtype=np.float32)
+        vms[:len(vf)] = vf
+        vm_host = np.full(M, -1, dtype=np.int64)
+        vm_host[:len(self.tokens)] = self.state.vm_host[self.tokens]
+        return {"hosts": hosts, "vms": vms, "vm_host": vm_host,
+                "vm_count": len(self.tokens), "host_count": self.state.n_hosts,
+                "step": np.array([self.t / self.config.mnl], dtype=np.float32)}
+
+    def vm_mask(self) -> np.ndarray:
+        """``(max_vms,)`` bool: the real tokens (each may be chosen)."""
+        m = np.zeros(self.config.vm_capacity, dtype=bool)
+        m[:len(self.tokens)] = True
+        return m
+
+    def slot_mask(self, token: int) -> np.ndarray:
+        """``(2 max_hosts,)`` bool: the legal slots for token ``token``."""
+        m = np.zeros(2 * self.config.max_hosts, dtype=bool)
+        if 0 <= token < len(self.tokens):
+            ok = host_mask(self.state, int(self.tokens[token]))
+            m[:len(ok)] = ok
+        return m
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        mapping = (options or {}).get("mapping")
+        self._load(mapping if mapping is not None else self._draw())
+        return self._obs(), {"fragment_rate": self.state.fragment_rate(),
+                             "fragment": self.state.fragment()}
+
+    def step(self, action):
+        if self.state is None:
+            raise RuntimeError("call reset() before step()")
+        token, slot = int(action[0]), int(action[1])
+        before = self.state.fragment()
+        invalid = not (0 <= token < len(self.tokens)) or not self.slot_mask(token)[slot]
+        moved = False
+        if not invalid:
+            m = slot_migration(self.state, int(self.tokens[token]), slot)
+            if m is not None:
+                self.state.apply(m, self.t + 1)
+                moved = True
+        self.t += 1
+        after = self.state.fragment()
+        reward = (before - after) / REWARD_SCALE
+        done = self.t >= self.config.mnl
+        info = {"invalid": invalid, "moved": moved, "fragment": after,
+                "fragment_rate": self.state.fragment_rate()}
+        return self._obs(), float(reward), done, False, info
+
+
+def register() -> None:
+    """Register ``dcsim/VMR2L-v0`` with Gymnasium (idempotent)."""
+    if ENV_ID not in gym.registry:
+        gym.register(id=ENV_ID, entry_point="dcsim.learn.vmr2l_env:VMR2LEnv")
+
+
+register()

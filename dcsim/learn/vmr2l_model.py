@@ -1,0 +1,102 @@
+"""VMR²L's two-stage transformer policy in PyTorch (for training; inference is the numpy
+code of :mod:`dcsim.reschedulers.vmr2l`, which reads the same arrays).
+
+:class:`VMR2LPolicy` holds the VM actor-critic (``vm``) and the host actor (``host``), each
+an ``nn.Transformer`` (post-LN, GELU) with linear embeddings and output layers; the
+parameter names of its ``state_dict`` are the checkpoint's array names
+(:func:`dcsim.reschedulers.vmr2l.weight_shapes`). Batches may mix mappings of different
+sizes: hosts and VMs are padded and masked (``host_pad``, ``vm_pad``: True = padding).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from dcsim.reschedulers.vmr2l import Architecture, sparse_masks, weight_shapes
+
+
+def _transformer(a: Architecture, dropout: float) -> nn.Transformer:
+    return nn.Transformer(d_model=a.d_model, nhead=a.heads,
+                          num_encoder_layers=a.encoder_layers,
+                          num_decoder_layers=a.decoder_layers, dim_feedforward=a.d_ff,
+                          dropout=dropout, activation="gelu", batch_first=True,
+                          norm_first=False)
+
+
+class _VMNet(nn.Module):
+    def __init__(self, a: Architecture, dropout: float):
+        super().__init__()
+        self.a = a
+        self.pm_encode = nn.Linear(a.host_features, a.d_model)
+        self.vm_encode = nn.Linear(a.vm_features, a.d_model)
+        self.transformer = _transformer(a, dropout)
+        self.output_layer = nn.Linear(a.d_model, 1)
+        self.critic_layer = nn.Linear(a.d_model, 1)
+
+    def forward(self, hosts, vms, step, host_pad, vm_pad, vm_host=None):
+        B, H, _ = hosts.shape
+        d = self.a.d_model
+        src = torch.cat([step.view(B, 1, 1).expand(B, 1, d), self.pm_encode(hosts)], dim=1)
+        src_pad = torch.cat([torch.zeros(B, 1, dtype=torch.bool, device=hosts.device),
+                             host_pad], dim=1)
+        tgt = torch.cat([self.vm_encode(vms), torch.full((B, 1, d), -1.0, device=vms.device)],
+                        dim=1)
+        tgt_pad = torch.cat([vm_pad, torch.zeros(B, 1, dtype=torch.bool, device=vms.device)],
+                            dim=1)
+        tgt_mask = memory_mask = None
+        if self.a.attention == "sparse":
+            vh = vm_host.masked_fill(vm_pad, -1).cpu().numpy()
+            sb, cb = sparse_masks(vh, H)
+            # padding (host -1): a padded VM sees only itself, nothing sees a padded VM
+            pad = vm_pad.cpu().numpy()
+            sb[:, :, :-1] |= pad[:, None, :]
+            M = pad.shape[1]
+            sb[:, np.arange(M), np.arange(M)] &= ~pad
+            h = self.a.heads
+            tgt_mask = torch.as_tensor(np.repeat(sb, h, axis=0), device=vms.device)
+            memory_mask = torch.as_tensor(np.repeat(cb, h, axis=0), device=vms.device)
+            tgt_pad = None
+        out = self.transformer(src, tgt, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                               src_key_padding_mask=src_pad, tgt_key_padding_mask=tgt_pad,
+                               memory_key_padding_mask=src_pad)
+        logits = self.output_layer(out[:, :-1]).squeeze(-1)
+        value = self.critic_layer(out[:, -1]).squeeze(-1)
+        return logits.masked_fill(vm_pad, float("-inf")), value
+
+
+class _HostNet(nn.Module):
+    def __init__(self, a: Architecture, dropout: float):
+        super().__init__()
+        self.a = a
+        self.pm_encode = nn.Linear(a.host_features, a.d_model)
+        self.vm_encode = nn.Linear(a.vm_features, a.d_model)
+        self.transformer = _transformer(a, dropout)
+        self.output_layer = nn.Linear(a.d_model, 2)
+
+    def forward(self, hosts, chosen, step, host_pad):
+        B = hosts.shape[0]
+        d = self.a.d_model
+        src = torch.cat([step.view(B, 1, 1).expand(B, 1, d),
+                         self.vm_encode(chosen).unsqueeze(1)], dim=1)
+        out = self.transformer(src, self.pm_encode(hosts), tgt_key_padding_mask=host_pad)
+        return self.output_layer(out).reshape(B, -1)
+
+
+class VMR2LPolicy(nn.Module):
+    """The VM actor-critic (``vm``) and the host actor (``host``)."""
+
+    def __init__(self, arch: Architecture, dropout: float = 0.0):
+        super().__init__()
+        self.arch = arch
+        self.vm = _VMNet(arch, dropout)
+        self.host = _HostNet(arch, dropout)
+
+    def numpy_weights(self) -> dict[str, np.ndarray]:
+        shapes = weight_shapes(self.arch)
+        sd = self.state_dict()
+        return {k: sd[k].detach().cpu().numpy().astype(np.float32) for k in shapes}
+
+    def load_numpy(self, w: dict[str, np.ndarray]) -> None:
+        self.load_state_dict({k: torch.as_tensor(v) for k, v in w.items()})

@@ -1,0 +1,525 @@
+"""Train VMR²L's two-stage transformer policy with PPO (``dcsim train vmr2l CONFIG``).
+
+One iteration, as the authors' ``main.py``: ``num_envs`` environments
+(:class:`~dcsim.learn.vmr2l_env.VMR2LEnv`) run ``num_steps`` steps each in lock-step; at
+each step one batched forward of the VM actor-critic gives the VM logits and the value, a
+VM is sampled, the host actor (conditioned on that VM) gives the slot logits, masked by the
+model's feasibility, and a slot is sampled; ``log π = log π_vm + log π_host``. GAE(γ, λ);
+then ``update_epochs`` passes over ``num_minibatches`` shuffled minibatches: clipped policy
+loss, clipped value loss × ``vf_coef``, entropy (VM + host) × ``ent_coef``, Adam with
+gradient-norm clipping, the learning rate annealed linearly to 0; an epoch loop stops early
+when its mean approximate KL exceeds ``target_kl``.
+
+Defaults are the authors' settings (Adam 2.5e-4 annealed, 8 envs × 250 steps, 8 epochs, 16
+minibatches, clip 0.1 on policy and value, entropy 0.005, value 0.01, grad norm 0.5, γ 0.99,
+λ 0.95, approx-KL 0.15). Differences: the authors accumulate gradients over 4 minibatches of
+31 (an effective 125); dcsim takes minibatches of 125 directly (the same number of
+optimizer steps). Their dropout is 0.1 and their rollouts run in training mode (dropout
+on); dcsim's default is 0.0 (``dropout``), so that the sampled and the re-evaluated
+log-probabilities are of the same network and numpy inference equals the trained policy.
+
+Every ``eval_every`` iterations (and after the last) the policy, exported to numpy, runs on
+``eval_mappings`` held-out mappings (``eval_preset``/``eval_hosts``, seeds from
+``eval_seed``) at ``eval_mnl`` steps, greedy (argmax) or with ``eval_samples`` sampled
+trajectories (the best kept); ``eval_fr`` is the mean final FR. ``greedy`` and
+``alpha_vbpp`` on the same mappings are in the checkpoint's JSON for reference. The best
+checkpoint is the one with the lowest ``eval_fr``.
+
+``warmstart: alpha_vbpp | greedy`` (dcsim's addition, off by default): before PPO, the
+policy imitates a heuristic's migrations (behaviour cloning: cross-entropy of the VM and the
+slot the heuristic chose, on ``warmstart_mappings`` training mappings of ``mnl`` steps,
+``warmstart_epochs`` passes, Adam at ``warmstart_lr``). The authors' repository has a
+supervised warm-up stage of its own for the VM network (``vm-scheduling warmup``, ``--pretrain``);
+cloning a heuristic is what makes a CPU budget of an hour or two reach a useful policy
+(their full-scale training is ~7,300 core-hours).
+
+Outputs (each written atomically): ``progress.parquet`` (one row per iteration),
+``checkpoint.npz/.json`` (best) and ``last.npz/.json``. Same config, same machine: same
+weights (torch seeded, numpy generators spawned from ``seed``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import torch
+from pydantic import ConfigDict, Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+
+from dcsim import __version__
+from dcsim.errors import ConfigError
+from dcsim.learn.config import read_train_config
+from dcsim.learn.vmr2l_env import VMR2LEnv, VMR2LEnvConfig
+from dcsim.learn.vmr2l_model import VMR2LPolicy
+from dcsim.reschedulers.builtin import AlphaVBPP, Greedy
+from dcsim.reschedulers.vmr2l import Architecture, Checkpoint, rollout, save_checkpoint
+from dcsim.results.writer import write_atomic
+from dcsim.vm.mapping_io import parse_mapping
+from dcsim.vm.model import MappingState
+from dcsim.vm.synthetic import synthetic_preset
+
+__all__ = ["TrainConfig", "load_train_config", "train"]
+
+
+@pydantic_dataclass(config=ConfigDict(extra="forbid"))
+class TrainConfig:
+    """Hyper-parameters (a YAML training config holds any of these keys)."""
+
+    # --- run
+    seed: int = 0
+    iterations: int = Field(200, ge=1)
+    max_wall_s: float | None = Field(None, gt=0.0)
+    threads: int = Field(1, ge=1)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    # --- environment
+    preset: str = "production_small"
+    hosts: int | tuple[int, int] | None = (16, 40)
+    mnl: int = Field(20, ge=1)
+    max_vms: int | None = Field(None, ge=1)
+    # --- PPO (the authors' settings)
+    num_envs: int = Field(8, ge=1)
+    num_steps: int = Field(250, ge=1)
+    num_minibatches: int = Field(16, ge=1)
+    update_epochs: int = Field(8, ge=1)
+    lr: float = Field(2.5e-4, gt=0.0)
+    anneal_lr: bool = True
+    gamma: float = Field(0.99, ge=0.0, le=1.0)
+    gae_lambda: float = Field(0.95, ge=0.0, le=1.0)
+    clip_coef: float = Field(0.1, gt=0.0)
+    clip_vloss: bool = True
+    ent_coef: float = Field(0.005, ge=0.0)
+    vf_coef: float = Field(0.01, ge=0.0)
+    max_grad_norm: float = Field(0.5, gt=0.0)
+    norm_adv: bool = True
+    target_kl: float | None = Field(0.15, gt=0.0)
+    # --- network (the paper's)
+    d_model: int = Field(32, ge=1)
+    heads: int = Field(2, ge=1)
+    encoder_layers: int = Field(2, ge=1)
+    decoder_layers: int = Field(2, ge=1)
+    d_ff: int = Field(64, ge=1)
+    attention: Literal["dense", "sparse"] = "dense"
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    # --- optional warm start: behaviour cloning of a heuristic before PPO (dcsim's, see
+    # the module docstring); none: PPO from random weights, as the authors
+    warmstart: Literal["none", "alpha_vbpp", "greedy"] = "none"
+    warmstart_mappings: int = Field(200, ge=1)
+    warmstart_epochs: int = Field(10, ge=1)
+    warmstart_lr: float = Field(1e-3, gt=0.0)
+    # --- evaluation on held-out mappings
+    eval_every: int = Field(5, ge=1)
+    eval_mappings: int = Field(8, ge=1)
+    eval_preset: str = "production_small"
+    eval_hosts: int | None = Field(None, ge=1)
+    eval_mnl: int | None = Field(None, ge=1)     # None: mnl
+    eval_samples: int = Field(1, ge=1)           # 1: greedy (argmax)
+    eval_seed: int = 1_000_003
+
+    def __post_init__(self):
+        if self.d_model % self.heads:
+            raise ValueError(f"d_model: {self.d_model} is not a multiple of heads "
+                             f"{self.heads}")
+
+    def env_config(self) -> VMR2LEnvConfig:
+        return VMR2LEnvConfig(preset=self.preset, hosts=self.hosts, mnl=self.mnl,
+                              max_vms=self.max_vms)
+
+    def architecture(self) -> Architecture:
+        return Architecture(d_model=self.d_model, heads=self.heads,
+                            encoder_layers=self.encoder_layers,
+                            decoder_layers=self.decoder_layers, d_ff=self.d_ff,
+                            attention=self.attention)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
+    """Read and validate a YAML training config; errors name the file and the field."""
+    cfg = read_train_config(path, TrainConfig, **overrides)
+    try:
+        cfg.env_config()
+        VMR2LEnvConfig(preset=cfg.eval_preset)
+    except Exception as e:  # pydantic ValidationError
+        msg = getattr(e, "errors", lambda: [{"msg": str(e), "loc": ()}])()[0]
+        raise ConfigError(f"{path}: {'.'.join(map(str, msg['loc'])) or 'preset'}: "
+                          f"{msg['msg'].removeprefix('Value error, ')}") from None
+    return cfg
+
+
+def eval_mappings(cfg: TrainConfig) -> list[MappingState]:
+    """The held-out evaluation mappings (seeds ``eval_seed + i``)."""
+    kw = {} if cfg.eval_hosts is None else {"hosts": cfg.eval_hosts}
+    return [parse_mapping(synthetic_preset(cfg.eval_preset, cfg.eval_seed + i, **kw)).state
+            for i in range(cfg.eval_mappings)]
+
+
+def evaluate_policy(ck: Checkpoint, mappings: list[MappingState], mnl: int, samples: int,
+                    seed: int) -> float:
+    """Mean final FR of the policy over ``mappings`` (greedy when ``samples`` is 1)."""
+    frs = []
+    for i, m in enumerate(mappings):
+        rng = np.random.default_rng([seed, i])
+        _, ends = rollout(ck, m, mnl, samples, rng, greedy=samples == 1)
+        frs.append(min(s.fragment_rate() for s in ends))
+    return float(np.mean(frs))
+
+
+def evaluate_baselines(mappings: list[MappingState], mnl: int) -> dict[str, float]:
+    out = {"initial": float(np.mean([m.fragment_rate() for m in mappings]))}
+    for cls in (Greedy, AlphaVBPP):
+        out[cls.name] = float(np.mean([cls().run(m, mnl).fr_after for m in mappings]))
+    return out
+
+
+# ------------------------------------------------------------------------------ batching
+def _stack(obs: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    return {"hosts": np.stack([o["hosts"] for o in obs]),
+            "vms": np.stack([o["vms"] for o in obs]),
+            "vm_host": np.stack([o["vm_host"] for o in obs]),
+            "vm_count": np.array([o["vm_count"] for o in obs], dtype=np.int64),
+            "host_count": np.array([o["host_count"] for o in obs], dtype=np.int64),
+            "step": np.concatenate([o["step"] for o in obs]).astype(np.float32)}
+
+
+def _tensors(b: dict[str, np.ndarray], device) -> dict[str, torch.Tensor]:
+    """Torch tensors of a batch trimmed to its largest real host and VM counts."""
+    H = int(b["host_count"].max())
+    M = int(b["vm_count"].max())
+    hp = np.arange(H)[None, :] >= b["host_count"][:, None]
+    vp = np.arange(M)[None, :] >= b["vm_count"][:, None]
+    vh = np.where(vp, 0, b["vm_host"][:, :M])
+    return {"hosts": torch.as_tensor(b["hosts"][:, :H], device=device),
+            "vms": torch.as_tensor(b["vms"][:, :M], device=device),
+            "vm_host": torch.as_tensor(vh, device=device),
+            "host_pad": torch.as_tensor(hp, device=device),
+            "vm_pad": torch.as_tensor(vp, device=device),
+            "step": torch.as_tensor(b["step"], device=device), "H": H, "M": M}
+
+
+def _masked_log_softmax(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return torch.log_softmax(logits.masked_fill(~mask, float("-inf")), dim=-1)
+
+
+def _entropy(logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    safe = logp.masked_fill(~mask, 0.0)   # 0 · (−inf) would make NaN gradients
+    return -(safe.exp() * safe).masked_fill(~mask, 0.0).sum(-1)
+
+
+def _sample(logp: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    p = np.exp(logp.astype(np.float64))
+    c = np.cumsum(p, axis=1)
+    u = rng.random(len(p)) * c[:, -1]
+    return np.minimum((c < u[:, None]).sum(axis=1), p.shape[1] - 1)
+
+
+def _evaluate_actions(policy: VMR2LPolicy, t: dict[str, Any], vm_act: torch.Tensor,
+                      slot_act: torch.Tensor, slot_mask: torch.Tensor):
+    """log π(vm, slot), entropy and value of a batch (trimmed tensors)."""
+    logits, value = policy.vm(t["hosts"], t["vms"], t["step"], t["host_pad"], t["vm_pad"],
+                              t["vm_host"])
+    vm_ok = ~t["vm_pad"]
+    lp_vm = _masked_log_softmax(logits, vm_ok)
+    idx = torch.arange(len(vm_act), device=vm_act.device)
+    chosen = t["vms"][idx, vm_act]
+    slot_logits = policy.host(t["hosts"], chosen, t["step"], t["host_pad"])
+    mask = slot_mask[:, :slot_logits.shape[1]]
+    lp_slot = _masked_log_softmax(slot_logits, mask)
+    logp = lp_vm[idx, vm_act] + lp_slot[idx, slot_act]
+    ent = _entropy(lp_vm, vm_ok) + _entropy(lp_slot, mask)
+    return logp, ent, value, lp_vm, lp_slot
+
+
+def teacher_data(cfg: TrainConfig, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Behaviour-cloning samples: the heuristic ``cfg.warmstart``'s migrations on
+    ``warmstart_mappings`` training mappings, one sample per migration (the observation
+    before it, the VM's token, its slot)."""
+    teacher = {"alpha_vbpp": AlphaVBPP, "greedy": Greedy}[cfg.warmstart]()
+    env = VMR2LEnv(cfg.env_config())
+    obs, vm_a, slot_a = [], [], []
+    for _ in range(cfg.warmstart_mappings):
+        o, _ = env.reset(seed=int(rng.integers(2**62)))
+        plan = teacher.reschedule(env.state.copy(), cfg.mnl)
+        pos = {int(k): i for i, k in enumerate(env.tokens)}
+        for m in plan:
+            token = pos[int(m.vm)]
+            slot = 2 * m.host + (0 if m.numa < 0 else m.numa)
+            obs.append(o)
+            vm_a.append(token)
+            slot_a.append(slot)
+            o, _, _, _, info = env.step((token, slot))
+            assert not info["invalid"]
+    data = _stack(obs)
+    data["vm_a"] = np.array(vm_a, dtype=np.int64)
+    data["slot_a"] = np.array(slot_a, dtype=np.int64)
+    return data
+
+
+def clone(policy: VMR2LPolicy, cfg: TrainConfig, data: dict[str, np.ndarray],
+          rng: np.random.Generator, device, say) -> float:
+    """Behaviour cloning on ``data``; returns the last epoch's mean loss."""
+    opt = torch.optim.Adam(policy.parameters(), lr=cfg.warmstart_lr, eps=1e-5)
+    n = len(data["vm_a"])
+    mb_size = max(1, (cfg.num_envs * cfg.num_steps) // cfg.num_minibatches)
+    policy.train()
+    loss_mean = float("nan")
+    for epoch in range(cfg.warmstart_epochs):
+        perm = rng.permutation(n)
+        losses = []
+        for start in range(0, n, mb_size):
+            mb = perm[start:start + mb_size]
+            tb = _tensors({k: v[mb] for k, v in data.items()}, device)
+            vm = torch.as_tensor(data["vm_a"][mb], device=device)
+            slot = torch.as_tensor(data["slot_a"][mb], device=device)
+            H = tb["H"]
+            mask = torch.ones(len(mb), 2 * H, dtype=torch.bool, device=device)
+            mask &= ~tb["host_pad"].repeat_interleave(2, dim=1)
+            logp, _, _, _, _ = _evaluate_actions(policy, tb, vm, slot, mask)
+            loss = -logp.mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+            opt.step()
+            losses.append(float(loss.detach()))
+        loss_mean = float(np.mean(losses))
+        say(f"warm start ({cfg.warmstart}, {n} migrations): epoch {epoch + 1} loss "
+            f"{loss_mean:.3f}")
+    return loss_mean
+
+
+def _meta(cfg: TrainConfig, *, command, iteration, iterations, wall, env_steps, eval_fr,
+          best_iteration, baselines, device) -> dict[str, Any]:
+    return {"training": {
+        "algorithm": "PPO (clipped), GAE; the authors' settings unless config says otherwise",
+        "command": command, "iteration": iteration, "iterations": iterations,
+        "env_steps": env_steps, "wall_time_s": round(wall, 3), "eval_fr": eval_fr,
+        "eval_metric": (f"mean final FR over {cfg.eval_mappings} held-out "
+                        f"{cfg.eval_preset} mappings at MNL {cfg.eval_mnl or cfg.mnl}, "
+                        + ("greedy" if cfg.eval_samples == 1 else
+                           f"best of {cfg.eval_samples} samples")),
+        "eval_baselines": baselines, "best_iteration": best_iteration, "device": device,
+        "config": cfg.to_dict()},
+        "versions": {"dcsim": __version__, "torch": torch.__version__,
+                     "numpy": np.__version__, "python": platform.python_version()}}
+
+
+def train(cfg: TrainConfig, out: str | Path, *, command: str | None = None,
+          log: Callable[[str], None] | None = print) -> dict[str, Any]:
+    """Train with ``cfg`` into ``out``; returns a summary (best iteration and eval FR, ...)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    say = log or (lambda s: None)
+    device = torch.device("cuda" if cfg.device == "cuda" or (
+        cfg.device == "auto" and torch.cuda.is_available()) else "cpu")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)
+    try:
+        return _train(cfg, out, command, say, device)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(cfg: TrainConfig, out: Path, command, say, device) -> dict[str, Any]:
+    env_cfg = cfg.env_config()
+    envs = [VMR2LEnv(env_cfg) for _ in range(cfg.num_envs)]
+    arch = cfg.architecture()
+    torch.manual_seed(cfg.seed)
+    policy = VMR2LPolicy(arch, cfg.dropout).to(device)
+    opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
+    ep_seq, act_seq, mb_seq = np.random.SeedSequence(cfg.seed).spawn(3)
+    ep_rng, act_rng, mb_rng = (np.random.default_rng(s) for s in (ep_seq, act_seq, mb_seq))
+    dev = eval_mappings(cfg)
+    eval_mnl = cfg.eval_mnl or cfg.mnl
+    baselines = evaluate_baselines(dev, eval_mnl)
+    say("eval mappings: initial FR {initial:.4f}, greedy {greedy:.4f}, alpha_vbpp "
+        "{alpha_vbpp:.4f}".format(**baselines))
+
+    def new_seed() -> int:
+        return int(ep_rng.integers(2**62))
+
+    if cfg.warmstart != "none":
+        ws_seq = np.random.SeedSequence([cfg.seed, 1])
+        ws_rng = np.random.default_rng(ws_seq)
+        clone(policy, cfg, teacher_data(cfg, ws_rng), ws_rng, device, say)
+        ck = Checkpoint(out / "warmstart.npz", policy.numpy_weights(), arch)
+        ev = evaluate_policy(ck, dev, eval_mnl, cfg.eval_samples, cfg.eval_seed)
+        say(f"after the warm start: eval FR {ev:.4f}")
+
+    B, T = cfg.num_envs, cfg.num_steps
+    obs = [env.reset(seed=new_seed())[0] for env in envs]
+    H2 = 2 * env_cfg.max_hosts
+    rows: list[dict[str, Any]] = []
+    best: tuple[float, int, dict[str, np.ndarray] | None] = (np.inf, -1, None)
+    paths = {"progress": out / "progress.parquet", "best": out / "checkpoint.npz",
+             "last": out / "last.npz"}
+    t0 = time.perf_counter()
+    env_steps = 0
+    ep_ret = np.zeros(B)
+    it = 0
+    while it < cfg.iterations:
+        it += 1
+        stop = it == cfg.iterations or (
+            cfg.max_wall_s is not None and time.perf_counter() - t0 >= cfg.max_wall_s)
+        lr = cfg.lr * (1.0 - (it - 1) / cfg.iterations) if cfg.anneal_lr else cfg.lr
+        for g in opt.param_groups:
+            g["lr"] = lr
+        # ---- rollout
+        policy.eval()
+        t_roll = time.perf_counter()
+        store: list[dict[str, np.ndarray]] = []
+        vm_a = np.zeros((T, B), dtype=np.int64)
+        slot_a = np.zeros((T, B), dtype=np.int64)
+        masks = np.zeros((T, B, H2), dtype=bool)
+        logps = np.zeros((T, B), dtype=np.float32)
+        values = np.zeros((T, B), dtype=np.float32)
+        rewards = np.zeros((T, B), dtype=np.float32)
+        dones = np.zeros((T, B), dtype=np.float32)
+        ep_frs, ep_rets = [], []
+        for t in range(T):
+            batch = _stack(obs)
+            store.append(batch)
+            tb = _tensors(batch, device)
+            with torch.no_grad():
+                logits, value = policy.vm(tb["hosts"], tb["vms"], tb["step"], tb["host_pad"],
+                                          tb["vm_pad"], tb["vm_host"])
+                lp_vm = torch.log_softmax(logits, dim=-1).cpu().numpy()
+                vi = _sample(lp_vm, act_rng)
+                chosen = tb["vms"][torch.arange(B), torch.as_tensor(vi)]
+                sl = policy.host(tb["hosts"], chosen, tb["step"], tb["host_pad"])
+            m = np.stack([env.slot_mask(int(v)) for env, v in zip(envs, vi, strict=True)])
+            masks[t] = m
+            sl = sl.cpu().numpy().astype(np.float64)
+            sl = np.where(m[:, :sl.shape[1]], sl, -np.inf)
+            sl -= sl.max(axis=1, keepdims=True)
+            lp_slot = sl - np.log(np.exp(sl).sum(axis=1, keepdims=True))
+            si = _sample(lp_slot, act_rng)
+            vm_a[t], slot_a[t] = vi, si
+            logps[t] = lp_vm[np.arange(B), vi] + lp_slot[np.arange(B), si]
+            values[t] = value.cpu().numpy()
+            for i, env in enumerate(envs):
+                o, r, done, _, info = env.step((int(vi[i]), int(si[i])))
+                rewards[t, i] = r
+                ep_ret[i] += r
+                if done:
+                    dones[t, i] = 1.0
+                    ep_frs.append(info["fragment_rate"])
+                    ep_rets.append(ep_ret[i])
+                    ep_ret[i] = 0.0
+                    o, _ = env.reset(seed=new_seed())
+                obs[i] = o
+        env_steps += T * B
+        roll_s = time.perf_counter() - t_roll
+        with torch.no_grad():
+            tb = _tensors(_stack(obs), device)
+            next_value = policy.vm(tb["hosts"], tb["vms"], tb["step"], tb["host_pad"],
+                                   tb["vm_pad"], tb["vm_host"])[1].cpu().numpy()
+        adv = np.zeros((T, B), dtype=np.float32)
+        last = np.zeros(B, dtype=np.float32)
+        for t in reversed(range(T)):
+            nv = next_value if t == T - 1 else values[t + 1]
+            nonterm = 1.0 - dones[t]
+            delta = rewards[t] + cfg.gamma * nv * nonterm - values[t]
+            last = delta + cfg.gamma * cfg.gae_lambda * nonterm * last
+            adv[t] = last
+        returns = adv + values
+        # ---- update
+        policy.train()
+        flat = {k: np.concatenate([s[k] for s in store]) for k in store[0]}
+        b_vm = torch.as_tensor(vm_a.reshape(-1), device=device)
+        b_slot = torch.as_tensor(slot_a.reshape(-1), device=device)
+        b_mask = torch.as_tensor(masks.reshape(T * B, H2), device=device)
+        b_logp = torch.as_tensor(logps.reshape(-1), device=device)
+        b_adv = torch.as_tensor(adv.reshape(-1), device=device)
+        b_ret = torch.as_tensor(returns.reshape(-1), device=device)
+        b_val = torch.as_tensor(values.reshape(-1), device=device)
+        n = T * B
+        mb_size = max(1, n // cfg.num_minibatches)
+        stats: dict[str, list[float]] = {k: [] for k in
+                                         ("pg_loss", "v_loss", "entropy", "approx_kl",
+                                          "clipfrac")}
+        for _epoch in range(cfg.update_epochs):
+            perm = mb_rng.permutation(n)
+            kls = []
+            for start in range(0, n, mb_size):
+                mb = perm[start:start + mb_size]
+                tb = _tensors({k: v[mb] for k, v in flat.items()}, device)
+                mbt = torch.as_tensor(mb, device=device)
+                logp, ent, v, _, _ = _evaluate_actions(policy, tb, b_vm[mbt], b_slot[mbt],
+                                                       b_mask[mbt])
+                logratio = logp - b_logp[mbt]
+                ratio = logratio.exp()
+                with torch.no_grad():
+                    kl = float(((ratio - 1) - logratio).mean())
+                    clipfrac = float(((ratio - 1.0).abs() > cfg.clip_coef).float().mean())
+                mb_adv = b_adv[mbt]
+                if cfg.norm_adv and len(mb) > 1:
+                    mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+                pg = torch.max(-mb_adv * ratio, -mb_adv * ratio.clamp(
+                    1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
+                if cfg.clip_vloss:
+                    v_clip = b_val[mbt] + (v - b_val[mbt]).clamp(-cfg.clip_coef, cfg.clip_coef)
+                    v_loss = 0.5 * torch.max((v - b_ret[mbt]) ** 2,
+                                             (v_clip - b_ret[mbt]) ** 2).mean()
+                else:
+                    v_loss = 0.5 * ((v - b_ret[mbt]) ** 2).mean()
+                loss = pg - cfg.ent_coef * ent.mean() + cfg.vf_coef * v_loss
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+                opt.step()
+                kls.append(kl)
+                stats["pg_loss"].append(float(pg.detach()))
+                stats["v_loss"].append(float(v_loss.detach()))
+                stats["entropy"].append(float(ent.mean().detach()))
+                stats["approx_kl"].append(kl)
+                stats["clipfrac"].append(clipfrac)
+            if cfg.target_kl is not None and np.mean(kls) > cfg.target_kl:
+                break
+        wall = time.perf_counter() - t0
+        row = {"iteration": it, "wall_s": wall, "env_steps": env_steps,
+               "steps_per_s": T * B / roll_s, "episodes": len(ep_frs),
+               "train_fr": float(np.mean(ep_frs)) if ep_frs else float("nan"),
+               "train_return": float(np.mean(ep_rets)) if ep_rets else float("nan"),
+               **{k: float(np.mean(v)) for k, v in stats.items()}, "lr": lr,
+               "eval_fr": float("nan")}
+        if it % cfg.eval_every == 0 or stop:
+            weights = policy.numpy_weights()
+            ck = Checkpoint(paths["last"], weights, arch)
+            ev = evaluate_policy(ck, dev, eval_mnl, cfg.eval_samples, cfg.eval_seed)
+            wall = time.perf_counter() - t0
+            row.update(eval_fr=ev, wall_s=wall)
+            if ev < best[0] or best[2] is None:
+                best = (ev, it, weights)
+                save_checkpoint(paths["best"], weights, arch, _meta(
+                    cfg, command=command, iteration=it, iterations=it, wall=wall,
+                    env_steps=env_steps, eval_fr=ev, best_iteration=it,
+                    baselines=baselines, device=str(device)))
+            save_checkpoint(paths["last"], weights, arch, _meta(
+                cfg, command=command, iteration=it, iterations=it, wall=wall,
+                env_steps=env_steps, eval_fr=ev, best_iteration=best[1],
+                baselines=baselines, device=str(device)))
+            say(f"iter {it:4d}  {wall:7.1f}s  steps {env_steps:8d} ({row['steps_per_s']:4.0f}/s)"
+                f"  train FR {row['train_fr']:.4f}  eval FR {ev:.4f} (greedy "
+                f"{baselines['greedy']:.4f}, alpha_vbpp {baselines['alpha_vbpp']:.4f})"
+                f"  entropy {row['entropy']:.3f}  kl {row['approx_kl']:.4f}")
+        rows.append(row)
+        if it % cfg.eval_every == 0 or stop:
+            write_atomic(paths["progress"], pd.DataFrame(rows).to_parquet(index=False))
+        if stop:
+            break
+    wall = time.perf_counter() - t0
+    ev, best_it, best_w = best
+    save_checkpoint(paths["best"], best_w, arch, _meta(
+        cfg, command=command, iteration=best_it, iterations=it, wall=wall,
+        env_steps=env_steps, eval_fr=ev, best_iteration=best_it, baselines=baselines,
+        device=str(device)))
+    return {"best_iteration": best_it, "best_eval_fr": ev, "iterations": it,
+            "env_steps": env_steps, "wall_time_s": wall, "eval_baselines": baselines,
+            **{k: str(v) for k, v in paths.items()}}
