@@ -243,7 +243,9 @@ def weight_shapes(a: Architecture) -> dict[str, tuple[int, ...]]:
 
 
 def _linear(w: dict[str, np.ndarray], p: str, x: np.ndarray) -> np.ndarray:
-    return x @ w[f"{p}.weight"].T + w[f"{p}.bias"]
+    W = w[f"{p}.weight"]
+    y = np.ascontiguousarray(x).reshape(-1, x.shape[-1]) @ W.T + w[f"{p}.bias"]
+    return y.reshape(x.shape[:-1] + (W.shape[0],))
 
 
 def _layer_norm(w: dict[str, np.ndarray], p: str, x: np.ndarray) -> np.ndarray:
@@ -267,13 +269,14 @@ def _proj(w: dict[str, np.ndarray], p: str, x: np.ndarray, part: int) -> np.ndar
     d = x.shape[-1]
     W = w[f"{p}.in_proj_weight"][part * d:(part + 1) * d]
     b = w[f"{p}.in_proj_bias"][part * d:(part + 1) * d]
-    return x @ W.T + b
+    y = np.ascontiguousarray(x).reshape(-1, d) @ W.T + b
+    return y.reshape(x.shape)
 
 
 def _heads(x: np.ndarray, h: int) -> np.ndarray:
     """(B, L, d) -> (B, h, L, d/h)."""
     B, L, d = x.shape
-    return x.reshape(B, L, h, d // h).transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(x.reshape(B, L, h, d // h).transpose(0, 2, 1, 3))
 
 
 def _mha(w: dict[str, np.ndarray], p: str, q_in: np.ndarray, kv_in: np.ndarray, h: int,
@@ -284,7 +287,7 @@ def _mha(w: dict[str, np.ndarray], p: str, q_in: np.ndarray, kv_in: np.ndarray, 
     q = _heads(_proj(w, p, q_in, 0), h)
     k = _heads(_proj(w, p, kv_in, 1), h)
     v = _heads(_proj(w, p, kv_in, 2), h)
-    s = (q / np.float32(np.sqrt(d // h))) @ k.transpose(0, 1, 3, 2)
+    s = (q / np.float32(np.sqrt(d // h))) @ np.ascontiguousarray(k.transpose(0, 1, 3, 2))
     if blocked is not None:
         s = np.where(blocked[:, None], np.float32(-np.inf), s)
     o = _softmax(s) @ v                                   # (B, h, Lq, dh)
@@ -332,85 +335,93 @@ def _src(w, net: str, step: np.ndarray, hosts: np.ndarray, d: int) -> np.ndarray
 
 @dataclass
 class SparseIndex:
-    """Where each VM token's sparse neighbours are: ``group`` ``(B, M, G)`` the token
-    indices of the VMs on its host (padded with 0), ``valid`` ``(B, M, G)`` which are real."""
+    """The same-host neighbourhoods as blocks: ``block`` ``(B, K, G)`` the token indices of
+    the VMs of each of the ``K`` occupied hosts (padded with ``pad``, an index that the
+    ``valid`` mask hides), ``valid`` ``(B, K, G)``."""
 
-    group: np.ndarray
+    block: np.ndarray
     valid: np.ndarray
 
 
 def sparse_index(vm_host: np.ndarray) -> SparseIndex:
-    """The same-host neighbourhoods of ``vm_host`` ``(B, M)`` (each VM included)."""
+    """The same-host blocks of ``vm_host`` ``(B, M)`` (padding index: ``M``)."""
     B, M = vm_host.shape
-    groups, valids = [], []
-    G = 1
-    per: list[list[np.ndarray]] = []
+    per = []
+    K = G = 1
     for b in range(B):
         order = np.argsort(vm_host[b], kind="stable")
         hs = vm_host[b][order]
-        starts = np.flatnonzero(np.r_[True, hs[1:] != hs[:-1]])
+        starts = np.flatnonzero(np.r_[True, hs[1:] != hs[:-1]]) if M else np.zeros(0, int)
         sizes = np.diff(np.r_[starts, M])
+        K = max(K, len(starts))
         G = max(G, int(sizes.max()) if len(sizes) else 1)
-        per.append([order, starts, sizes, hs])
-    for b in range(B):
-        order, starts, sizes, hs = per[b]
-        grp = np.zeros((M, G), dtype=np.int64)
-        val = np.zeros((M, G), dtype=bool)
-        for s0, n in zip(starts, sizes, strict=True):
-            members = order[s0:s0 + n]
-            grp[members[:, None], np.arange(n)[None, :]] = members[None, :]
-            val[members, :n] = True
-        groups.append(grp)
-        valids.append(val)
-    return SparseIndex(np.stack(groups), np.stack(valids))
-
-
-def _gather_tokens(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """``x`` (B, h, L, dh) gathered at ``idx`` (B, M, G) -> (B, h, M, G, dh)."""
-    B, h, L, dh = x.shape
-    b = np.arange(B)[:, None, None]
-    return x[b, :, idx].transpose(0, 3, 1, 2, 4)
+        per.append((order, starts, sizes))
+    block = np.full((B, K, G), M, dtype=np.int64)
+    valid = np.zeros((B, K, G), dtype=bool)
+    for b, (order, starts, sizes) in enumerate(per):
+        grp = np.repeat(np.arange(len(starts)), sizes)          # block of each sorted token
+        pos = np.arange(M) - np.repeat(starts, sizes)           # position within the block
+        block[b, grp, pos] = order
+        valid[b, grp, pos] = True
+    return SparseIndex(block, valid)
 
 
 def _sparse_self(a: Architecture, sx: SparseIndex):
-    """Decoder self-attention of the sparse variant, computed per neighbourhood: VM tokens
+    """Decoder self-attention of the sparse variant, computed per host block: VM tokens
     attend to the VMs of their host; the critic token (the last) to every token."""
     def attn(w, p, x):
         B, T, d = x.shape
         M = T - 1
-        q = _heads(_proj(w, p, x, 0), a.heads)
-        k = _heads(_proj(w, p, x, 1), a.heads)
-        v = _heads(_proj(w, p, x, 2), a.heads)
-        scale = np.float32(1.0 / np.sqrt(d // a.heads))
-        kg = _gather_tokens(k[:, :, :M], sx.group)               # (B, h, M, G, dh)
-        vg = _gather_tokens(v[:, :, :M], sx.group)
-        s = np.einsum("bhmd,bhmgd->bhmg", q[:, :, :M] * scale, kg)
-        s = np.where(sx.valid[:, None], s, np.float32(-np.inf))
-        o_vm = np.einsum("bhmg,bhmgd->bhmd", _softmax(s), vg)
-        sc = (q[:, :, M:] * scale) @ k.transpose(0, 1, 3, 2)      # critic: everything
-        o_c = _softmax(sc) @ v
-        o = np.concatenate([o_vm, o_c], axis=2).transpose(0, 2, 1, 3).reshape(B, T, d)
+        h, dh = a.heads, d // a.heads
+        scale = np.float32(1.0 / np.sqrt(dh))
+        q, k, v = (_proj(w, p, x, i) for i in range(3))          # (B, T, d)
+        b = np.arange(B)[:, None, None]
+        _, K, G = sx.block.shape
+
+        def blocks(y):   # (B, T, d) -> (B, K, h, G, dh)
+            return np.ascontiguousarray(
+                y[b, sx.block].reshape(B, K, G, h, dh).transpose(0, 1, 3, 2, 4))
+
+        qb, kb, vb = blocks(q * scale), blocks(k), blocks(v)
+        s = qb @ kb.transpose(0, 1, 2, 4, 3)                     # (B, K, h, G, G)
+        s = np.where(sx.valid[:, :, None, None, :], s, np.float32(-np.inf))
+        ob = (_softmax(s) @ vb).transpose(0, 1, 3, 2, 4).reshape(B, K, G, d)
+        o = np.zeros((B, T, d), dtype=np.float32)
+        bi = np.broadcast_to(b, sx.block.shape)
+        o[bi[sx.valid], sx.block[sx.valid]] = ob[sx.valid]
+        qc = _heads(q[:, M:] * scale, h)                          # critic: everything
+        o_c = _softmax(qc @ _heads(k, h).transpose(0, 1, 3, 2)) @ _heads(v, h)
+        o[:, M:] = o_c.transpose(0, 2, 1, 3).reshape(B, 1, d)
         return _linear(w, f"{p}.out_proj", o)
     return attn
 
 
 def _sparse_cross(a: Architecture, vm_host: np.ndarray):
     """Decoder cross-attention of the sparse variant: a VM token attends to the step token
-    and its host's token; the critic token to every encoder token."""
+    and its host's token (two keys); the critic token to every encoder token."""
     def attn(w, p, x, mem):
         B, T, d = x.shape
         M = T - 1
-        q = _heads(_proj(w, p, x, 0), a.heads)
-        k = _heads(_proj(w, p, mem, 1), a.heads)
-        v = _heads(_proj(w, p, mem, 2), a.heads)
-        scale = np.float32(1.0 / np.sqrt(d // a.heads))
-        idx = np.stack([np.zeros_like(vm_host), vm_host + 1], axis=-1)   # (B, M, 2)
-        kg = _gather_tokens(k, idx)
-        vg = _gather_tokens(v, idx)
-        s = np.einsum("bhmd,bhmgd->bhmg", q[:, :, :M] * scale, kg)
-        o_vm = np.einsum("bhmg,bhmgd->bhmd", _softmax(s), vg)
-        o_c = _softmax((q[:, :, M:] * scale) @ k.transpose(0, 1, 3, 2)) @ v
-        o = np.concatenate([o_vm, o_c], axis=2).transpose(0, 2, 1, 3).reshape(B, T, d)
+        h, dh = a.heads, d // a.heads
+        scale = np.float32(1.0 / np.sqrt(dh))
+        q = _proj(w, p, x, 0) * scale
+        k = _proj(w, p, mem, 1)
+        v = _proj(w, p, mem, 2)
+        b = np.arange(B)[:, None]
+        qm = q[:, :M].reshape(B, M, h, dh)
+        k0 = k[:, :1].reshape(B, 1, h, dh)
+        kh = k[b, vm_host + 1].reshape(B, M, h, dh)
+        s0 = (qm * k0).sum(-1)                                    # (B, M, h)
+        s1 = (qm * kh).sum(-1)
+        mx = np.maximum(s0, s1)
+        e0, e1 = np.exp(s0 - mx), np.exp(s1 - mx)
+        z = e0 + e1
+        v0 = v[:, :1].reshape(B, 1, h, dh)
+        vh = v[b, vm_host + 1].reshape(B, M, h, dh)
+        o_vm = ((e0 / z)[..., None] * v0 + (e1 / z)[..., None] * vh).reshape(B, M, d)
+        qc = _heads(q[:, M:], h)
+        o_c = _softmax(qc @ _heads(k, h).transpose(0, 1, 3, 2)) @ _heads(v, h)
+        o = np.concatenate([o_vm, o_c.transpose(0, 2, 1, 3).reshape(B, 1, d)], axis=1)
         return _linear(w, f"{p}.out_proj", o)
     return attn
 
