@@ -349,5 +349,4 @@ def test_vmr2l_static_experiment_and_online_rescheduling(tmp_path):
     run_experiment(online, out=tmp_path / "online")
     on = pd.read_parquet(tmp_path / "online" / "summary.parquet")
     assert (on["received"] == 300).all()
-    assert on["reschedule"].astype(str).str.contains("vmr2l").all()
-    assert on["reschedule_seconds"].gt(0).all()
+    assert on["reschedules"].gt(0).all() and on["reschedule_seconds"].gt(0).all()
