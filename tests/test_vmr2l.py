@@ -339,7 +339,7 @@ def test_vmr2l_static_experiment_and_online_rescheduling(tmp_path):
         again[again["allocator"].str.startswith("vmr2l")]["fr_after"].reset_index(drop=True))
     raw = yaml.safe_load((EXPERIMENTS / "vm_online_azure.yaml").read_text())
     raw.pop("matrix", None)
-    raw["vm"]["reschedule"] = {"every": 600, "mnl": 3, "algorithm": "vmr2l",
+    raw["vm"]["reschedule"] = {"every": 100, "mnl": 3, "algorithm": "vmr2l",
                                "options": {"checkpoint": str(ck), "samples": 2}}
     raw["vm"]["workload"]["trace"]["path"] = str(
         (EXPERIMENTS / raw["vm"]["workload"]["trace"]["path"]).resolve())
