@@ -14,7 +14,7 @@ from scipy.optimize import OptimizeResult
 
 from dcsim.errors import ConfigError, PluginError
 from dcsim.reschedulers import Plan, Rescheduler, sequence_moves
-from dcsim.reschedulers import builtin as rb
+from dcsim.reschedulers import mip as rmip
 from dcsim.reschedulers.builtin import (
     MIP,
     RESCHEDULERS,
@@ -279,7 +279,7 @@ def test_mip_without_a_feasible_point_returns_no_migrations(monkeypatch):
         return OptimizeResult(x=None, status=1, fun=None, success=False,
                               message="Time limit reached", mip_dual_bound=-np.inf)
 
-    monkeypatch.setattr(rb, "milp", no_solution)
+    monkeypatch.setattr(rmip, "milp", no_solution)
     s = greedy_state()
     r = MIP().run(s, 5)
     assert r.migrations == [] and r.status == "no_solution"
