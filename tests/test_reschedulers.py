@@ -274,7 +274,9 @@ def test_mip_matches_brute_force_on_tiny_instances(seed):
             assert len(r.migrations) <= mnl
 
 
-def test_mip_without_a_feasible_point_returns_no_migrations(monkeypatch):
+def test_mip_without_a_feasible_point_returns_its_warm_start(monkeypatch):
+    """No feasible point within the limit: the warm start's plan (greedy's here), or no
+    migrations without a warm start."""
     def no_solution(*a, **k):
         return OptimizeResult(x=None, status=1, fun=None, success=False,
                               message="Time limit reached", mip_dual_bound=-np.inf)
@@ -282,7 +284,12 @@ def test_mip_without_a_feasible_point_returns_no_migrations(monkeypatch):
     monkeypatch.setattr(rmip, "milp", no_solution)
     s = greedy_state()
     r = MIP().run(s, 5)
-    assert r.migrations == [] and r.status == "no_solution"
+    g = Greedy().run(s, 5)
+    assert r.status == "no_solution" and r.bound is None
+    assert r.info["source"] == "greedy" and r.info["mip_fr"] is None
+    assert r.migrations == g.migrations and r.fr_after == g.fr_after < r.fr_before
+    r = MIP(MIP.parse_options({"warm_start": False})).run(s, 5)
+    assert r.migrations == [] and r.status == "no_solution" and r.info["source"] == "none"
     assert r.fr_after == r.fr_before and r.bound is None
 
 
@@ -362,7 +369,7 @@ def test_reschedule_file_writes_parquet_and_summary(tmp_path):
 
 
 def test_reschedule_file_mip_and_errors(tmp_path):
-    summary = reschedule_file(DATA / "tiny.json", "mip", 3, {"time_limit": 5}, tmp_path)
+    summary = reschedule_file(DATA / "tiny.json", "mip", 3, {"node_limit": 1000}, tmp_path)
     assert summary["status"] == "optimal" and summary["bound"] is not None
     assert summary["label"] == "mip"
     assert summary["fr_after"] <= summary["fr_before"]

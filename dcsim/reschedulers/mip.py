@@ -12,17 +12,21 @@ from pydantic import Field
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from dcsim.reschedulers.base import Plan, Rescheduler, sequence_moves
-from dcsim.reschedulers.heuristics import X, vm_numa_load
+from dcsim.reschedulers.heuristics import AlphaVBPP, Greedy, X, vm_numa_load
 from dcsim.vm.model import BOTH, MappingState, Migration
 
-#: the MIP's tie-breaker per moved VM is _EPS_SCALE / (MNL + 1) (see MIP); small, because a
-#: large one slowed HiGHS's root node down ~2x on the medium set
-_EPS_SCALE = 0.01
+#: the weight of a tie-breaker ε·(VMs moved) in the objective is _EPS_SCALE / (MNL + 1). It is
+#: 0: with ε = 0.01/(MNL + 1) HiGHS needed up to 13 s (a 51-node search) where the plain
+#: objective, integral in steps of 16 cores, was solved at the root node in at most 4.1 s
+#: (50 production-like mappings, MNL 10..50); pointless moves are removed afterwards instead
+#: (see MIP). The bound arithmetic still accounts for any ε > 0.
+_EPS_SCALE = 0.0
 
 
 # -- MIP -------------------------------------------------------------------------------------
 class MIP(Rescheduler):
-    """The paper's MIP (Appendix A.1, eqs. 1–7) solved by HiGHS (``scipy.optimize.milp``).
+    """The paper's MIP (Appendix A.1, eqs. 1–7) solved by HiGHS (``scipy.optimize.milp``),
+    warm-started from the heuristics and stopped by a deterministic work limit.
 
     Objective (eq. 1): minimise Σ_ij (U_ij − load_ij − 16·y_ij) with integer y_ij ≥ 0 and
     load_ij + 16·y_ij ≤ U_ij (eq. 2): at the optimum y_ij = ⌊free_ij / 16⌋, so the objective
@@ -34,11 +38,11 @@ class MIP(Rescheduler):
     * ``formulation="aggregated"`` (default): VMs of the same shape (single/double, cpu,
       memory) are interchangeable for every constraint and for FR, so instead of one binary
       per VM × host × NUMA the variables count, per shape and (host, NUMA), the VMs that
-      leave (``o``, at most the migratable ones there) and arrive (``p``). Then
-      Σ o = Σ p per shape and Σ o ≤ MNL is eq. 5. Same optimum, ~200× fewer variables
-      on the medium set (≈ 5 k instead of ≈ 1.05 M): HiGHS proves the optimum there in
-      2–5 s, where the paper reports 50 min for Gurobi on eqs. 1–7. Which VM of a shape
-      leaves a slot is chosen in input order.
+      leave (``o``, at most the migratable ones there) and arrive (``p``, at most as many
+      as fit in what the (host, NUMA) has free once its migratable VMs are gone). Then
+      Σ o = Σ p per shape and Σ o ≤ MNL is eq. 5. Same optimum, ~200× fewer variables on
+      280 hosts (≈ 6 k instead of ≈ 1 M). Which VM of a shape leaves a slot is chosen in
+      input order.
     * Same-host moves are not migrations in our model (a VM cannot move to the host it is
       on), whereas eq. 5 would let a single-NUMA VM change NUMA within its host at the cost
       of one migration. ``per_vm`` drops those variables; ``aggregated`` adds, per shape and
@@ -46,119 +50,208 @@ class MIP(Rescheduler):
       condition under which leavers can be matched to arrivals on *other* hosts (Hall's
       condition); the matching is then built largest-first.
     * ``formulation="per_vm"`` is eqs. 1–7 as written (one binary per VM and option), for
-      small instances and for checking the aggregation. On the medium set it needs ≈ 1.2 GB
-      and HiGHS finds no feasible point in 5 s (its presolve also overruns the limit:
-      ≈ 23 s of wall time; HiGHS checks the limit only between phases).
-    * Tie-breaker: the objective adds ε·(VMs moved) with ε = 0.01/(MNL+1), so ε·MNL < 1 while
-      the fragment moves in steps of 16 cores: the FR optimum is unchanged, but among
-      equally good end states the one with the fewest moves wins (no pointless swaps,
-      which would otherwise cost steps and can form cycles).
+      small instances and for checking the aggregation (≈ 1.2 GB on 280 hosts).
+    * No tie-breaker in the objective (the previous ε·(VMs moved) term made HiGHS up to 3×
+      slower on 280 hosts, see ``_EPS_SCALE``): the objective is integral in 16-core steps
+      and HiGHS stops as soon as the *FR* is proven optimal (its relative gap is set below
+      one such step; ``mip_rel_gap`` overrides it). Pointless moves are removed from the
+      solution instead: VMs of one shape leaving and arriving at the same (host, NUMA)
+      cancel, then every planned move whose undoing keeps the end state valid and its
+      fragment no higher is dropped (in input order, until none is).
 
     The solution is an end state; :func:`sequence_moves` orders its moves so that each step
     is valid, with a detour through a third host to break a cycle (one extra step). If the
     moves do not fit in MNL steps, the MIP is solved again with MNL lowered by the number of
-    moves left over, within the same time limit; the best sequence found is returned.
+    moves left over, at most ``max_solves`` solves in all; the best sequence found is kept.
+
+    **Anytime.** With ``warm_start`` (default) ``greedy`` and ``alpha_vbpp`` (default
+    options) run first on the same mapping and MNL, and the answer is the best of their
+    plans, the MIP's sequenced plan and the unchanged mapping: lowest fragment, then fewest
+    steps, then MIP, greedy, alpha_vbpp in that order. So whatever the limit, the MIP is
+    never worse than its warm start. ``info["source"]`` says which plan won (``"mip"``,
+    ``"greedy"``, ``"alpha_vbpp"`` or ``"none"``); ``info`` also holds each plan's FR
+    (``mip_fr`` is None when HiGHS found no feasible point), the solves (``attempts``) and
+    HiGHS's branch-and-bound nodes over them (``nodes``).
+
+    **Limits.** ``node_limit`` (default 1000) caps HiGHS's branch-and-bound nodes per solve,
+    and ``max_solves`` the solves: work counted in nodes, not seconds, so the same mapping
+    and options give the same plan whatever the machine's load (HiGHS's MIP search is
+    deterministic; the root node, where the 280-host instances are usually solved, always
+    runs to its end). Without ``time_limit`` the MIP never reads the clock. ``time_limit``
+    (default None) adds a wall-clock limit in seconds over all the solves, for latency
+    studies: the plan then depends on how fast the machine runs it, i.e. on its load.
 
     ``bound`` is HiGHS's dual bound turned into FR units (the ε term removed and the
     fragment rounded up to the 16-core lattice it lives on): no end state with at most MNL
     VMs on other hosts (and none on the other NUMA of its own host) has a lower FR. It is
-    the bound of the first solve (at the full MNL).
-    ``status``: ``optimal`` (the FR is proven optimal; the fewer-moves tie-break may not
-    be), ``time_limit`` (best solution found when time ran out; if it is worse than moving
-    nothing, no migrations and ``info["worse_than_no_move"]``), ``no_solution`` (HiGHS found
-    no feasible point within the limit: no migrations), with ``+dropped`` appended when
-    some planned moves could not be sequenced within MNL steps (``info["dropped"]``).
+    the bound of the first solve (at the full MNL), lowered to the returned plan's FR in
+    the rare case that a heuristic's plan (which may move a VM twice) ends below it.
+    ``status``: ``optimal`` (the returned FR equals the bound: proven optimal; the
+    fewer-moves tie-break may not be), ``node_limit`` or ``time_limit`` (the limit stopped
+    the first solve before the FR was proven optimal), ``no_solution`` (HiGHS found no
+    feasible point within the limit: the plan is the warm start's, or no migrations), with
+    ``+dropped`` appended when the MIP's plan won but some of its planned moves could not
+    be sequenced within MNL steps (``info["dropped"]``).
     """
 
     name = "mip"
-    description = "the paper's MIP (A.1) solved with HiGHS within a time limit"
+    description = ("the paper's MIP (A.1) solved with HiGHS, warm-started from greedy and "
+                   "alpha_vbpp, within a node limit")
 
     class Options(Rescheduler.Options):
-        time_limit: float = Field(5.0, gt=0, description="seconds HiGHS may use in all")
+        node_limit: int | None = Field(1000, ge=1, description="HiGHS branch-and-bound "
+                                       "nodes per solve: a deterministic work limit (None: "
+                                       "no limit)")
+        max_solves: int = Field(3, ge=1, description="solves in all (re-solves at a lower "
+                                "MNL when the planned moves do not fit in MNL steps)")
+        time_limit: float | None = Field(None, gt=0, description="wall-clock seconds for "
+                                         "all solves, for latency studies: results then "
+                                         "depend on the machine's load (None: no limit)")
+        warm_start: bool = Field(True, description="also run greedy and alpha_vbpp and "
+                                 "return the best plan: never worse than either")
         formulation: Literal["aggregated", "per_vm"] = "aggregated"
         mip_rel_gap: float | None = Field(None, ge=0, description="HiGHS relative gap "
                                           "(None: stop once the FR is proven optimal)")
 
     def reschedule(self, state: MappingState, mnl: int) -> list[Migration]:
-        deadline = time.monotonic() + self.options.time_limit
+        end = None if self.options.time_limit is None else (
+            time.monotonic() + self.options.time_limit)
+        # (fragment, steps, rank, source, plan): the lowest wins
+        candidates: list[tuple[int, int, int, str, list[Migration]]] = [
+            (state.fragment(), 0, 3, "none", [])]
+        info: dict = {}
+        if self.options.warm_start:
+            for rank, cls in ((1, Greedy), (2, AlphaVBPP)):
+                plan = list(cls().reschedule(state, mnl))
+                trial = state.copy()
+                trial.apply_all(plan, mnl=mnl)
+                candidates.append((trial.fragment(), len(plan), rank, cls.name, plan))
+                info[f"{cls.name}_fr"] = trial.fragment_rate()
+        best, status, bound, solve_info = self._solve(state, mnl, end)
+        info.update(solve_info)
         total_free = state.total_free_cpu()
-        build = _aggregated if self.options.formulation == "aggregated" else _per_vm
-        best: Plan | None = None
-        best_key = None
-        budget = mnl
-        first_status, bound = None, None
-        attempts = 0
-        while True:
-            left = deadline - time.monotonic()
-            if attempts and left < 0.05:
-                break
+        if best is not None:
+            (frag, steps), seq, mip_info = best
+            candidates.append((frag, steps, 0, "mip", seq))
+            info.update(mip_info)
+            info["mip_fr"] = frag / total_free if total_free else 0.0
+        else:
+            info["mip_fr"] = None
+        frag, _, _, source, plan = min(candidates, key=lambda c: c[:3])
+        info["source"] = source
+        if bound is not None and frag <= bound:
+            status, bound = "optimal", frag
+        if source == "mip" and info.get("dropped"):
+            status = f"{status}+dropped"
+        fr_bound = None if bound is None else (bound / total_free if total_free else 0.0)
+        return Plan(plan, status=status, bound=fr_bound, info=info)
+
+    def _solve(self, state: MappingState, mnl: int, end: float | None):
+        """Solve (and re-solve at a lower MNL while planned moves are dropped). Returns the
+        best ``((fragment, steps), migrations, info)`` or None, the first solve's status,
+        its bound as a fragment (cores; None if unknown) and ``{"attempts", "nodes"}``."""
+        o = self.options
+        build = _aggregated if o.formulation == "aggregated" else _per_vm
+        total_free = state.total_free_cpu()
+        best = None
+        status, bound = None, None
+        budget, nodes, attempts = mnl, 0, 0
+        while attempts < o.max_solves:
+            opts: dict = {"disp": False}
+            if o.node_limit is not None:
+                opts["node_limit"] = o.node_limit
+            if end is not None:
+                left = end - time.monotonic()
+                if attempts and left < 0.05:
+                    break
+                opts["time_limit"] = max(left, 0.01)
             attempts += 1
             model = build(state, budget)
-            opts = {"time_limit": max(left, 0.01), "disp": False,
-                    "mip_rel_gap": self.options.mip_rel_gap}
-            if opts["mip_rel_gap"] is None:
-                # |objective| <= 16·Σ y_ub + 1, so this gap is < 15 in absolute terms: less
-                # than one 16-core step of the fragment, i.e. HiGHS stops once the FR is
-                # optimal (the fewer-moves tie-break is then best effort)
-                y_ub = int((state.cap_cpu // X).sum())
-                opts["mip_rel_gap"] = (X - 1) / (X * y_ub + 1)
+            # HiGHS's relative gap is |primal − dual| / |primal| with |primal| at most this
+            # scale, so a gap below 15 / scale is less than one 16-core step of the
+            # fragment (minus the ε term): HiGHS stops once the FR is proven optimal
+            scale = X * (total_free // X) + model.eps * state.n_vms + 1
+            opts["mip_rel_gap"] = (o.mip_rel_gap if o.mip_rel_gap is not None
+                                   else (X - 1) / scale)
             res = milp(model.c, integrality=model.integrality, bounds=model.bounds,
                        constraints=model.constraints, options=opts)
-            status = ("optimal" if res.status == 0 else
-                      "time_limit" if res.status == 1 else f"highs_status_{res.status}")
-            if first_status is None:
-                first_status = status
-                bound = _fr_bound(res, model, total_free, budget)
+            nodes += int(getattr(res, "mip_node_count", 0) or 0)
+            if status is None:
+                status = ("optimal" if res.status == 0 else
+                          "no_solution" if res.x is None else
+                          "time_limit" if res.status == 1 else
+                          "node_limit" if "Solution limit" in str(res.message) else
+                          f"highs_status_{res.status}")
+                bound = _fragment_bound(res, model, total_free, budget)
             if res.x is None:
-                if best is None:
-                    return Plan([], status="no_solution", bound=bound,
-                                info={"highs_message": str(res.message)})
                 break
-            x = np.round(res.x).astype(np.int64)
-            moves = model.moves(x)
+            moves = _prune(state, model.moves(np.round(res.x).astype(np.int64)))
             trial = state.copy()
-            seq, info = sequence_moves(trial, moves, mnl)
-            plan = Plan(seq, status=first_status, bound=bound,
-                        info={"planned_moves": len(moves), **info, "attempts": attempts,
-                              "fragment_planned": _end_fragment(state, moves)})
-            key = (trial.fragment(), info["dropped"], len(seq))
-            if best is None or key < best_key:
-                best, best_key = plan, key
-            if info["dropped"] == 0 or budget <= 0:
+            seq, seq_info = sequence_moves(trial, moves, mnl)
+            key = (trial.fragment(), len(seq))
+            if best is None or key < best[0]:
+                best = (key, seq, {"planned_moves": len(moves), **seq_info,
+                                   "fragment_planned": _end_fragment(state, moves)})
+            if seq_info["dropped"] == 0 or budget <= 0:
                 break
-            budget = max(0, budget - info["dropped"])
-        assert best is not None
-        if best_key[0] > state.fragment():
-            # a time-limited incumbent can be worse than moving nothing: keep the mapping
-            return Plan([], status=first_status, bound=bound,
-                        info={**best.info, "worse_than_no_move": True})
-        if best.info.get("dropped"):
-            best.status = f"{best.status}+dropped"
-        return best
+            budget = max(0, budget - seq_info["dropped"])
+        return best, status, bound, {"attempts": attempts, "nodes": nodes}
+
+
+def _end_free(state: MappingState, moves: list[tuple[int, int, int]]):
+    """Free cpu and memory ``(H, 2)`` of the end state where every target move is done."""
+    fc, fm = state.free_cpu.copy(), state.free_mem.copy()
+    for k, h, n in moves:
+        _shift(state, fc, fm, k, int(state.vm_host[k]), int(state.vm_numa[k]), +1)
+        _shift(state, fc, fm, k, h, n, -1)
+    return fc, fm
+
+
+def _shift(state: MappingState, fc, fm, k: int, h: int, n: int, sign: int) -> None:
+    """Add ``sign`` × VM ``k``'s cpu and memory to the free capacity of ``(h, n)``."""
+    for j in ((0, 1) if n == BOTH else (n,)):
+        fc[h, j] += sign * state.vm_cpu[k]
+        fm[h, j] += sign * state.vm_mem[k]
 
 
 def _end_fragment(state: MappingState, moves: list[tuple[int, int, int]]) -> int:
     """The fragment of the end state where every target move is done (order ignored)."""
-    free = state.free_cpu.copy()
-    for k, h, n in moves:
-        for j in ((0, 1) if state.vm_numa[k] == BOTH else (int(state.vm_numa[k]),)):
-            free[state.vm_host[k], j] += state.vm_cpu[k]
-        for j in ((0, 1) if n == BOTH else (n,)):
-            free[h, j] -= state.vm_cpu[k]
-    return int((free % X).sum())
+    return int((_end_free(state, moves)[0] % X).sum())
 
 
-def _fr_bound(res, model: _Model, total_free: int, mnl: int) -> float | None:
-    """HiGHS's dual bound in FR units. The objective is −16·Σy + ε·(VMs moved) (minus the
-    constant ``model.offset``) with ε·MNL < 1, so Σy ≤ (−(dual + offset) + ε·MNL) / 16,
-    rounded down; the fragment is ``total_free − 16·Σy``."""
+def _prune(state: MappingState, moves: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Drop target moves that do not help: repeatedly (in input order) a move whose undoing
+    (its VM stays home) leaves the end state valid and its fragment no higher."""
+    moves = list(moves)
+    fc, fm = _end_free(state, moves)
+    changed = True
+    while changed:
+        changed = False
+        for i, (k, h, n) in enumerate(moves):
+            h0, n0 = int(state.vm_host[k]), int(state.vm_numa[k])
+            tc, tm = fc.copy(), fm.copy()
+            _shift(state, tc, tm, k, h, n, +1)
+            _shift(state, tc, tm, k, h0, n0, -1)
+            if (tc[h0] >= 0).all() and (tm[h0] >= 0).all() and \
+                    (tc % X).sum() <= (fc % X).sum():
+                fc, fm = tc, tm
+                moves.pop(i)
+                changed = True
+                break
+    return moves
+
+
+def _fragment_bound(res, model: _Model, total_free: int, mnl: int) -> int | None:
+    """HiGHS's dual bound as a fragment (cores). The objective is −16·Σy + ε·(VMs moved)
+    (minus the constant ``model.offset``) with ε·MNL < 1, so Σy ≤ (−(dual + offset) + ε·MNL)
+    / 16, rounded down; the fragment is ``total_free − 16·Σy``, and never below 0."""
     if total_free == 0:
-        return 0.0
+        return 0
     dual = getattr(res, "mip_dual_bound", None)
     if dual is None or not np.isfinite(dual):
         return None
     y_max = np.floor((-(float(dual) + model.offset) + model.eps * mnl) / X + 1e-9)
-    return max(0.0, (total_free - X * y_max) / total_free)
+    return int(max(0, total_free - X * y_max))
 
 
 class _Model:
@@ -193,8 +286,9 @@ def _aggregated(state: MappingState, mnl: int) -> _Model:
     for k in mig:
         shapes.setdefault((bool(state.vm_double[k]), int(state.vm_cpu[k]),
                            int(state.vm_mem[k])), []).append(int(k))
-    cap_c, cap_m = state.cap_cpu.ravel(), state.cap_mem.ravel()
     free_c, free_m = state.free_cpu.ravel(), state.free_mem.ravel()
+    # the most a (host, NUMA) can have free in any end state: free now + migratable load
+    room_c, room_m = _room(state)
     # columns: for each shape s: o vars, p vars, then P_s; finally y (2H)
     col_ub: list[float] = []
     col_int: list[int] = []
@@ -226,15 +320,17 @@ def _aggregated(state: MappingState, mnl: int) -> _Model:
             h = int(state.vm_host[k])
             slot = 2 * h + (0 if double else int(state.vm_numa[k]))
             count.setdefault(slot, []).append(k)
+        most = min(len(members), mnl)
         if double:
-            per_host = np.minimum(state.cap_cpu // c, state.cap_mem // m if m else 10**9)
-            p_ub = {2 * h: int(per_host[h].min()) for h in range(H)}
+            per_host = np.minimum(room_c.reshape(H, 2) // c,
+                                  room_m.reshape(H, 2) // m if m else 10**9).min(axis=1)
+            p_ub = {2 * h: min(int(per_host[h]), most) for h in range(H)}
         else:
-            ub = np.minimum(cap_c // c, cap_m // m if m else 10**9)
-            p_ub = {s: int(ub[s]) for s in range(2 * H)}
-        o_col = {s: new_col(len(ks), True) for s, ks in sorted(count.items())}
+            ub = np.minimum(room_c // c, room_m // m if m else 10**9)
+            p_ub = {s: min(int(ub[s]), most) for s in range(2 * H)}
+        o_col = {s: new_col(min(len(ks), most), True) for s, ks in sorted(count.items())}
         p_col = {s: new_col(u, True) for s, u in p_ub.items() if u > 0}
-        P = new_col(float(len(members)), False)
+        P = new_col(float(most), False)
         P_cols.append(P)
         for s, col in o_col.items():
             for r in ([s - s % 2, s - s % 2 + 1] if double else [s]):
@@ -272,7 +368,8 @@ def _aggregated(state: MappingState, mnl: int) -> _Model:
     hi.append(float(mnl))
     n_rows += 1
     y0 = len(col_ub)
-    y_ub, rows, ycols = _capacity_rows(state, y0)
+    _, rows, ycols = _capacity_rows(state, y0)
+    y_ub = room_c // X
     for r, col, u in zip(rows, ycols, y_ub, strict=True):
         new_col(float(u), True)
         add(int(r), int(col), X)
@@ -292,6 +389,7 @@ def _aggregated(state: MappingState, mnl: int) -> _Model:
         for double, count, o_col, p_col in shape_meta:
             outs = {s: int(x[col]) for s, col in o_col.items() if x[col] > 0}
             ins = {s: int(x[col]) for s, col in p_col.items() if x[col] > 0}
+            outs, ins = _cancel(outs, ins)
             leavers = {s: list(count[s][:n]) for s, n in outs.items()}
             for (src, dst) in _match(outs, ins):
                 k = leavers[src].pop(0)
@@ -301,6 +399,36 @@ def _aggregated(state: MappingState, mnl: int) -> _Model:
 
     model.moves = moves
     return model
+
+
+def _room(state: MappingState) -> tuple[np.ndarray, np.ndarray]:
+    """``(2H,)`` cpu and memory each (host, NUMA) has free once every migratable VM on it
+    has left: no end state has more."""
+    load = vm_numa_load(state)
+    mig = state.vm_migratable
+    room_c, room_m = state.free_cpu.copy(), state.free_mem.copy()
+    for j in (0, 1):
+        on = mig & (load[:, j] > 0)
+        np.add.at(room_c[:, j], state.vm_host[on], load[on, j])
+        np.add.at(room_m[:, j], state.vm_host[on], state.vm_mem[on])
+    return room_c.ravel(), room_m.ravel()
+
+
+def _cancel(outs: dict[int, int], ins: dict[int, int]):
+    """Cancel VMs of one shape leaving and arriving at the same (host, NUMA) (a pointless
+    swap: same end state, fewer moves), unless the rest would break Hall's condition."""
+    net_o = {s: n - min(n, ins.get(s, 0)) for s, n in outs.items()}
+    net_p = {s: n - min(n, outs.get(s, 0)) for s, n in ins.items()}
+    net_o = {s: n for s, n in net_o.items() if n}
+    net_p = {s: n for s, n in net_p.items() if n}
+    per_host: dict[int, int] = {}
+    for d in (net_o, net_p):
+        for s, n in d.items():
+            per_host[s // 2] = per_host.get(s // 2, 0) + n
+    total = sum(net_o.values())
+    if all(n <= total for n in per_host.values()):
+        return net_o, net_p
+    return outs, ins
 
 
 def _match(outs: dict[int, int], ins: dict[int, int]) -> list[tuple[int, int]]:
