@@ -28,7 +28,9 @@ checkpoint is the one with the lowest ``eval_fr``.
 ``warmstart: alpha_vbpp | greedy`` (dcsim's addition, off by default): before PPO, the
 policy imitates a heuristic's migrations (behaviour cloning: cross-entropy of the VM and the
 slot the heuristic chose, on ``warmstart_mappings`` training mappings of ``mnl`` steps,
-``warmstart_epochs`` passes, Adam at ``warmstart_lr``). The authors' repository has a
+``warmstart_epochs`` passes, Adam at ``warmstart_lr``; the critic regresses the teacher's
+discounted returns at the same time). The cloned weights are ``warmstart.npz`` and are
+evaluated as iteration 0, a candidate for the best checkpoint. The authors' repository has a
 supervised warm-up stage of its own for the VM network (``vm-scheduling warmup``, ``--pretrain``);
 cloning a heuristic is what makes a CPU budget of an hour or two reach a useful policy
 (their full-scale training is ~7,300 core-hours).
@@ -243,22 +245,30 @@ def teacher_data(cfg: TrainConfig, rng: np.random.Generator) -> dict[str, np.nda
     before it, the VM's token, its slot)."""
     teacher = {"alpha_vbpp": AlphaVBPP, "greedy": Greedy}[cfg.warmstart]()
     env = VMR2LEnv(cfg.env_config())
-    obs, vm_a, slot_a = [], [], []
+    obs, vm_a, slot_a, ret = [], [], [], []
     for _ in range(cfg.warmstart_mappings):
         o, _ = env.reset(seed=int(rng.integers(2**62)))
         plan = teacher.reschedule(env.state.copy(), cfg.mnl)
         pos = {int(k): i for i, k in enumerate(env.tokens)}
+        rewards = []
         for m in plan:
             token = pos[int(m.vm)]
             slot = 2 * m.host + (0 if m.numa < 0 else m.numa)
             obs.append(o)
             vm_a.append(token)
             slot_a.append(slot)
-            o, _, _, _, info = env.step((token, slot))
+            o, r, _, _, info = env.step((token, slot))
+            rewards.append(r)
             assert not info["invalid"]
+        g, rtg = 0.0, []
+        for r in reversed(rewards):   # discounted return from each step on
+            g = r + cfg.gamma * g
+            rtg.append(g)
+        ret += rtg[::-1]
     data = _stack(obs)
     data["vm_a"] = np.array(vm_a, dtype=np.int64)
     data["slot_a"] = np.array(slot_a, dtype=np.int64)
+    data["ret"] = np.array(ret, dtype=np.float32)
     return data
 
 
@@ -281,8 +291,11 @@ def clone(policy: VMR2LPolicy, cfg: TrainConfig, data: dict[str, np.ndarray],
             H = tb["H"]
             mask = torch.ones(len(mb), 2 * H, dtype=torch.bool, device=device)
             mask &= ~tb["host_pad"].repeat_interleave(2, dim=1)
-            logp, _, _, _, _ = _evaluate_actions(policy, tb, vm, slot, mask)
-            loss = -logp.mean()
+            logp, _, v, _, _ = _evaluate_actions(policy, tb, vm, slot, mask)
+            ret = torch.as_tensor(data["ret"][mb], device=device)
+            # the critic learns the teacher's returns too, so that PPO starts with
+            # advantages that are not noise (a random critic undoes the cloning)
+            loss = -logp.mean() + 0.5 * ((v - ret) ** 2).mean()
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
@@ -344,19 +357,26 @@ def _train(cfg: TrainConfig, out: Path, command, say, device) -> dict[str, Any]:
     def new_seed() -> int:
         return int(ep_rng.integers(2**62))
 
+    best: tuple[float, int, dict[str, np.ndarray] | None] = (np.inf, -1, None)
     if cfg.warmstart != "none":
         ws_seq = np.random.SeedSequence([cfg.seed, 1])
         ws_rng = np.random.default_rng(ws_seq)
+        t_ws = time.perf_counter()
         clone(policy, cfg, teacher_data(cfg, ws_rng), ws_rng, device, say)
-        ck = Checkpoint(out / "warmstart.npz", policy.numpy_weights(), arch)
-        ev = evaluate_policy(ck, dev, eval_mnl, cfg.eval_samples, cfg.eval_seed)
-        say(f"after the warm start: eval FR {ev:.4f}")
+        weights = policy.numpy_weights()
+        ev = evaluate_policy(Checkpoint(out / "warmstart.npz", weights, arch), dev, eval_mnl,
+                             cfg.eval_samples, cfg.eval_seed)
+        best = (ev, 0, weights)
+        save_checkpoint(out / "warmstart.npz", weights, arch, _meta(
+            cfg, command=command, iteration=0, iterations=0,
+            wall=time.perf_counter() - t_ws, env_steps=0, eval_fr=ev, best_iteration=0,
+            baselines=baselines, device=str(device)))
+        say(f"after the warm start ({time.perf_counter() - t_ws:.0f}s): eval FR {ev:.4f}")
 
     B, T = cfg.num_envs, cfg.num_steps
     obs = [env.reset(seed=new_seed())[0] for env in envs]
     H2 = 2 * env_cfg.max_hosts
     rows: list[dict[str, Any]] = []
-    best: tuple[float, int, dict[str, np.ndarray] | None] = (np.inf, -1, None)
     paths = {"progress": out / "progress.parquet", "best": out / "checkpoint.npz",
              "last": out / "last.npz"}
     t0 = time.perf_counter()
