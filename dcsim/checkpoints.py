@@ -43,6 +43,20 @@ def write_checkpoint(path: str | Path, arrays: dict[str, np.ndarray],
     return path
 
 
+def resolve(value: str, shipped: dict[str, Path], what: str = "") -> Path:
+    """The ``.npz`` a ``checkpoint`` option names: a shipped policy's name (``shipped``)
+    that file, anything else a file path (``~`` expanded, relative to the working
+    directory). A bare word that is neither is a ConfigError listing ``what`` is shipped."""
+    if value in shipped:
+        return shipped[value]
+    path = Path(value).expanduser().resolve()
+    if not path.exists() and path.suffix != ".npz" and "/" not in value:
+        kind = f"{what} policy" if what else "policy"
+        raise ConfigError(f"checkpoint: {value!r} is neither a shipped {kind} "
+                          f"({', '.join(shipped) or 'none shipped'}) nor a file")
+    return path
+
+
 def read_metadata(path: str | Path, fmt: str, what: str) -> dict[str, Any]:
     """The .json beside checkpoint ``path``, checked to be a ``fmt`` document (``what``
     names the kind in errors, e.g. ``"DeepRM"``)."""

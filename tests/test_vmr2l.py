@@ -18,7 +18,7 @@ from dcsim.cli import main
 from dcsim.errors import ConfigError
 from dcsim.reschedulers import vmr2l as V
 from dcsim.vm.mapping_io import parse_mapping
-from dcsim.vm.model import BOTH, Host, MappingState, Migration, VM
+from dcsim.vm.model import BOTH, VM, Host, MappingState, Migration
 from dcsim.vm.synthetic import synthetic_mapping, synthetic_preset
 
 
@@ -313,10 +313,9 @@ def test_vmr2l_static_experiment_and_online_rescheduling(tmp_path):
     random-weight policy in place of the shipped one, and vmr2l as vm_online's periodic
     rescheduler; same seed, same rows."""
     import pandas as pd
+    import yaml
 
     from dcsim.runner import load_experiment, run_experiment
-
-    import yaml
 
     ck = random_checkpoint(tmp_path / "p.npz", "sparse")
     raw = yaml.safe_load((EXPERIMENTS / "vmr2l_static.yaml").read_text())

@@ -71,7 +71,7 @@ import scipy.sparse as sp
 from pydantic import Field, field_validator
 
 from dcsim.allocators.multi import MultiServerAllocator, Partial, path_service
-from dcsim.checkpoints import read_arrays, read_metadata, write_checkpoint
+from dcsim.checkpoints import read_arrays, read_metadata, resolve, write_checkpoint
 from dcsim.errors import ConfigError
 from dcsim.hookspecs import hookimpl
 from dcsim.model import StateView, Topology
@@ -501,14 +501,7 @@ def checkpoint_path(value: str | None) -> Path:
     a file path (``~`` expanded, relative to the working directory)."""
     if value is None:
         return SHIPPED_CHECKPOINT
-    shipped = shipped_checkpoints()
-    if value in shipped:
-        return shipped[value]
-    path = Path(value).expanduser().resolve()
-    if not path.exists() and path.suffix != ".npz" and "/" not in value:
-        raise ConfigError(f"checkpoint: {value!r} is neither a shipped policy "
-                          f"({', '.join(shipped)}) nor a file")
-    return path
+    return resolve(value, shipped_checkpoints())
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:

@@ -25,14 +25,21 @@ def _transformer(a: Architecture, dropout: float) -> nn.Transformer:
                           norm_first=False)
 
 
-class _VMNet(nn.Module):
-    def __init__(self, a: Architecture, dropout: float):
+class _Net(nn.Module):
+    """Host and VM embeddings, a transformer and an output layer of ``outputs`` per token."""
+
+    def __init__(self, a: Architecture, dropout: float, outputs: int):
         super().__init__()
         self.a = a
         self.pm_encode = nn.Linear(a.host_features, a.d_model)
         self.vm_encode = nn.Linear(a.vm_features, a.d_model)
         self.transformer = _transformer(a, dropout)
-        self.output_layer = nn.Linear(a.d_model, 1)
+        self.output_layer = nn.Linear(a.d_model, outputs)
+
+
+class _VMNet(_Net):
+    def __init__(self, a: Architecture, dropout: float):
+        super().__init__(a, dropout, 1)
         self.critic_layer = nn.Linear(a.d_model, 1)
 
     def forward(self, hosts, vms, step, host_pad, vm_pad, vm_host=None):
@@ -66,14 +73,9 @@ class _VMNet(nn.Module):
         return logits.masked_fill(vm_pad, float("-inf")), value
 
 
-class _HostNet(nn.Module):
+class _HostNet(_Net):
     def __init__(self, a: Architecture, dropout: float):
-        super().__init__()
-        self.a = a
-        self.pm_encode = nn.Linear(a.host_features, a.d_model)
-        self.vm_encode = nn.Linear(a.vm_features, a.d_model)
-        self.transformer = _transformer(a, dropout)
-        self.output_layer = nn.Linear(a.d_model, 2)
+        super().__init__(a, dropout, 2)
 
     def forward(self, hosts, chosen, step, host_pad):
         B = hosts.shape[0]

@@ -52,7 +52,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from dcsim import __version__
@@ -146,13 +146,17 @@ class TrainConfig:
 def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
     """Read and validate a YAML training config; errors name the file and the field."""
     cfg = read_train_config(path, TrainConfig, **overrides)
-    try:
-        cfg.env_config()
-        VMR2LEnvConfig(preset=cfg.eval_preset)
-    except Exception as e:  # pydantic ValidationError
-        msg = getattr(e, "errors", lambda: [{"msg": str(e), "loc": ()}])()[0]
-        raise ConfigError(f"{path}: {'.'.join(map(str, msg['loc'])) or 'preset'}: "
-                          f"{msg['msg'].removeprefix('Value error, ')}") from None
+    for field, check in (("preset", cfg.env_config),
+                         ("eval_preset", lambda: VMR2LEnvConfig(preset=cfg.eval_preset))):
+        try:
+            check()
+        except ValidationError as e:
+            err = e.errors()[0]
+            where = ".".join(str(x) for x in err["loc"]) or field
+            if field == "eval_preset":
+                where = field
+            raise ConfigError(f"{path}: {where}: "
+                              f"{err['msg'].removeprefix('Value error, ')}") from None
     return cfg
 
 

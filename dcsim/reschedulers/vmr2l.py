@@ -62,7 +62,7 @@ import numpy as np
 from pydantic import Field
 from scipy.special import erf
 
-from dcsim.checkpoints import read_arrays, read_metadata, write_checkpoint
+from dcsim.checkpoints import read_arrays, read_metadata, resolve, write_checkpoint
 from dcsim.errors import ConfigError
 from dcsim.hookspecs import hookimpl
 from dcsim.reschedulers.base import Plan, Rescheduler
@@ -520,16 +520,7 @@ def shipped_checkpoints() -> dict[str, Path]:
 def checkpoint_path(value: str | None) -> Path:
     """The ``.npz`` a ``checkpoint`` option names: None is the shipped default, a shipped
     name that policy, anything else a file path."""
-    shipped = shipped_checkpoints()
-    if value is None:
-        value = SHIPPED_NAME
-    if value in shipped:
-        return shipped[value]
-    path = Path(value).expanduser().resolve()
-    if not path.exists() and path.suffix != ".npz" and "/" not in value:
-        raise ConfigError(f"checkpoint: {value!r} is neither a shipped VMR²L policy "
-                          f"({', '.join(shipped) or 'none shipped'}) nor a file")
-    return path
+    return resolve(SHIPPED_NAME if value is None else value, shipped_checkpoints(), "VMR²L")
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:

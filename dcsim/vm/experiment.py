@@ -4,7 +4,7 @@ the mapping it names, and one rescheduler's run on it.
 The ``vm:`` section of a static experiment (:class:`StaticSpec`)::
 
     vm:
-      mapping: {synthetic: production}      # or small, medium, production_small; or {path: mapping.json}
+      mapping: {synthetic: production}   # or small, medium, production_small; or {path: ...}
       mnl: 50
 
 ``mapping`` (:class:`MappingSpec`, shared with the online mode) is one of
