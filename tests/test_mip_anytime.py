@@ -162,15 +162,15 @@ def tiny_state(seed: int) -> MappingState:
        node_limit=st.sampled_from([1, 1000]))
 def test_bound_is_a_lower_bound_on_the_per_vm_optimum(seed, mnl, node_limit):
     """The aggregated MIP's bound, even after one node, is at most the optimum of the paper's
-    per-VM formulation, and at most the FR it returns."""
+    per-VM formulation (its proven bound), and at most the FR it returns."""
     s = tiny_state(seed)
     per = MIP(MIP.parse_options({"formulation": "per_vm", "warm_start": False})).run(s, mnl)
-    assert per.status == "optimal"
+    assert per.status.startswith("optimal")  # "+dropped": the optimum needs > MNL steps
     m = MIP(MIP.parse_options({"node_limit": node_limit})).run(s, mnl)
     assert m.bound is not None
     assert m.bound <= per.bound + 1e-12 and m.bound <= m.fr_after + 1e-12
     if m.status == "optimal":
-        assert m.fr_after == pytest.approx(per.fr_after)
+        assert m.fr_after <= per.fr_after + 1e-12
 
 
 # -- plan hygiene -----------------------------------------------------------------------------
@@ -194,3 +194,17 @@ def test_prune_drops_moves_that_do_not_help():
     moves = [(0, 2, 0), (1, 2, 1)]
     assert rmip._end_fragment(s, moves) == rmip._end_fragment(s, [(0, 2, 0)])
     assert rmip._prune(s, moves) == [(0, 2, 0)]
+
+
+def test_identical_hosts_are_grouped_and_keep_the_optimum():
+    """Hosts with the same free capacity and VMs form a group (ordered by activity in the
+    model); the aggregated optimum still equals the per-VM one."""
+    hosts = [Host(f"h{i}", (20, 20), (40, 40)) for i in range(4)]
+    vms = [VM("a", 6, 1, 1), VM("b", 6, 1, 1), VM("c", 4, 1, 1), VM("d", 6, 1, 1)]
+    s = MappingState(hosts, vms, [(0, 0), (1, 0), (2, 1), (3, 0)])
+    assert rmip._identical_hosts(s) == [[0, 1, 3]]
+    for mnl in (1, 2, 3):
+        agg = MIP(MIP.parse_options({"warm_start": False})).run(s, mnl)
+        per = MIP(MIP.parse_options({"formulation": "per_vm", "warm_start": False})).run(s, mnl)
+        assert agg.status == per.status == "optimal"
+        assert agg.fr_after == pytest.approx(per.fr_after)
