@@ -254,8 +254,16 @@ def _layer_norm(w: dict[str, np.ndarray], p: str, x: np.ndarray) -> np.ndarray:
     return (x - mu) / np.sqrt(var + 1e-5) * w[f"{p}.weight"] + w[f"{p}.bias"]
 
 
+_INV_SQRT2 = np.float32(1.0 / np.sqrt(2.0))
+
+
 def _gelu(x: np.ndarray) -> np.ndarray:
-    return (0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))).astype(x.dtype, copy=False)
+    """Exact (erf) GELU, as ``F.gelu``; in float32 (a float64 constant would upcast)."""
+    y = erf(x * _INV_SQRT2)
+    y += np.float32(1.0)
+    y *= x
+    y *= np.float32(0.5)
+    return y
 
 
 def _softmax(s: np.ndarray) -> np.ndarray:
