@@ -24,44 +24,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import time
 
 import numpy as np
+from bench_resched import median_time, random_moves  # the same baseline as bench_resched
 
 from dcsim.reschedulers.builtin import MIP, AlphaVBPP, Greedy
-from dcsim.vm import BOTH, Migration
 from dcsim.vm.mapping_io import parse_mapping
 from dcsim.vm.synthetic import synthetic_preset
-
-
-def median_time(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def random_moves(state, n: int, rng: np.random.Generator) -> list[Migration]:
-    """``n`` migrations, each valid after the previous ones."""
-    work = state.copy()
-    out: list[Migration] = []
-    for _ in range(1000 * n):
-        if len(out) == n:
-            break
-        k = int(rng.integers(work.n_vms))
-        opts = np.argwhere(work.options(k))
-        if not len(opts):
-            continue
-        h, j = opts[rng.integers(len(opts))]
-        m = Migration(k, int(h), BOTH if work.vm_double[k] else int(j))
-        work.apply(m)
-        out.append(m)
-    return out
 
 
 def timed(algo, state, mnl):

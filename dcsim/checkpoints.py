@@ -32,6 +32,17 @@ def atomic_write(path: Path, write) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def float_arrays(weights: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]]
+                 ) -> dict[str, np.ndarray]:
+    """``weights`` as contiguous float32 arrays, exactly the names of ``shapes`` (ValueError
+    naming the array whose shape differs)."""
+    arrays = {k: np.ascontiguousarray(weights[k], dtype=np.float32) for k in shapes}
+    for k, s in shapes.items():
+        if arrays[k].shape != s:
+            raise ValueError(f"array {k!r} has shape {arrays[k].shape}, expected {s}")
+    return arrays
+
+
 def write_checkpoint(path: str | Path, arrays: dict[str, np.ndarray],
                      doc: dict[str, Any]) -> Path:
     """``path`` (.npz of ``arrays`` as float32) and the .json of ``doc`` beside it."""

@@ -71,7 +71,13 @@ import scipy.sparse as sp
 from pydantic import Field, field_validator
 
 from dcsim.allocators.multi import MultiServerAllocator, Partial, path_service
-from dcsim.checkpoints import read_arrays, read_metadata, resolve, write_checkpoint
+from dcsim.checkpoints import (
+    float_arrays,
+    read_arrays,
+    read_metadata,
+    resolve,
+    write_checkpoint,
+)
 from dcsim.errors import ConfigError
 from dcsim.hookspecs import hookimpl
 from dcsim.model import StateView, Topology
@@ -466,11 +472,7 @@ def save_checkpoint(path: str | Path, weights: dict[str, np.ndarray], arch: Arch
     path = Path(path)
     if path.suffix != ".npz":
         raise ValueError(f"checkpoint path must end in .npz, not {path}")
-    shapes = weight_shapes(arch)
-    arrays = {k: np.ascontiguousarray(weights[k], dtype=np.float32) for k in shapes}
-    for k, s in shapes.items():
-        if arrays[k].shape != s:
-            raise ValueError(f"array {k!r} has shape {arrays[k].shape}, expected {s}")
+    arrays = float_arrays(weights, weight_shapes(arch))
     doc = {
         "format": CHECKPOINT_FORMAT,
         "format_version": CHECKPOINT_VERSION,

@@ -62,7 +62,13 @@ import numpy as np
 from pydantic import Field
 from scipy.special import erf
 
-from dcsim.checkpoints import read_arrays, read_metadata, resolve, write_checkpoint
+from dcsim.checkpoints import (
+    float_arrays,
+    read_arrays,
+    read_metadata,
+    resolve,
+    write_checkpoint,
+)
 from dcsim.errors import ConfigError
 from dcsim.hookspecs import hookimpl
 from dcsim.reschedulers.base import Plan, Rescheduler
@@ -505,11 +511,7 @@ def save_checkpoint(path: str | Path, weights: dict[str, np.ndarray], arch: Arch
     path = Path(path)
     if path.suffix != ".npz":
         raise ValueError(f"checkpoint path must end in .npz, not {path}")
-    shapes = weight_shapes(arch)
-    arrays = {k: np.ascontiguousarray(weights[k], dtype=np.float32) for k in shapes}
-    for k, s in shapes.items():
-        if arrays[k].shape != s:
-            raise ValueError(f"array {k!r} has shape {arrays[k].shape}, expected {s}")
+    arrays = float_arrays(weights, weight_shapes(arch))
     doc = {"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_VERSION,
            "architecture": {**asdict(arch), "norm": "post-LN (nn.Transformer)",
                             "activation": "gelu (erf)"},
