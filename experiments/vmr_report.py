@@ -70,7 +70,7 @@ def static_table(df: pd.DataFrame) -> str:
     for a in labels:
         g = df[df[who] == a]
         paper = PAPER_MNL50.get(_base(a))
-        ref = "—" if paper is None else (f"{paper:.4f}" if _base(a) == "mip"
+        ref = "—" if paper is None else (f"{paper:.4f}" if _base(a) in ("mip", "vmr2l")
                                          else f"≈ {paper:.2f}")
         lines.append(f"| {a} | " + " | ".join(ci_cell(g[g[mnl] == m]["fr_after"], 4)
                                               for m in mnls)
