@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -204,6 +205,9 @@ def train() -> None:
 def _train_options(name: str):
     """The arguments and options every ``dcsim train <name>`` command shares."""
     def wrap(f):
+        f = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+                         help="Override a config key (dotted for a section's entry, e.g. "
+                              "topology.channels=8; value parsed as YAML). Repeatable.")(f)
         f = click.option("--seed", type=int, default=None, help="Seed (overrides `seed:`).")(f)
         f = click.option("--iterations", type=click.IntRange(min=1), default=None,
                          help="Training iterations (overrides `iterations:`).")(f)
@@ -216,7 +220,7 @@ def _train_options(name: str):
 
 
 def _train(name: str, module: str, config: Path, out: Path, iterations: int | None,
-           seed: int | None):
+           seed: int | None, sets: tuple[str, ...] = ()):
     """Load ``module``'s config from ``config`` (with the CLI overrides) and train; returns
     (config, result). Without torch: one error line, exit 1."""
     if not _have_torch():
@@ -226,18 +230,23 @@ def _train(name: str, module: str, config: Path, out: Path, iterations: int | No
     import importlib
 
     mod = importlib.import_module(module)
+    from dcsim.runner.config import parse_set
+
     overrides = {k: v for k, v in (("iterations", iterations), ("seed", seed)) if v is not None}
-    cfg = mod.load_train_config(config, **overrides)
+    cfg = mod.load_train_config(config, **dict(parse_set(s) for s in sets), **overrides)
     command = f"dcsim train {name} {config} --out {out}" + "".join(
-        f" --{k} {v}" for k, v in overrides.items())
+        f" --{k} {v}" for k, v in overrides.items()) + "".join(
+        f" --set {shlex.quote(s)}" for s in sets)
     return cfg, lambda: mod.train(cfg, out, command=command, log=click.echo)
 
 
 @train.command("deeprm")
 @_train_options("deeprm")
-def train_deeprm(config: Path, out: Path, iterations: int | None, seed: int | None) -> None:
+def train_deeprm(config: Path, out: Path, iterations: int | None, seed: int | None,
+                sets: tuple[str, ...]) -> None:
     """Train DeepRM's policy (REINFORCE) with the settings in CONFIG (YAML)."""
-    cfg, run_training = _train("deeprm", "dcsim.learn.deeprm", config, out, iterations, seed)
+    cfg, run_training = _train("deeprm", "dcsim.learn.deeprm", config, out, iterations, seed,
+                                  sets)
     click.echo(f"training DeepRM: {cfg.iterations} iterations x {cfg.jobsets_per_iter} job "
                f"sets x {cfg.rollouts} rollouts -> {out}")
     result = run_training()
@@ -248,9 +257,11 @@ def train_deeprm(config: Path, out: Path, iterations: int | None, seed: int | No
 
 @train.command("vmr2l")
 @_train_options("vmr2l")
-def train_vmr2l(config: Path, out: Path, iterations: int | None, seed: int | None) -> None:
+def train_vmr2l(config: Path, out: Path, iterations: int | None, seed: int | None,
+                sets: tuple[str, ...]) -> None:
     """Train VMR²L's two-stage transformer rescheduling policy (PPO) with CONFIG (YAML)."""
-    cfg, run_training = _train("vmr2l", "dcsim.learn.vmr2l_ppo", config, out, iterations, seed)
+    cfg, run_training = _train("vmr2l", "dcsim.learn.vmr2l_ppo", config, out, iterations, seed,
+                                  sets)
     click.echo(f"training VMR2L ({cfg.attention} attention): {cfg.iterations} iterations x "
                f"{cfg.num_envs} envs x {cfg.num_steps} steps -> {out}")
     result = run_training()
@@ -264,9 +275,11 @@ def train_vmr2l(config: Path, out: Path, iterations: int | None, seed: int | Non
 
 @train.command("nara")
 @_train_options("nara")
-def train_nara(config: Path, out: Path, iterations: int | None, seed: int | None) -> None:
+def train_nara(config: Path, out: Path, iterations: int | None, seed: int | None,
+                sets: tuple[str, ...]) -> None:
     """Train Nara's GNN allocation policy (PPO) with the settings in CONFIG (YAML)."""
-    cfg, run_training = _train("nara", "dcsim.learn.ppo", config, out, iterations, seed)
+    cfg, run_training = _train("nara", "dcsim.learn.ppo", config, out, iterations, seed,
+                                  sets)
     click.echo(f"training Nara: {cfg.iterations} iterations x {cfg.num_envs} envs x "
                f"{cfg.num_steps} steps -> {out}")
     result = run_training()

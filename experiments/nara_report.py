@@ -36,7 +36,7 @@ import pandas as pd
 
 from dcsim.results.stats import ci_cell
 
-ORDER = ["nara", "tetris", "nalb", "nulb", "random_multi", "best_fit_multi"]
+ORDER = ["nara_topology", "nara", "tetris", "nalb", "nulb", "random_multi", "best_fit_multi"]
 SETS = ["uniform", "azure", "alibaba"]
 PRESETS = ["alpha", "beta", "gamma", "delta"]
 

@@ -68,7 +68,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from dcsim.allocators.multi import MultiServerAllocator, Partial, path_service
 from dcsim.checkpoints import (
@@ -506,6 +506,16 @@ def checkpoint_path(value: str | None) -> Path:
     return resolve(value, shipped_checkpoints())
 
 
+def _check_exists(value: str | None) -> None:
+    """A ``checkpoint`` value that names no file is a ``ValueError`` (for validators)."""
+    try:
+        path = checkpoint_path(value)
+    except ConfigError as e:
+        raise ValueError(str(e).removeprefix("checkpoint: ")) from None
+    if not path.exists():
+        raise ValueError(f"{path} does not exist")
+
+
 def load_checkpoint(path: str | Path) -> Checkpoint:
     """Load and validate a checkpoint (``.npz`` + ``.json`` beside it); any problem is a
     :class:`ConfigError` naming the file. Arrays are read with ``allow_pickle=False``."""
@@ -533,7 +543,10 @@ class NaraAllocator(MultiServerAllocator):
     shipped in the package (``alpha_uniform``, ``alpha_azure``, ``alpha_alibaba``: trained on
     α with Table 1's uniform, Azure- or Alibaba-derived request set; ``optical_all``:
     trained across the 2023 paper's nine optical topologies, to be run with ``reservation:
-    per_pair_channel``); default ``alpha_uniform``. The observation is the feature version
+    per_pair_channel``; ``optical_<c>_<1xo>``: optical_all fine-tuned on one of them);
+    default ``alpha_uniform``. ``per_topology`` instead maps topology names
+    (``optical-8-1:16``) to checkpoints, each topology running its own policy, as the
+    2023 paper trains one per topology. The observation is the feature version
     the checkpoint records. ``greedy: true`` (default, the paper's test-time rule)
     takes the highest-scoring eligible server, ties to the lowest index; ``greedy: false``
     samples from the masked softmax with the run's generator. ``holding_scale``: the
@@ -547,6 +560,9 @@ class NaraAllocator(MultiServerAllocator):
         checkpoint: str | None = Field(None, description="policy .npz, or a shipped "
                                        "policy: alpha_uniform (default), alpha_azure, "
                                        "alpha_alibaba, optical_all")
+        per_topology: dict[str, str] | None = Field(
+            None, description="a policy per topology: topology name (optical-8-1:16) -> "
+            "policy .npz or shipped name; instead of checkpoint")
         greedy: bool = Field(True, description="argmax (true) or sample the policy")
         holding_scale: float | None = Field(None, gt=0, description="holding-time scale "
                                             "(default: 2 x the workload's mean)")
@@ -554,23 +570,53 @@ class NaraAllocator(MultiServerAllocator):
         @field_validator("checkpoint")
         @classmethod
         def _exists(cls, v: str | None) -> str | None:  # caught by `dcsim validate`
-            try:
-                path = checkpoint_path(v)
-            except ConfigError as e:
-                raise ValueError(str(e).removeprefix("checkpoint: ")) from None
-            if not path.exists():
-                raise ValueError(f"{path} does not exist")
+            _check_exists(v)
             return v
+
+        @field_validator("per_topology")
+        @classmethod
+        def _all_exist(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+            if v is not None:
+                if not v:
+                    raise ValueError("needs at least one topology name -> policy entry")
+                for name, ck in v.items():
+                    try:
+                        _check_exists(ck)
+                    except ValueError as e:
+                        raise ValueError(f"{name}: {e}") from None
+            return v
+
+        @model_validator(mode="after")
+        def _one_source(self):
+            if self.per_topology is not None and self.checkpoint is not None:
+                raise ValueError("set checkpoint or per_topology, not both")
+            return self
 
     def __init__(self, options=None, *, rng=None, topology=None):
         super().__init__(options, rng=rng, topology=topology)
-        self.checkpoint = load_checkpoint(checkpoint_path(self.options.checkpoint))
+        self.checkpoint: Checkpoint | None = None
+        self._for: str | None = None  # the topology per_topology's policy was loaded for
+        if self.options.per_topology is None:
+            self.checkpoint = load_checkpoint(checkpoint_path(self.options.checkpoint))
         if topology is not None:
-            self.checkpoint.check_topology(topology)
+            self._load_for(topology)
+
+    def _load_for(self, topology) -> None:
+        """Load the topology's policy (``per_topology``) and check that it fits."""
+        per = self.options.per_topology
+        if per is not None and (self.checkpoint is None or self._for != topology.name):
+            if topology.name not in per:
+                raise ConfigError(f"per_topology: no policy for topology {topology.name!r} "
+                                  f"(listed: {', '.join(sorted(per))})")
+            self.checkpoint = load_checkpoint(checkpoint_path(per[topology.name]))
+            self._for = topology.name
+        assert self.checkpoint is not None
+        self.checkpoint.check_topology(topology)
 
     def setup(self, view: StateView) -> None:
         super().setup(view)
-        self.checkpoint.check_topology(view.topology)
+        self._load_for(view.topology)
+        assert self.checkpoint is not None
         self.observer = Observer(view.topology, self.options.holding_scale,
                                  features=self.checkpoint.features)
 
@@ -581,7 +627,9 @@ class NaraAllocator(MultiServerAllocator):
         if not mask.any():
             return None
         obs = self.observer.observe(partial, view)
-        z = policy_logits(self.checkpoint.weights, self.checkpoint.arch,
+        ck = self.checkpoint
+        assert ck is not None  # loaded by setup
+        z = policy_logits(ck.weights, ck.arch,
                           self.observer.layout, obs)
         if self.options.greedy:
             return int(np.argmax(z))

@@ -9,13 +9,15 @@ import yaml
 from pydantic import ValidationError
 
 from dcsim.errors import ConfigError
+from dcsim.runner.config import set_dotted
 
 T = TypeVar("T")
 
 
 def read_train_config(path: str | Path, cls: type[T], **overrides: Any) -> T:
     """Read YAML ``path`` (keys: ``cls``'s fields) into ``cls``; ``overrides`` replace keys
-    (CLI options). Every problem is a :class:`ConfigError` naming the file and the field."""
+    (CLI options; a dotted key such as ``topology.channels`` sets one entry of a
+    section). Every problem is a :class:`ConfigError` naming the file and the field."""
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text())
@@ -27,7 +29,11 @@ def read_train_config(path: str | Path, cls: type[T], **overrides: Any) -> T:
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of {cls.__name__} fields at the top "
                           "level")
-    raw.update(overrides)
+    for key, value in overrides.items():  # dotted keys (--set a.b=v) reach into sections
+        if "." in key:
+            set_dotted(raw, key, value, where=f"{path}: --set")
+        else:
+            raw[key] = value
     try:
         return cls(**raw)
     except ValidationError as e:

@@ -68,7 +68,12 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from dcsim import __version__
 from dcsim.allocators.nara import tetris_scores
-from dcsim.allocators.nara_learned import Architecture, save_checkpoint
+from dcsim.allocators.nara_learned import (
+    Architecture,
+    checkpoint_path,
+    load_checkpoint,
+    save_checkpoint,
+)
 from dcsim.errors import ConfigError
 from dcsim.learn.config import read_train_config
 from dcsim.learn.gnn import NaraPolicy, NaraValue, graph_batch, stack_obs
@@ -143,6 +148,13 @@ class TrainConfig:
     eval_episodes: int = Field(8, ge=1)
     eval_requests: int = Field(128, ge=1)         # paper: 128-request test episodes on alpha
     eval_seed: int = 1_000_003
+    # --- starting point (fine-tuning)
+    # a policy to start from: a checkpoint .npz or a shipped policy's name (optical_all);
+    # its architecture and feature version must be this config's. The critic starts fresh.
+    init_from: str | None = None
+    # iterations at the start that train only the critic (the policy is frozen): a fresh
+    # critic's advantages would otherwise push a trained policy around at random
+    critic_warmup: int = Field(0, ge=0)
 
     def env_config(self, requests: int | None = None) -> NaraEnvConfig:
         return NaraEnvConfig(topology=self.topology, topologies=self.topologies,
@@ -181,10 +193,32 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
     overrides.setdefault("base_dir", str(Path(path).resolve().parent))
     cfg = read_train_config(path, TrainConfig, **overrides)
     try:  # the environment sections are checked by their builders
-        NaraEnv(cfg.env_config())
+        env = NaraEnv(cfg.env_config())
+        if cfg.init_from is not None:
+            initial_weights(cfg, len(env.topology.resources))
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
     return cfg
+
+
+def initial_weights(cfg: TrainConfig, n_resources: int) -> dict[str, np.ndarray]:
+    """The policy weights ``init_from`` names, checked against ``cfg``'s architecture and
+    feature version (a :class:`ConfigError` naming ``init_from`` otherwise)."""
+    assert cfg.init_from is not None
+    try:
+        ck = load_checkpoint(checkpoint_path(cfg.init_from))
+    except ConfigError as e:
+        raise ConfigError(f"init_from: {e}") from None
+    if ck.features != cfg.features:
+        raise ConfigError(f"init_from: {ck.path} was trained on feature version "
+                          f"{ck.features}, the config sets features: {cfg.features}")
+    want = cfg.architecture(n_resources)
+    if ck.arch != want:
+        diff = ", ".join(f"{k} {getattr(ck.arch, k)} (config: {getattr(want, k)})"
+                         for k in Architecture.__dataclass_fields__
+                         if getattr(ck.arch, k) != getattr(want, k))
+        raise ConfigError(f"init_from: {ck.path} has another architecture: {diff}")
+    return ck.weights
 
 
 # --------------------------------------------------------------------------- rollouts
@@ -318,6 +352,8 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, device) -> dic
     torch.manual_seed(cfg.seed)
     policy = NaraPolicy(arch).to(device)
     value = NaraValue(arch, cfg.value_hidden).to(device)
+    if cfg.init_from is not None:
+        policy.load_numpy(initial_weights(cfg, len(resources)))
     params = list(policy.parameters()) + list(value.parameters())
     opt = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5)
     ep_seq, act_seq, mb_seq = np.random.SeedSequence(cfg.seed).spawn(3)
@@ -348,6 +384,20 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, device) -> dic
     t0 = time.perf_counter()
     env_steps = 0
     it = 0
+    if cfg.init_from is not None:  # the starting policy is iteration 0's candidate
+        ev = evaluate(greedy, eval_cfg, eval_seeds)
+        per_topo = ev.get("per_topology")
+        best = (ev["acceptance"], 0, policy.numpy_weights(), per_topo)
+        save_checkpoint(paths["best"], best[2], arch, _meta(
+            cfg, command=command, iteration=0, iterations=0, wall=0.0, env_steps=0,
+            eval_acceptance=ev["acceptance"], best_iteration=0, eval_tetris=eval_tetris,
+            device=str(device), eval_per_topology=per_topo), resources, cfg.features)
+        rows.append({"iteration": 0, "wall_s": time.perf_counter() - t0, "env_steps": 0,
+                     "eval_acceptance": ev["acceptance"],
+                     "eval_acceptance_ratio": ev["acceptance_ratio"],
+                     **{f"eval_acceptance:{n}": a for n, a in (per_topo or {}).items()}})
+        say(f"iter    0  (init_from {cfg.init_from})  eval acc {ev['acceptance']:.3f}"
+            f" (tetris {eval_tetris['acceptance']:.3f})")
     while it < cfg.iterations:
         it += 1
         stop = it == cfg.iterations or (
@@ -435,7 +485,10 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, device) -> dic
                 else:
                     v_loss = 0.5 * ((v - b_ret[mbt]) ** 2).mean()
                 ent = entropy.mean()
-                loss = pg - cfg.ent_coef * ent + cfg.vf_coef * v_loss
+                if it <= cfg.critic_warmup:  # the policy is frozen: no gradient reaches it
+                    loss = cfg.vf_coef * v_loss
+                else:
+                    loss = pg - cfg.ent_coef * ent + cfg.vf_coef * v_loss
                 opt.zero_grad()
                 loss.backward()
                 # clipped per network: the critic's gradients (returns of ±10s) would
