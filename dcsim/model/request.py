@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class Request:
     """One arrival.
 
@@ -17,6 +18,10 @@ class Request:
     request needs between its servers (0 for single-server requests). ``attrs`` holds
     family-specific fields (e.g. a virtual cluster's N, S, B); they become extra columns of
     the per-request results.
+
+    A request is read-only: its fields cannot be reassigned, and the engine hands plugins a
+    read-only ``demand`` array and a read-only ``attrs`` mapping, so an allocator cannot
+    change what it was asked for (a write raises).
     """
 
     id: int
@@ -24,4 +29,4 @@ class Request:
     duration: float
     demand: np.ndarray
     bandwidth: float = 0.0
-    attrs: dict[str, Any] = field(default_factory=dict)
+    attrs: Mapping[str, Any] = field(default_factory=dict)

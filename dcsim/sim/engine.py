@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from types import GeneratorType
+from types import GeneratorType, MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -74,6 +74,7 @@ class EngineConfig:
 
 
 CAPACITY_MODES = ("reject", "wait")
+_NO_ATTRS: MappingProxyType[str, Any] = MappingProxyType({})  # a request without attrs
 DEPARTURE_MODES = ("before_arrivals", "after_first_step")
 
 
@@ -165,6 +166,10 @@ class Engine:
                 f"workload yields demand of shape {demand.shape}; expected "
                 f"(n, {n_res}) for resources {self.topology.resources}"
             )
+        # read-only, so a plugin cannot change a request it is given (a view when
+        # ascontiguousarray returned the workload's own array)
+        demand = demand.view()
+        demand.flags.writeable = False
         attrs = {k: v.tolist() for k, v in batch.attrs.items()}
         return demand, batch.duration.tolist(), batch.bandwidth.tolist(), attrs
 
@@ -199,7 +204,8 @@ class Engine:
                     duration[i],
                     demand[i],
                     bandwidth[i],
-                    {k: v[i] for k, v in attrs.items()} if attrs else {},
+                    (MappingProxyType({k: v[i] for k, v in attrs.items()}) if attrs
+                     else _NO_ATTRS),
                 )
                 if wait:
                     held = yield from self._hold(req)
