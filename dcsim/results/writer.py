@@ -57,6 +57,22 @@ def partition_dir(label: str, seed: int) -> str:
     return f"allocator={quote(label, safe='()+,-._@:')}/seed={seed}"
 
 
+#: the longest label, once encoded as a path segment (``allocator=`` and the run file's
+#: ``-s<seed>-<digest>.parquet`` must still fit the usual 255-byte file-name limit)
+MAX_LABEL_PATH = 200
+
+
+def label_problem(label: str) -> str | None:
+    """Why ``label`` cannot name a results partition and its files, or None."""
+    encoded = quote(label, safe="()+,-._@:")
+    if len(encoded) > MAX_LABEL_PATH:
+        return (f"too long for a file name: {len(encoded)} characters once encoded for a "
+                f"path (at most {MAX_LABEL_PATH}; non-ASCII characters take 6 or more)")
+    if any(ord(c) < 32 or ord(c) == 127 for c in label):
+        return "contains a control character"
+    return None
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` beside ``path`` and rename it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ from typing import Any
 
 from dcsim.errors import ConfigError, PluginError
 from dcsim.plugins import get_plugin_class
+from dcsim.results.writer import label_problem
 from dcsim.runner.config import (
     MODES,
     ExperimentSpec,
@@ -83,6 +84,10 @@ def load_experiment(
                 raise ConfigError(f"{source}: {where}.name: {e}") from None
             options = cls.parse_options(a.options, where=f"{source}: {where}.options")
             label = a.label or cls.label_for(options)
+            problem = label_problem(label)
+            if problem:
+                raise ConfigError(f"{source}: {where}.label: {label[:40]!r}"
+                                  f"{'...' if len(label) > 40 else ''} {problem}")
             if label in labels:
                 raise ConfigError(
                     f"{source}: {where}: label {label!r} is used by {key_name}.{labels[label]} "
@@ -162,7 +167,9 @@ def vm_spec(point: ExperimentSpec):
 
 
 def _slug(label: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_") or "run"
+    """The label as the start of a run id (and of its file names): no leading ``.`` or
+    ``_``, which Parquet readers take for hidden files and skip."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).lstrip("._").rstrip("_") or "run"
 
 
 def resolved_config(exp: Experiment) -> dict[str, Any]:
