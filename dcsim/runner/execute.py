@@ -311,6 +311,17 @@ def run_experiment(
             # pool shut down are there even though this loop never saw their results
             order = [r.run_id for r in exp.runs]
             rows.update({k: v for k, v in finished_runs(out).items() if k in set(order)})
+            # ... and a run committed there did not fail, whatever an executor reported
+            committed_failures = [k for k in failures if k in rows]
+            if committed_failures:
+                for k in committed_failures:
+                    del failures[k]
+                if failures:
+                    write_atomic(out / FAILURES, b"".join(
+                        _json_line(failures[r.run_id]) for r in exp.runs
+                        if r.run_id in failures))
+                else:
+                    (out / FAILURES).unlink(missing_ok=True)
             present = [rows[i] for i in order if i in rows]
             if present:
                 write_summary(out, present, order)

@@ -70,13 +70,14 @@ def failure_record(plan: RunPlan, exc: BaseException, tb: str | None = None) -> 
 def attempt(plan: RunPlan, out: str | Path) -> tuple[str, Any]:
     """Run ``plan`` into ``out``: ``("ok", row)`` or ``("failed", failure record)``.
 
-    Only exceptions are caught; KeyboardInterrupt and SystemExit end the experiment.
+    Exceptions are caught, and so is ``SystemExit``: a plugin calling ``sys.exit()`` fails
+    its own run, not the experiment. Only an interrupt (KeyboardInterrupt) ends it.
     """
     from dcsim.runner.execute import execute_run
 
     try:
         return "ok", execute_run(plan, out)
-    except Exception as e:  # recorded; the experiment goes on with the other runs
+    except (Exception, SystemExit) as e:  # recorded; the experiment goes on
         return "failed", failure_record(plan, e)
 
 
@@ -165,29 +166,70 @@ class PoolExecutor(Executor):
         return {"executor": self.name, "jobs": self.jobs}
 
     def run(self, exp: Experiment, plans: list[RunPlan], out: Path) -> Iterator[Outcome]:
-        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
+        """At most ``jobs`` runs are in the pool at a time. When a worker dies (``os._exit``
+        in a plugin, a signal, the out-of-memory killer) the pool breaks and every run in
+        it fails with it; those runs are then run again one at a time, each in a pool of
+        its own, so only the run that kills its worker fails, and a fresh pool takes the
+        rest."""
         if self.jobs <= 1 or len(plans) <= 1:
             yield from super().run(exp, plans, out)
             return
-        pool = ProcessPoolExecutor(max_workers=min(self.jobs, len(plans)),
-                                   initializer=_watch_parent)
-        try:
-            pending = {pool.submit(_pool_attempt, plan, out): plan for plan in plans}
-            while pending:
-                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for f in finished:
-                    plan = pending.pop(f)
-                    try:
-                        status, payload = f.result()
-                    except Exception as e:  # the pool broke (a worker was killed, OOM)
-                        yield Outcome(plan, error=failure_record(plan, e))
-                        continue
-                    yield (Outcome(plan, row=payload) if status == "ok"
-                           else Outcome(plan, error=payload))
-        finally:
-            # on an interrupt, runs not yet started are cancelled; running ones finish
-            pool.shutdown(wait=True, cancel_futures=True)
+        queue = list(reversed(plans))
+        while queue:
+            suspects: list[RunPlan] = []
+            yield from _pool_pass(queue, min(self.jobs, len(queue)), out, suspects)
+            for plan in suspects:  # each alone: a death now is this run's own
+                yield from _pool_pass([plan], 1, out, None)
+
+
+def _pool_pass(queue: list[RunPlan], workers: int, out: Path,
+               suspects: list[RunPlan] | None) -> Iterator[Outcome]:
+    """Run the plans of ``queue`` (popped from its end) on a fresh pool of ``workers``
+    until it is empty or the pool breaks. On a break the runs that were in the pool go to
+    ``suspects`` (None: they fail, naming the dead worker) and the pass ends."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_watch_parent)
+    try:
+        pending = {}
+        while queue or pending:
+            while queue and len(pending) < workers:
+                plan = queue.pop()
+                pending[pool.submit(_pool_attempt, plan, out)] = plan
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            broken = []
+            for f in finished:
+                plan = pending.pop(f)
+                try:
+                    status, payload = f.result()
+                except BrokenProcessPool:
+                    broken.append(plan)
+                    continue
+                except Exception as e:  # the result could not come back (unpicklable, ...)
+                    yield Outcome(plan, error=failure_record(plan, e))
+                    continue
+                yield (Outcome(plan, row=payload) if status == "ok"
+                       else Outcome(plan, error=payload))
+            if broken:
+                broken += pending.values()  # they all went down with the pool
+                pending.clear()
+                if suspects is not None:
+                    suspects.extend(broken)
+                    return
+                for plan in broken:
+                    yield Outcome(plan, error=failure_record(plan, WorkerDied(
+                        "the process running this run died without an exception "
+                        "(os._exit, a signal or the out-of-memory killer); it died again "
+                        "when run alone, and the other runs went on"), tb=""))
+                return
+    finally:
+        # on an interrupt, runs not yet started are cancelled; running ones finish
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+class WorkerDied(Exception):
+    """The pool process running a run ended without raising (recorded in failures.jsonl)."""
 
 
 # ----------------------------------------------------------------------------------- Dask
