@@ -36,7 +36,7 @@ def main() -> None:
 @click.option("--seeds", type=int, default=None, help="Number of seeds (overrides `seeds:`).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Override a config value, e.g. --set workload.arrival.rate=8 (repeatable).")
-@click.option("--jobs", type=int, default=None,
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
               help="Runs in parallel: processes of the local pool (default 1), or workers of "
                    "the local Dask cluster (default: one per core).")
 @click.option("--executor", type=click.Choice(["local", "dask"]), default=None,

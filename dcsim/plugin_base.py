@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dcsim.errors import ConfigError
+from dcsim.validation import ConfigModel
 
 
 class Configurable:
@@ -17,8 +18,8 @@ class Configurable:
     description: ClassVar[str] = ""
     kind: ClassVar[str] = "plugin"  # "allocator", "scheduler": used in error messages
 
-    class Options(BaseModel):
-        model_config = ConfigDict(extra="forbid")
+    class Options(ConfigModel):
+        model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     options: BaseModel
 

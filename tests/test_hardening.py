@@ -218,8 +218,8 @@ def test_a_killed_worker_is_retried_and_the_failure_log_agrees_with_runs(tmp_pat
 def test_a_run_reported_failed_but_committed_is_not_a_failure(tmp_path):
     """Whatever an executor reports, runs/ is the truth: a run whose files were committed
     is neither in failures.jsonl nor counted as failed."""
-    from dcsim.runner.executors import Executor, Outcome, attempt, failure_record
     from dcsim.runner.execute import run_experiment
+    from dcsim.runner.executors import Executor, Outcome, attempt, failure_record
     from dcsim.runner.plan import load_experiment
 
     class LostResult(Executor):
@@ -235,3 +235,61 @@ def test_a_run_reported_failed_but_committed_is_not_a_failure(tmp_path):
     assert len(_committed(out)) == 3 and not _failures(out)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["runs_failed"] == 0 and manifest["runs_finished"] == 3
+
+
+# --------------------------------------------------------------------------- bad numbers
+@pytest.mark.parametrize(("setting", "says"), [
+    ("workload.arrival.rate=.inf", "workload.arrival.rate: Input should be a finite number"),
+    ("workload.arrival.rate=1e308", "workload.arrival.rate: 1e+308 is outside [1e-100, "
+                                    "1e+100]"),
+    ("workload.demand.cpu=.nan", "workload.demand.cpu.constant.value: Input should be a "
+                                 "finite number"),
+    ("workload.duration.mean=.inf", "workload.duration.mean: Input should be a finite number"),
+    ("seed=true", "seed: expected a number, not true"),
+    ("topology.pods=true", "pods: expected a number, not true"),
+    ("warmup.requests=6000", "warmup.requests: 6000 is not below workload.requests (5000)"),
+], ids=["inf_rate", "huge_rate", "nan_demand", "inf_mean", "bool_seed", "bool_int",
+        "warmup_past_the_end"])
+def test_numbers_that_would_poison_results_are_refused(setting, says):
+    from tests.cli_helpers import invoke
+
+    r = invoke("validate", QUICKSTART, "--set", setting)
+    assert r.exit_code == 1, r.output
+    assert says in r.output and "Traceback" not in r.output
+    assert len(r.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("jobs", ["0", "-2"])
+def test_jobs_below_one_is_refused(jobs, tmp_path):
+    from tests.cli_helpers import invoke
+
+    r = invoke("run", QUICKSTART, "--jobs", jobs, "--out", tmp_path / "o")
+    assert r.exit_code == 2 and "--jobs" in r.output and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(("column", "value"), [("duration", np.inf), ("demand", np.nan),
+                                               ("arrival", np.nan), ("bandwidth", -1.0)])
+def test_a_workload_yielding_a_bad_number_stops_the_run_naming_the_request(column, value):
+    """A trace's inf duration or NaN demand ends the run with one message naming the
+    request and the column, instead of writing poisoned metrics."""
+    from dcsim.errors import DcsimError
+
+    cols = {"arrival": [1.0, 2.0, 3.0], "duration": [1.0, 1.0, 1.0],
+            "demand": [[1.0, 1.0]] * 3, "bandwidth": [0.0, 0.0, 0.0]}
+    bad = np.array(cols[column], dtype=float)
+    bad[1] = value
+    cols[column] = bad
+    src = ListSource(cols["arrival"], cols["duration"], cols["demand"], cols["bandwidth"])
+    with pytest.raises(DcsimError, match=f"request 1 has {column} "):
+        Engine(star_topology(n=1, cpu=8, mem=8), src, FirstFitAllocator(),
+               np.random.default_rng(0)).run()
+
+
+def test_a_window_too_short_for_floats_gives_no_time_average():
+    """Arrivals 1e-300 apart: the measured window has no usable length, so the time
+    averages are NaN instead of overflowed noise."""
+    src = ListSource([1e-300, 2e-300, 3e-300], [1.0, 1.0, 1.0], [[1.0, 1.0]] * 3)
+    s = Engine(star_topology(n=1, cpu=8, mem=8), src, FirstFitAllocator(),
+               np.random.default_rng(0)).run()
+    assert np.isnan(s["util_cpu"]) and np.isnan(s["mean_concurrent"])
+    assert s["accepted"] == 3

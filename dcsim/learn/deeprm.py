@@ -81,7 +81,7 @@ __all__ = ["Policy", "TrainConfig", "evaluate", "load_train_config", "rollout_jo
 
 
 # --------------------------------------------------------------------------- config
-@pydantic_dataclass(config=ConfigDict(extra="forbid"))
+@pydantic_dataclass(config=ConfigDict(extra="forbid", allow_inf_nan=False))
 class TrainConfig:
     """Hyper-parameters (a YAML training config holds any of these keys)."""
 

@@ -79,7 +79,7 @@ UNIFORM_WORKLOAD: dict[str, Any] = {
 class NaraEnvConfig(BaseModel):
     """Environment settings; ``topology`` and ``workload`` are experiment-file sections."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     topology: dict[str, Any] = Field(default_factory=lambda: {"kind": "fabric",
                                                               "preset": "alpha"})
     # when given (non-empty), one of these is drawn per episode and `topology` is unused

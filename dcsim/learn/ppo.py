@@ -93,7 +93,7 @@ def _uniform() -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- config
-@pydantic_dataclass(config=ConfigDict(extra="forbid"))
+@pydantic_dataclass(config=ConfigDict(extra="forbid", allow_inf_nan=False))
 class TrainConfig:
     """Hyper-parameters (a YAML training config holds any of these keys)."""
 

@@ -51,7 +51,7 @@ REWARD_SCALE = 128.0
 class VMR2LEnvConfig(BaseModel):
     """The environment's settings (also a training config's environment keys)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     preset: str = "production_small"
     hosts: int | tuple[int, int] | None = None   # None: the preset's; [lo, hi]: drawn

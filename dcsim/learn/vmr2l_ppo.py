@@ -70,7 +70,7 @@ from dcsim.vm.synthetic import synthetic_preset
 __all__ = ["TrainConfig", "load_train_config", "train"]
 
 
-@pydantic_dataclass(config=ConfigDict(extra="forbid"))
+@pydantic_dataclass(config=ConfigDict(extra="forbid", allow_inf_nan=False))
 class TrainConfig:
     """Hyper-parameters (a YAML training config holds any of these keys)."""
 

@@ -34,7 +34,6 @@ from typing import Annotated, Any, ClassVar, Literal
 import networkx as nx
 from pydantic import (
     AfterValidator,
-    BaseModel,
     ConfigDict,
     Field,
     NonNegativeFloat,
@@ -48,6 +47,7 @@ from pydantic import (
 
 from dcsim.errors import ConfigError
 from dcsim.model.topology import Topology
+from dcsim.validation import ConfigModel
 
 TOPOLOGY_KINDS = ("fat_tree", "fabric", "optical", "flat", "file")
 
@@ -67,10 +67,10 @@ def _check_resources(v: dict[str, float]) -> dict[str, float]:
 Resources = Annotated[dict[str, NonNegativeFloat], AfterValidator(_check_resources)]
 
 
-class _Spec(BaseModel):
+class _Spec(ConfigModel):
     """Common base: unknown fields are errors; ``name`` overrides the topology's name."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: str | None = None
 
     def build(self) -> Topology:  # pragma: no cover - every subclass overrides
@@ -107,10 +107,10 @@ FAT_TREE_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-class Oversubscription(BaseModel):
+class Oversubscription(ConfigModel):
     """Ratio of downstream to upstream bandwidth at a rack's and a pod's uplink."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     rack: PositiveFloat = 1.0
     pod: PositiveFloat = 1.0
 

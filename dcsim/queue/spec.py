@@ -24,17 +24,18 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from dcsim.errors import ConfigError
 from dcsim.queue.jobs import ALIBABA_SCALE, JobSet, deeprm_jobset, jobs_from_table
+from dcsim.validation import ConfigModel
 from dcsim.workload.distributions import validation_message
 
 IntRange = Annotated[tuple[int, int], Field(description="inclusive [low, high]")]
 
 
-class _Jobs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Jobs(ConfigModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: str | None = None
     jobsets: int = Field(100, ge=1, description="job sets (episodes) per run")
     steps: int = Field(50, ge=1, description="arrival steps per job set")

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from dcsim.errors import ConfigError
+from dcsim.validation import ConfigModel
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Strict(ConfigModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class AllocatorSpec(_Strict):

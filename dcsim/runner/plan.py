@@ -127,6 +127,11 @@ def _check_point(point: ExperimentSpec, data: dict[str, Any], source: str, base_
         build_source(point.workload, topology, Path(base_dir))
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from None
+    n = point.workload.get("requests")
+    if (isinstance(n, int) and not isinstance(n, bool) and "trace" not in point.workload
+            and point.warmup.requests >= n):
+        raise ConfigError(f"{source}: warmup.requests: {point.warmup.requests} is not below "
+                          f"workload.requests ({n}): no request would be measured")
     attrs = point.workload.get("attrs") or {}
     taken = [a for a in attrs if a in RESERVED_COLUMNS or a in topology.resources]
     if taken:

@@ -166,6 +166,16 @@ class Engine:
                 f"workload yields demand of shape {demand.shape}; expected "
                 f"(n, {n_res}) for resources {self.topology.resources}"
             )
+        for name, col in (("arrival", batch.arrival), ("duration", batch.duration),
+                          ("demand", demand), ("bandwidth", batch.bandwidth)):
+            bad = ~np.isfinite(col) if name == "arrival" else ~(np.isfinite(col) & (col >= 0))
+            if bad.any():
+                i = int(np.flatnonzero(bad.reshape(len(col), -1).any(axis=1))[0])
+                raise DcsimError(
+                    f"workload: request {self.received + i} has {name} "
+                    f"{np.asarray(col[i]).tolist()}: every arrival must be finite and every "
+                    "duration, demand and bandwidth finite and non-negative (a trace's value, "
+                    "or a distribution's parameters too large for floats)")
         # read-only, so a plugin cannot change a request it is given (a view when
         # ascontiguousarray returned the workload's own array)
         demand = demand.view()

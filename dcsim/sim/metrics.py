@@ -178,7 +178,7 @@ class Meter:
     def averages(self) -> dict[str, float]:
         """Time averages over the measured window (NaN if the window is empty)."""
         span = self.end - self.start if self.closed else math.nan
-        ok = span > 0
+        ok = span > 1e-100  # below this float times carry no usable area (NaN, not noise)
         out: dict[str, float] = {}
         for name, a, c in zip(self.topology.resources, self._area, self.capacity, strict=True):
             out[f"util_{name}"] = float(a / (c * span)) if ok and c > 0 else math.nan

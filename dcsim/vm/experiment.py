@@ -43,14 +43,15 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dcsim.errors import ConfigError
+from dcsim.validation import ConfigModel
 from dcsim.vm.model import Host, MappingState
 from dcsim.vm.synthetic import NUMA_CPU, NUMA_MEM, PRESETS, synthetic_mapping
 
 Sink = Callable[[str, dict[str, Any]], None]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Strict(ConfigModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class MappingSpec(_Strict):

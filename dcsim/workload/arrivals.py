@@ -10,27 +10,43 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PositiveFloat
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field
+
+from dcsim.validation import ConfigModel
+
+#: the largest rate (and 1 / the smallest interval): beyond it float times between arrivals
+#: fall below 1e-100 and time averages turn to noise
+_HUGE = 1e100
 
 
-class PoissonArrivals(BaseModel):
+def _not_huge(v: float) -> float:
+    if not 1.0 / _HUGE <= v <= _HUGE:
+        raise ValueError(f"{v:g} is outside [1e-100, 1e+100], where float times between "
+                         "arrivals stay usable")
+    return v
+
+
+_Scale = Annotated[float, Field(gt=0.0), AfterValidator(_not_huge)]
+
+
+class PoissonArrivals(ConfigModel):
     """Exponential gaps of mean ``1/rate``; the first arrival is one gap after ``start``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     process: Literal["poisson"] = "poisson"
-    rate: PositiveFloat
+    rate: _Scale
 
     def times(self, rng: np.random.Generator, n: int, start: float = 0.0) -> np.ndarray:
         return start + np.cumsum(rng.exponential(1.0 / self.rate, n))
 
 
-class TickArrivals(BaseModel):
+class TickArrivals(ConfigModel):
     """One arrival per tick, at ``start + interval, start + 2*interval, ...`` (no randomness);
     Nara's "one arrival per tick" with holding times counted in arrivals."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     process: Literal["tick"] = "tick"
-    interval: PositiveFloat = 1.0
+    interval: _Scale = 1.0
 
     @property
     def rate(self) -> float:
@@ -40,14 +56,14 @@ class TickArrivals(BaseModel):
         return start + self.interval * np.arange(1, n + 1, dtype=np.float64)
 
 
-class BernoulliArrivals(BaseModel):
+class BernoulliArrivals(ConfigModel):
     """At each tick (multiples of ``interval``) a request arrives with probability ``p``, at
     most one per tick (DeepRM's ``new_job_rate``): gaps are geometric numbers of ticks."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     process: Literal["bernoulli"] = "bernoulli"
     p: float = Field(gt=0.0, le=1.0)
-    interval: PositiveFloat = 1.0
+    interval: _Scale = 1.0
 
     @property
     def rate(self) -> float:

@@ -16,10 +16,11 @@ import math
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, PositiveFloat, PrivateAttr, model_validator
+from pydantic import ConfigDict, PositiveFloat, PrivateAttr, model_validator
 from scipy import optimize
 
 from dcsim.errors import ConfigError
+from dcsim.validation import ConfigModel
 
 _MIN_ACCEPT = 1e-6  # a truncation keeping less mass than this is refused
 _MAX_ENUM = 5_000_000  # largest integer range enumerated exactly by mean()
@@ -27,10 +28,10 @@ _TAIL = 1e-17  # tail mass ignored when enumerating an unbounded integer range
 _REJECT_BELOW = 0.1  # truncations keeping less mass are sampled by inverse CDF, not rejection
 
 
-class _Dist(BaseModel):
+class _Dist(ConfigModel):
     """Modifiers, sampling and exact moments shared by every kind."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     min: float | None = None
     max: float | None = None

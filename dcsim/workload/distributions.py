@@ -16,7 +16,6 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import (
-    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -28,6 +27,7 @@ from pydantic import (
 from scipy import special, stats
 
 from dcsim.errors import ConfigError
+from dcsim.validation import ConfigModel
 from dcsim.workload.dist_base import _Dist, _Scalable
 
 __all__ = ["AttrProduct", "Constant", "Discrete", "Dist", "Distribution", "Empirical",
@@ -114,7 +114,8 @@ class Exponential(_Scalable):
     dist: Literal["exponential"]
     mean_: PositiveFloat | None = Field(None, alias="mean")
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, populate_by_name=True,
+                              serialize_by_alias=True)
 
     def _check(self) -> None:
         if (self.mean_ is None) == (self.offered_load is None):
@@ -146,7 +147,8 @@ class Normal(_Dist):
     mean_: float = Field(alias="mean")
     std: PositiveFloat
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, populate_by_name=True,
+                              serialize_by_alias=True)
 
     def _draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return rng.normal(self.mean_, self.std, n)
@@ -169,7 +171,8 @@ class LogNormal(_Scalable):
     mean_: PositiveFloat | None = Field(None, alias="mean")
     sigma: PositiveFloat
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, populate_by_name=True,
+                              serialize_by_alias=True)
 
     def _check(self) -> None:
         if sum(x is not None for x in (self.mu, self.mean_, self.offered_load)) != 1:
@@ -316,10 +319,10 @@ def _read_column(path: Path, column: str) -> np.ndarray:
     return col
 
 
-class AttrProduct(BaseModel):
+class AttrProduct(ConfigModel):
     """A value derived per request: ``factor`` × the product of attribute columns (``"N*S"``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     dist: Literal["product"]
     of: list[str] = Field(min_length=1)
     factor: float = 1.0

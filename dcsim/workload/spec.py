@@ -12,10 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError
+from pydantic import ConfigDict, Field, PositiveFloat, ValidationError
 
 from dcsim.errors import ConfigError
 from dcsim.model.topology import Topology
+from dcsim.validation import ConfigModel
 from dcsim.workload.arrivals import Arrival
 from dcsim.workload.base import RequestSource
 from dcsim.workload.distributions import Dist, Empirical, validation_message
@@ -25,7 +26,7 @@ from dcsim.workload.synthetic import AugmentedSource, SyntheticSource
 from dcsim.workload.traces import TraceSource
 
 
-class TraceSpec(BaseModel):
+class TraceSpec(ConfigModel):
     """Replay a table (``format: table``, CSV or Parquet) or a raw trace through its importer.
 
     ``path`` is relative to the experiment file's folder (then the working directory); for
@@ -44,7 +45,7 @@ class TraceSpec(BaseModel):
     ``bandwidth_low`` (resampled only): each request's bandwidth is drawn uniformly between it
     and the row's ``bandwidth`` column (Nara's Azure set on delta: U(0.1, nic x 10)). """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     path: str
     format: Literal["table", "azure2017", "alibaba2018", "azure2020", "alibaba2018_containers",
                     "azure2020_vmtypes"] = "table"
@@ -66,12 +67,12 @@ class TraceSpec(BaseModel):
     resample: bool = False
 
 
-class WorkloadSpec(BaseModel):
+class WorkloadSpec(ConfigModel):
     """Synthetic (``arrival`` + ``duration`` + ``demand``) or ``trace``, never both — except
     a resampled trace, which needs ``arrival`` and ``duration``. ``name`` is a label only (the
     results column of a swept workload)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: str | None = None
     requests: int | None = Field(None, ge=0)
     arrival: Arrival | None = None

@@ -23,6 +23,7 @@ scale is solved so that its mean, modifiers included, hits that target.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 
 import numpy as np
@@ -35,6 +36,9 @@ from dcsim.workload.distributions import AttrProduct, _Dist, _Scalable
 from dcsim.workload.resample import TableRows
 
 Column = _Dist | AttrProduct
+
+#: durations below this cannot be simulated with float times (products of them underflow)
+_TINY = 1e-100
 
 
 class SyntheticSource:
@@ -132,11 +136,18 @@ class SyntheticSource:
         if ed <= 0:
             raise ConfigError(f"{where}.offered_load: the mean demand of {r!r} is 0")
         target = d.offered_load * self.total_capacity[r] / (self.arrival.rate * ed)
+        if not (math.isfinite(target) and target > _TINY):
+            raise ConfigError(
+                f"{where}.offered_load: {d.offered_load} at arrival rate "
+                f"{self.arrival.rate:g} needs mean duration {target:.6g}, which cannot be "
+                "simulated; check workload.arrival.rate and the demand")
         try:
             return d.with_mean(target)
         except ValueError as e:
+            msg = str(e).splitlines()
             raise ConfigError(f"{where}: offered_load {d.offered_load} needs mean duration "
-                              f"{target:.6g}: {e}") from None
+                              f"{target:.6g}: {msg[-2].strip() if len(msg) > 1 else msg[0]}"
+                              ) from None
 
     def offered_load(self, resource: str) -> float:
         """rate × E[duration] × E[demand] / total capacity of ``resource``."""
