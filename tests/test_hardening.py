@@ -293,3 +293,56 @@ def test_a_window_too_short_for_floats_gives_no_time_average():
                np.random.default_rng(0)).run()
     assert np.isnan(s["util_cpu"]) and np.isnan(s["mean_concurrent"])
     assert s["accepted"] == 3
+
+
+# --------------------------------------------------------------------------- YAML
+def _bomb(levels: int = 8) -> str:
+    lines = ["name: bomb", "seed: 1",
+             "topology: {kind: flat, servers: 2, server: {cpu: 4, mem: 4}}",
+             "a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, levels + 1):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]")
+    lines += ["workload: {requests: 10, arrival: {process: poisson, rate: 1}, demand: {cpu: 1},"
+              f" duration: 1, trace: {{path: x.csv, options: *a{levels}}}}}",
+              "allocators: [first_fit]"]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_yaml_alias_bomb_is_refused_at_once(tmp_path):
+    """A ~750-byte file whose aliases expand to 10^9 values: one line, no expansion."""
+    from tests.cli_helpers import invoke
+
+    f = tmp_path / "bomb.yaml"
+    f.write_text(_bomb())
+    assert f.stat().st_size < 1000
+    r = invoke("validate", f)
+    assert r.exit_code == 1
+    assert "aliases (*name) expand to more than 200,000 values" in r.output
+
+
+def test_shared_aliases_of_ordinary_size_still_work():
+    """experiments/nara_table1.yaml shares its workloads through aliases."""
+    from dcsim.runner.plan import load_experiment
+
+    load_experiment(Path(__file__).parents[1] / "experiments" / "nara_table1.yaml")
+
+
+def test_a_training_config_bomb_is_refused_too(tmp_path):
+    from dcsim.errors import ConfigError
+    from dcsim.learn.config import read_train_config
+
+    f = tmp_path / "t.yaml"
+    f.write_text(_bomb())
+    with pytest.raises(ConfigError, match="expand to more than"):
+        read_train_config(f, dict)
+
+
+def test_a_config_that_is_not_utf8_and_an_empty_set_key_are_one_line(tmp_path):
+    from tests.cli_helpers import invoke
+
+    f = tmp_path / "latin1.yaml"
+    f.write_bytes("name: caf\xe9\n".encode("latin-1"))
+    r = invoke("validate", f)
+    assert r.exit_code == 1 and "not UTF-8 text (byte 9" in r.output
+    r = invoke("validate", QUICKSTART, "--set", "=5")
+    assert r.exit_code == 1 and "the key before = is empty" in r.output

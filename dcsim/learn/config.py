@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import ValidationError
 
 from dcsim.errors import ConfigError
-from dcsim.runner.config import set_dotted
+from dcsim.runner.config import load_yaml, read_text, set_dotted
 
 T = TypeVar("T")
 
@@ -19,12 +18,7 @@ def read_train_config(path: str | Path, cls: type[T], **overrides: Any) -> T:
     (CLI options; a dotted key such as ``topology.channels`` sets one entry of a
     section). Every problem is a :class:`ConfigError` naming the file and the field."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    raw = load_yaml(read_text(path), str(path))
     raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of {cls.__name__} fields at the top "
