@@ -83,13 +83,39 @@ def read_metadata(path: str | Path, fmt: str, what: str) -> dict[str, Any]:
         raise ConfigError(f"{jpath}: not valid JSON: {e}") from None
     if not isinstance(meta, dict) or meta.get("format") != fmt:
         raise ConfigError(f"{jpath}: not a dcsim {what} checkpoint (format must be {fmt!r})")
+    for section in SIZED_SECTIONS:
+        _check_sizes(meta.get(section), f"{jpath}: {section}")
     return meta
+
+
+#: sections of a checkpoint's JSON whose integers size arrays or loops
+SIZED_SECTIONS = ("architecture", "image")
+#: the largest integer such a section may hold, and the most parameters a checkpoint may have
+MAX_DIMENSION = 1 << 16
+MAX_PARAMETERS = 50_000_000
+
+
+def _check_sizes(section: Any, where: str) -> None:
+    """Every integer of ``section`` (nested lists and mappings included) in
+    [0, MAX_DIMENSION]: a sidecar asking for 10^9 layers is refused before anything is
+    allocated for it."""
+    items = (section.items() if isinstance(section, dict)
+             else enumerate(section) if isinstance(section, list) else ())
+    for k, v in items:
+        if isinstance(v, dict | list):
+            _check_sizes(v, f"{where}.{k}")
+        elif isinstance(v, int) and not isinstance(v, bool) and not 0 <= v <= MAX_DIMENSION:
+            raise ConfigError(f"{where}.{k}: {v} is outside [0, {MAX_DIMENSION}]")
 
 
 def read_arrays(path: str | Path, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
     """The arrays of checkpoint ``path``: exactly the names of ``shapes``, finite floats of
     those shapes (as float32); object arrays are refused, not unpickled."""
     path = Path(path)
+    total = sum(int(np.prod(s, dtype=np.float64)) for s in shapes.values())
+    if total > MAX_PARAMETERS:
+        raise ConfigError(f"{path}: the architecture in {path.with_suffix('.json').name} asks "
+                          f"for {total:,} parameters (at most {MAX_PARAMETERS:,})")
     try:
         with np.load(path, allow_pickle=False) as z:
             names = set(z.files)

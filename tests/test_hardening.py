@@ -346,3 +346,46 @@ def test_a_config_that_is_not_utf8_and_an_empty_set_key_are_one_line(tmp_path):
     assert r.exit_code == 1 and "not UTF-8 text (byte 9" in r.output
     r = invoke("validate", QUICKSTART, "--set", "=5")
     assert r.exit_code == 1 and "the key before = is empty" in r.output
+
+
+# --------------------------------------------------------------------------- sizes
+def _nara_copy(tmp_path: Path, name: str, **arch) -> Path:
+    src = Path(__file__).parents[1] / "dcsim" / "learn" / "checkpoints" / "nara_alpha_uniform"
+    meta = json.loads(src.with_suffix(".json").read_text())
+    meta["architecture"].update(arch)
+    (tmp_path / f"{name}.npz").write_bytes(src.with_suffix(".npz").read_bytes())
+    (tmp_path / f"{name}.json").write_text(json.dumps(meta))
+    return tmp_path / f"{name}.npz"
+
+
+@pytest.mark.parametrize(("arch", "says"), [
+    ({"layers": 10**9}, "architecture.layers: 1000000000 is outside [0, 65536]"),
+    ({"embed": 17}, "array 'gnn.0.weight' has shape (16, 11), expected (17, 11)"),
+], ids=["huge", "mismatch"])
+def test_validate_reads_a_checkpoint_and_bounds_its_sizes(tmp_path, arch, says):
+    """A sidecar asking for 10^9 layers is refused before anything is allocated, and one
+    that disagrees with its arrays is caught by `dcsim validate`, not at run time."""
+    from tests.cli_helpers import invoke
+
+    ck = _nara_copy(tmp_path, "policy", **arch)
+    exp = Path(__file__).parents[1] / "experiments" / "nara_table1.yaml"
+    r = invoke("validate", exp, "--set", f"allocators=[{{name: nara, options: {{checkpoint: "
+                                         f"{ck}}}}}]")
+    assert r.exit_code == 1 and says in r.output
+    assert "allocators.0.options.checkpoint" in r.output
+
+
+def test_too_many_parameters_are_refused(tmp_path):
+    from dcsim.checkpoints import read_arrays
+    from dcsim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="asks for 100,000,000 parameters"):
+        read_arrays(tmp_path / "x.npz", {"w": (10_000, 10_000)})
+
+
+def test_a_topology_too_large_to_build_is_refused():
+    from tests.cli_helpers import invoke
+
+    r = invoke("validate", QUICKSTART, "--set",
+               "topology={kind: flat, servers: 1000000000000, server: {cpu: 4, mem: 4}}")
+    assert r.exit_code == 1 and "1,000,000,000,000 servers" in r.output

@@ -507,13 +507,18 @@ def checkpoint_path(value: str | None) -> Path:
 
 
 def _check_exists(value: str | None) -> None:
-    """A ``checkpoint`` value that names no file is a ``ValueError`` (for validators)."""
+    """A ``checkpoint`` value that names no file, or a file that is not a valid policy, is a
+    ``ValueError`` (for validators: ``dcsim validate`` reads the checkpoint's contents)."""
     try:
         path = checkpoint_path(value)
     except ConfigError as e:
         raise ValueError(str(e).removeprefix("checkpoint: ")) from None
     if not path.exists():
         raise ValueError(f"{path} does not exist")
+    try:
+        load_checkpoint(path)
+    except ConfigError as e:
+        raise ValueError(str(e)) from None
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:

@@ -28,6 +28,7 @@ the counts. For odd n the 1:16 tier-3 link keeps n/2 channels as a fraction; exp
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -376,6 +377,11 @@ def validation_message(exc: ValidationError, prefix: str, tags: tuple[str, ...] 
     return "; ".join(lines)
 
 
+#: the most servers a generated topology may have (a typo such as servers: 10**12 would
+#: otherwise allocate until the machine runs out of memory)
+MAX_SERVERS = 5_000_000
+
+
 def build_topology(spec: Any, base_dir: str | Path | None = None) -> Topology:
     """Build the topology described by ``spec`` (a spec model or a plain dict).
 
@@ -383,6 +389,11 @@ def build_topology(spec: Any, base_dir: str | Path | None = None) -> Topology:
     file's folder) first, then in the working directory, like trace paths.
     """
     parsed = parse_topology_spec(spec)
+    counts = [getattr(parsed, k, None) for k in ("pods", "racks", "hosts", "servers")]
+    total = math.prod(c for c in counts if isinstance(c, int))
+    if total > MAX_SERVERS:
+        raise ConfigError(f"topology: {total:,} servers (the product of pods, racks and "
+                          f"servers/hosts) is more than dcsim builds ({MAX_SERVERS:,})")
     if isinstance(parsed, FileSpec) and base_dir is not None:
         path = Path(parsed.path)
         if not path.is_absolute() and (Path(base_dir) / path).exists():

@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 from scipy.special import erf
 from threadpoolctl import threadpool_limits
 
@@ -628,6 +628,15 @@ class VMR2L(Rescheduler):
         checkpoint: str | None = Field(None, description="shipped policy name or .npz path")
         samples: int = Field(5, ge=1, description="trajectories sampled; the best is kept")
         greedy: bool = Field(False, description="argmax actions, one trajectory")
+
+        @field_validator("checkpoint")
+        @classmethod
+        def _readable(cls, v: str | None) -> str | None:  # `dcsim validate` reads it
+            try:
+                load_checkpoint(checkpoint_path(v))
+            except ConfigError as e:
+                raise ValueError(str(e).removeprefix("checkpoint: ")) from None
+            return v
 
     def __init__(self, options=None, *, rng=None):
         super().__init__(options, rng=rng)

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import field_validator
 
 from dcsim.checkpoints import read_arrays, read_metadata, write_checkpoint
 from dcsim.errors import ConfigError
@@ -394,6 +395,16 @@ class DeepRMScheduler(Scheduler):
     class Options(Scheduler.Options):
         checkpoint: str | None = None
         greedy: bool = False
+
+        @field_validator("checkpoint")
+        @classmethod
+        def _readable(cls, v: str | None) -> str | None:  # `dcsim validate` reads it
+            if v is not None:
+                try:
+                    load_checkpoint(Path(v).expanduser().resolve())
+                except ConfigError as e:
+                    raise ValueError(str(e)) from None
+            return v
 
     def __init__(self, options=None, *, rng: np.random.Generator | None = None):
         super().__init__(options, rng=rng)
