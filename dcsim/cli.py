@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -78,16 +79,61 @@ def run(config: Path, out: Path | None, seeds: int | None, sets: tuple[str, ...]
         click.echo(msg, err=True)
 
     ex = make_executor(executor or "local", jobs=jobs, address=address, log=log)
+    t0 = time.perf_counter()
+    before = 0  # runs --resume keeps: reported first, they say nothing of the ETA
+    if resume:
+        from dcsim.results.writer import finished_runs
+
+        target = out if out is not None else Path("results") / exp.name
+        before = len(set(finished_runs(target)) & {r.run_id for r in exp.runs}) \
+            if target.is_dir() else 0
     with click.progressbar(length=total, label=exp.name, file=sys.stderr,
-                           show_pos=True) if show else _Quiet() as bar:
+                           show_pos=True) if show else _Lines(total, before, log) as bar:
         out_dir = run_experiment(exp, out=out, overwrite=overwrite, resume=resume, executor=ex,
                                  on_done=lambda row: bar.update(1),
                                  on_failed=lambda failure: bar.update(1), log=log)
-    click.echo(f"{total} runs -> {out_dir}")
+    wall = time.perf_counter() - t0
+    click.echo(f"{total} runs -> {out_dir} in {_duration(wall)}")
+    _print_headline(exp, out_dir)
     click.echo(f"summary: {out_dir / 'summary.parquet'}")
 
 
-class _Quiet:
+def _duration(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    h, m = divmod(m, 60)
+    return f"{h} h {m:02d} min" if h else f"{m} min {s:02d} s" if m else f"{seconds:.1f} s"
+
+
+def _print_headline(exp, out_dir: Path, max_rows: int = 40) -> None:
+    """The headline metrics per allocator (and sweep point): mean ± 95 % interval."""
+    import pandas as pd
+
+    from dcsim.results.stats import headline_table
+
+    path = out_dir / "summary.parquet"
+    if not path.exists():
+        return
+    summary = pd.read_parquet(path)
+    params = list(exp.runs[0].params) if exp.runs else []
+    table = headline_table(summary, ["allocator", *params])
+    if not table:
+        return
+    lines = table.splitlines()
+    click.echo("mean ± 95 % interval over seeds:")
+    click.echo("\n".join(lines[:max_rows + 2]))
+    if len(lines) > max_rows + 2:
+        click.echo(f"... {len(lines) - max_rows - 2} more rows in the summary")
+
+
+class _Lines:
+    """Progress off a terminal (a log file, a batch job): one line per finished run with the
+    count, the elapsed time and an ETA from the runs finished so far in this invocation."""
+
+    def __init__(self, total: int, before: int, log):
+        self.total, self.before, self.log = total, before, log
+        self.done = 0
+        self.t0 = time.perf_counter()
+
     def __enter__(self):
         return self
 
@@ -95,7 +141,14 @@ class _Quiet:
         return False
 
     def update(self, n: int) -> None:
-        pass
+        self.done += n
+        if self.done <= self.before:  # kept by --resume (the log already says how many)
+            return
+        elapsed = time.perf_counter() - self.t0
+        new = self.done - self.before
+        left = self.total - self.done
+        eta = f", ETA {_duration(elapsed / new * left)}" if new and left else ""
+        self.log(f"[{self.done}/{self.total}] runs done, {_duration(elapsed)} elapsed{eta}")
 
 
 @main.command()

@@ -389,3 +389,28 @@ def test_a_topology_too_large_to_build_is_refused():
     r = invoke("validate", QUICKSTART, "--set",
                "topology={kind: flat, servers: 1000000000000, server: {cpu: 4, mem: 4}}")
     assert r.exit_code == 1 and "1,000,000,000,000 servers" in r.output
+
+
+# --------------------------------------------------------------------------- first hour
+def test_the_readme_first_command_runs_twice_and_shows_the_numbers(tmp_path):
+    """README's first command with --resume: a second invocation keeps every run and exits
+    0; both end with the headline table and the wall time; off a terminal every finished
+    run prints a progress line with an ETA."""
+    from tests.cli_helpers import ok
+
+    out = tmp_path / "small"
+    args = ("run", QUICKSTART, "--seeds", "2", "--set", "workload.requests=300",
+            "--set", "warmup.requests=30", "--out", out, "--resume")
+    first = ok(*args)
+    progress = [x for x in first.stderr.splitlines() if x.startswith("[")]
+    assert progress[0].startswith("[1/6] runs done,") and "ETA" in progress[0]
+    assert progress[-1].startswith("[6/6] runs done,") and "ETA" not in progress[-1]
+    second = ok(*args)
+    assert "resuming: 6 of 6 runs are finished" in second.stderr
+    assert not [x for x in second.stderr.splitlines() if x.startswith("[")]
+    for r in (first, second):
+        assert f"6 runs -> {out} in " in r.stdout
+        table = r.stdout.split("mean ± 95 % interval over seeds:\n")[1].splitlines()
+        assert table[0].split()[:3] == ["allocator", "acceptance_ratio", "util_cpu"]
+        assert [x.split()[0] for x in table[2:5]] == ["random", "first_fit", "best_fit"]
+        assert all(x.split()[-1] == "2" for x in table[2:5])  # seeds
