@@ -198,7 +198,7 @@ def import_trace_cmd(fmt: str, src: Path, out: Path, split: str | None,
 def plugins() -> None:
     """List registered allocators and schedulers, the package providing each, and their
     options."""
-    from dcsim.plugins import registered
+    from dcsim.plugins import broken, registered
 
     for kind in ("allocator", "scheduler", "rescheduler", "placer"):
         found = registered(kind)
@@ -211,6 +211,11 @@ def plugins() -> None:
                 ann = info.annotation
                 ann = ann.__name__ if isinstance(ann, type) else str(ann).replace("typing.", "")
                 click.echo(f"      {field}: {ann} = {default!r}")
+    failed = broken()
+    if failed:
+        click.echo("broken (failed to load, left out):")
+        for name, why in sorted(failed.items()):
+            click.echo(f"  {name}  {why}")
 
 
 @main.command()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
@@ -30,6 +32,16 @@ BUILTIN_MODULES = ("dcsim.allocators.builtin", "dcsim.allocators.kraken",
 
 _pm: pluggy.PluginManager | None = None
 _sources: dict[str, str] = {}  # plugin name -> distribution that provided it
+_broken: dict[str, str] = {}  # entry point name -> why it failed to load
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+#: how plugin discovery reports what it skipped (a broken plugin, an unknown DCSIM_PLUGINS
+#: name); the default prints one ``warning:`` line on stderr
+warn: Callable[[str], None] = _warn
 
 
 @dataclass(frozen=True)
@@ -59,20 +71,35 @@ def get_plugin_manager() -> pluggy.PluginManager:
 
 
 def _load_entry_points(pm: pluggy.PluginManager) -> None:
+    """Register every installed plugin that loads; one that fails to import is set aside
+    in :func:`broken` (listed by ``dcsim plugins``, named when a run needs something it
+    would have provided) instead of stopping every command."""
     allowed = os.environ.get(ENV_VAR)
     allow = None if allowed is None else {s.strip() for s in allowed.split(",") if s.strip()}
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+    eps = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+    for name in sorted((allow or set()) - {ep.name for ep in eps}):
+        warn(f"{ENV_VAR} names {name!r}, which no installed package provides (installed: "
+             f"{', '.join(ep.name for ep in eps) or 'none'})")
+    for ep in eps:
         if allow is not None and ep.name not in allow:
             continue
         if pm.get_plugin(ep.name) is not None:
             continue
         try:
             module = ep.load()
+            pm.register(module, name=ep.name)
         except Exception as e:  # a broken third-party plugin must not look like a dcsim bug
-            raise PluginError(f"plugin {ep.name!r} failed to load: {e}") from e
-        pm.register(module, name=ep.name)
+            _broken[ep.name] = f"{type(e).__name__}: {e}"
+            warn(f"plugin {ep.name!r} failed to load ({_broken[ep.name]}); left out")
+            continue
         dist = getattr(ep, "dist", None)
         _sources[ep.name] = dist.name if dist is not None else ep.name
+
+
+def broken() -> dict[str, str]:
+    """Installed plugins that failed to load: entry point name -> the error."""
+    get_plugin_manager()
+    return dict(_broken)
 
 
 def reset() -> None:
@@ -80,6 +107,7 @@ def reset() -> None:
     global _pm
     _pm = None
     _sources.clear()
+    _broken.clear()
 
 
 def registered(kind: str = "allocator") -> dict[str, Registered]:
@@ -111,9 +139,11 @@ def get_plugin_class(name: str, kind: str = "allocator") -> type:
     """The ``kind`` class registered as ``name``; unknown names list what is available."""
     found = registered(kind)
     if name not in found:
+        bad = "".join(f"; plugin {k!r} failed to load ({v}): it may provide it (fix it, or "
+                      f"leave it out of {ENV_VAR})" for k, v in sorted(_broken.items()))
         raise PluginError(
             f"unknown {kind} {name!r}; available: {', '.join(sorted(found)) or 'none'} "
-            f"(see `dcsim plugins`)"
+            f"(see `dcsim plugins`){bad}"
         )
     return found[name].cls
 

@@ -77,11 +77,41 @@ def test_env_var_restricts_plugins(fake_eps, monkeypatch):
     assert "spread_test" in plugins.registered("allocator")
 
 
-def test_broken_plugin_is_named(fake_eps):
-    """A plugin that fails to import raises PluginError naming the entry point."""
+def test_broken_plugin_is_left_out_and_named(fake_eps, capsys):
+    """A plugin that fails to import does not block the others: it is left out with one
+    warning, listed by broken(), and named when something it might provide is asked for."""
     fake_eps.append(FakeEntryPoint("broken", ImportError("no module named zzz")))
-    with pytest.raises(PluginError, match="plugin 'broken' failed to load"):
-        plugins.get_plugin_manager()
+    fake_eps.append(FakeEntryPoint("spread", _module(Spread)))
+    found = plugins.registered("allocator")
+    assert "spread_test" in found and "first_fit" in found
+    assert plugins.broken() == {"broken": "ImportError: no module named zzz"}
+    err = capsys.readouterr().err
+    assert err.count("warning: plugin 'broken' failed to load") == 1
+    with pytest.raises(PluginError, match=r"unknown allocator 'mine'.*plugin 'broken' failed "
+                                          r"to load \(ImportError: no module named zzz\).*"
+                                          r"DCSIM_PLUGINS"):
+        plugins.get_allocator_class("mine")
+
+
+def test_dcsim_plugins_lists_a_broken_plugin(fake_eps):
+    from click.testing import CliRunner
+
+    from dcsim.cli import main
+
+    fake_eps.append(FakeEntryPoint("broken", ImportError("no module named zzz")))
+    r = CliRunner().invoke(main, ["plugins"])
+    assert r.exit_code == 0 and "first_fit" in r.stdout
+    assert "broken (failed to load, left out):\n  broken  ImportError: no module named zzz" \
+        in r.stdout
+
+
+def test_an_unknown_name_in_dcsim_plugins_is_warned_about(fake_eps, monkeypatch, capsys):
+    fake_eps.append(FakeEntryPoint("spread", _module(Spread)))
+    monkeypatch.setenv("DCSIM_PLUGINS", "spread,sprad")
+    assert "spread_test" in plugins.registered("allocator")
+    err = capsys.readouterr().err
+    assert "warning: DCSIM_PLUGINS names 'sprad', which no installed package provides " \
+           "(installed: spread)" in err
 
 
 def test_duplicate_names_are_refused(fake_eps):
