@@ -414,3 +414,26 @@ def test_the_readme_first_command_runs_twice_and_shows_the_numbers(tmp_path):
         assert table[0].split()[:3] == ["allocator", "acceptance_ratio", "util_cpu"]
         assert [x.split()[0] for x in table[2:5]] == ["random", "first_fit", "best_fit"]
         assert all(x.split()[-1] == "2" for x in table[2:5])  # seeds
+
+
+def test_queue_mode_writes_a_timeseries_like_every_mode(tmp_path):
+    """pd.read_parquet(out / "timeseries") works in queue mode too: one row per step of
+    each job set, and the mean utilisation over the steps is the summary's."""
+    import pandas as pd
+
+    from tests.cli_helpers import ok
+
+    exp = Path(__file__).parents[1] / "experiments" / "deeprm_load_sweep.yaml"
+    out = tmp_path / "q"
+    ok("run", exp, "--seeds", "1", "--set", "workload.jobsets=3", "--set",
+       "matrix={workload.new_job_rate: [0.5]}", "--set", "schedulers=[sjf, random]",
+       "--out", out)
+    ts = pd.read_parquet(out / "timeseries")
+    summary = pd.read_parquet(out / "summary.parquet").set_index("allocator")
+    assert {"jobset", "time", "received", "accepted", "active", "waiting", "util_cpu",
+            "util_mem"} <= set(ts.columns)
+    for name, g in ts.groupby("allocator", observed=True):
+        assert sorted(g["jobset"].unique()) == [0, 1, 2]
+        assert (g.groupby("jobset")["time"].min() == 0).all()
+        assert g["util_cpu"].between(0, 1).all() and (g["active"] >= 0).all()
+        assert g["util_cpu"].mean() == pytest.approx(summary.loc[name, "util_cpu"], abs=1e-9)

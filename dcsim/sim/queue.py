@@ -27,6 +27,30 @@ def _mean(x: np.ndarray) -> float:
     return float(x.mean()) if x.size else float("nan")
 
 
+def _timeseries(k: int, rec: dict[str, np.ndarray], end: int, resources: tuple[str, ...],
+                capacity: np.ndarray) -> dict[str, Any]:
+    """One row per time step ``t`` in ``[0, end)`` of job set ``k``: jobs arrived
+    (``received``), of them not dropped (``accepted``), running (``active``), waiting
+    (arrived, neither started nor dropped) and each resource's utilisation (demand of the
+    running jobs ÷ capacity), sampled at the start of the step."""
+    t = np.arange(max(int(end), 1), dtype=np.float64)[:, None]
+    arrival, start, finish = rec["arrival"][None], rec["start"][None], rec["finish"][None]
+    dropped = rec["dropped"][None]
+    arrived = arrival <= t
+    running = (start <= t) & ~(finish <= t)  # NaN comparisons are False: never started
+    waiting = arrived & ~dropped & ~(start <= t)
+    cols: dict[str, Any] = {
+        "jobset": np.full(t.shape[0], k, dtype=np.int64), "time": t[:, 0],
+        "received": arrived.sum(axis=1).astype(np.int64),
+        "accepted": (arrived & ~dropped).sum(axis=1).astype(np.int64),
+        "active": running.sum(axis=1).astype(np.float64),
+        "waiting": waiting.sum(axis=1).astype(np.int64),
+    }
+    for i, r in enumerate(resources):
+        cols[f"util_{r}"] = (running * rec[f"demand_{r}"][None]).sum(axis=1) / capacity[i]
+    return cols
+
+
 def run_queue(config: QueueConfig, jobsets: list[JobSet], scheduler: Scheduler,
               sink: Sink | None = None) -> dict[str, Any]:
     """Run ``scheduler`` on every job set; stream one row per job to ``sink("requests", …)``
@@ -72,6 +96,7 @@ def run_queue(config: QueueConfig, jobsets: list[JobSet], scheduler: Scheduler,
             }
             if n:
                 sink("requests", cols)
+            sink("timeseries", _timeseries(k, rec, end, resources, capacity))
     received = counts["received"]
     out: dict[str, Any] = {
         "received": received,
