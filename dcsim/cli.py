@@ -87,11 +87,23 @@ def run(config: Path, out: Path | None, seeds: int | None, sets: tuple[str, ...]
         target = out if out is not None else Path("results") / exp.name
         before = len(set(finished_runs(target)) & {r.run_id for r in exp.runs}) \
             if target.is_dir() else 0
-    with click.progressbar(length=total, label=exp.name, file=sys.stderr,
-                           show_pos=True) if show else _Lines(total, before, log) as bar:
-        out_dir = run_experiment(exp, out=out, overwrite=overwrite, resume=resume, executor=ex,
-                                 on_done=lambda row: bar.update(1),
-                                 on_failed=lambda failure: bar.update(1), log=log)
+    target = out if out is not None else Path("results") / exp.name
+    try:
+        with click.progressbar(length=total, label=exp.name, file=sys.stderr,
+                               show_pos=True) if show else _Lines(total, before, log) as bar:
+            out_dir = run_experiment(exp, out=out, overwrite=overwrite, resume=resume,
+                                     executor=ex, on_done=lambda row: bar.update(1),
+                                     on_failed=lambda failure: bar.update(1), log=log)
+    except KeyboardInterrupt:
+        from dcsim.results.writer import finished_runs
+
+        kept = len(set(finished_runs(target)) & {r.run_id for r in exp.runs}) \
+            if target.is_dir() else 0
+        again = " ".join(shlex.quote(a) for a in sys.argv[1:] if a not in ("--resume",
+                                                                             "--overwrite"))
+        click.echo(f"\ninterrupted: {kept} of {total} runs are finished and kept in {target}; "
+                   f"`dcsim {again} --resume` runs the other {total - kept}", err=True)
+        sys.exit(130)
     wall = time.perf_counter() - t0
     click.echo(f"{total} runs -> {out_dir} in {_duration(wall)}")
     _print_headline(exp, out_dir)

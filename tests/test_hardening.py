@@ -437,3 +437,34 @@ def test_queue_mode_writes_a_timeseries_like_every_mode(tmp_path):
         assert (g.groupby("jobset")["time"].min() == 0).all()
         assert g["util_cpu"].between(0, 1).all() and (g["active"] >= 0).all()
         assert g["util_cpu"].mean() == pytest.approx(summary.loc[name, "util_cpu"], abs=1e-9)
+
+
+def test_ctrl_c_says_what_was_kept_and_how_to_go_on(tmp_path):
+    """SIGINT to the whole process group (a terminal's Ctrl-C) during --jobs 2: exit 130
+    with one line naming the runs kept and the --resume command; no worker traceback."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+
+    cfg = yaml.safe_load(QUICKSTART.read_text())
+    cfg.update(seeds=4)
+    cfg["workload"]["requests"] = 60000
+    f = tmp_path / "big.yaml"
+    f.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "o"
+    p = subprocess.Popen([sys.executable, "-m", "dcsim", "run", str(f), "--out", str(out),
+                          "--jobs", "2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, start_new_session=True)
+    deadline = time.time() + 90
+    while time.time() < deadline and not list((out / "runs").glob("*.json")):
+        time.sleep(0.1)
+    os.killpg(p.pid, signal.SIGINT)
+    text, _ = p.communicate(timeout=120)
+    assert p.returncode == 130, text
+    kept = len(list((out / "runs").glob("*.json")))
+    assert f"interrupted: {kept} of 12 runs are finished and kept in {out}" in text
+    assert f"--out {out} --jobs 2 --resume` runs the other {12 - kept}" in text
+    assert "Traceback" not in text and "Exception ignored" not in text

@@ -110,10 +110,18 @@ def _watch_parent() -> None:  # pragma: no cover - runs in pool workers
     2 s later.
     """
     import signal
+    import sys
     import threading
 
     global _PARENT
     _PARENT = os.getppid()
+    default_hook = sys.unraisablehook
+
+    def quiet_interrupts(u) -> None:  # Ctrl-C inside a __del__: not worth a traceback
+        if not isinstance(u.exc_value, KeyboardInterrupt):
+            default_hook(u)
+
+    sys.unraisablehook = quiet_interrupts
 
     def watch() -> None:
         while os.getppid() == _PARENT:
