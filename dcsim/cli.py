@@ -22,6 +22,10 @@ class _Group(click.Group):
         except DcsimError as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(1)
+        except OSError as e:  # an unwritable --out, a full disk, a vanished file
+            where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+            click.echo(f"error: {where}{e.strerror or e}", err=True)
+            sys.exit(1)
 
 
 @click.group(cls=_Group)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -468,3 +469,63 @@ def test_ctrl_c_says_what_was_kept_and_how_to_go_on(tmp_path):
     assert f"interrupted: {kept} of 12 runs are finished and kept in {out}" in text
     assert f"--out {out} --jobs 2 --resume` runs the other {12 - kept}" in text
     assert "Traceback" not in text and "Exception ignored" not in text
+
+
+# --------------------------------------------------------------------------- one line
+def _host(hid: str, status: str = "ACTIVE") -> dict:
+    numa = [{"node": j, "total_cpu": 8, "free_cpu": 8, "memory_huge_total_mb": 1024,
+             "memory_huge_free_mb": 1024} for j in (0, 1)]
+    return {"node_id": hid, "status": status, "numa": numa}
+
+
+@pytest.mark.parametrize(("doc", "says"), [
+    ({"cluster_list": []}, "cluster_list: no host to reschedule on"),
+    ({"cluster_list": [{"host_info": [_host("h1", "DISABLED")], "vm_instance": []}]},
+     "no host to reschedule on (1 skipped as not in service)"),
+    ({"cluster_list": [{"host_info": [_host("h1")], "vm_instance": []}]},
+     "no VM to reschedule"),
+], ids=["no_clusters", "all_disabled", "no_vms"])
+def test_reschedule_on_an_empty_mapping_is_one_line(tmp_path, doc, says):
+    from tests.cli_helpers import invoke
+
+    f = tmp_path / "m.json"
+    f.write_text(json.dumps(doc))
+    r = invoke("reschedule", f)
+    assert r.exit_code == 1 and says in r.output and "Traceback" not in r.output
+
+
+def test_an_out_that_cannot_be_a_directory_is_one_line(tmp_path):
+    from tests.cli_helpers import invoke
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    r = invoke("run", QUICKSTART, "--out", blocker / "sub", "--set", "workload.requests=50",
+               "--set", "warmup.requests=5")
+    assert r.exit_code == 1
+    assert r.output.strip() == f"error: {blocker / 'sub'}: Not a directory"
+
+
+def _tiny(**change) -> dict:
+    doc = json.loads((Path(__file__).parent / "data" / "tiny.json").read_text())
+    for k, v in change.items():
+        v(doc) if callable(v) else doc.__setitem__(k, v)
+    return doc
+
+
+@pytest.mark.parametrize(("doc", "says"), [
+    (_tiny(directed=True), "directed: true: dcsim's links are undirected"),
+    (_tiny(x=lambda d: d["links"].append({"source": "h0", "target": "ghost", "capacity": 1})),
+     "link #6: target 'ghost' is not a node"),
+    (_tiny(x=lambda d: d["links"].append({"source": "tor0", "target": "h1", "capacity": 5})),
+     "link #6: a second link between 'tor0' and 'h1'"),
+    (_tiny(x=lambda d: d["nodes"].append({"id": "h2", "kind": "switch", "tier": 1})),
+     "node #7: id 'h2' is used twice"),
+], ids=["directed", "dangling", "parallel", "duplicate"])
+def test_topology_files_are_not_silently_fixed(tmp_path, doc, says):
+    from dcsim.errors import ConfigError
+    from dcsim.model.topology_io import load_topology
+
+    f = tmp_path / "t.json"
+    f.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        load_topology(f)

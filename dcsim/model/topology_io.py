@@ -98,12 +98,37 @@ def _read_json(p: Path, src: str) -> tuple[nx.Graph, dict[str, Any]]:
         raise ConfigError(f"{src}: '{key}' must be a list")
     data = dict(data)
     data.setdefault(key, [])
+    if data.get("directed"):
+        raise ConfigError(f"{src}: directed: true: dcsim's links are undirected (one capacity "
+                          "shared by both directions); list each link once, directed: false")
+    ids: set[Any] = set()
     for i, node in enumerate(data["nodes"]):
         if not isinstance(node, dict) or "id" not in node:
             raise ConfigError(f"{src}: node #{i} is not an object with an 'id'")
+        try:
+            hash(node["id"])
+        except TypeError:
+            raise ConfigError(f"{src}: node #{i} has id {node['id']!r}; use a string or "
+                              "number") from None
+        if node["id"] in ids:
+            raise ConfigError(f"{src}: node #{i}: id {node['id']!r} is used twice")
+        ids.add(node["id"])
+    pairs: set[frozenset[Any]] = set()
     for i, link in enumerate(data[key]):
         if not isinstance(link, dict) or "source" not in link or "target" not in link:
             raise ConfigError(f"{src}: link #{i} needs 'source' and 'target'")
+        for end in ("source", "target"):
+            try:
+                known = link[end] in ids
+            except TypeError:
+                known = False
+            if not known:
+                raise ConfigError(f"{src}: link #{i}: {end} {link[end]!r} is not a node")
+        pair = frozenset((link["source"], link["target"]))
+        if pair in pairs and not data.get("multigraph"):
+            raise ConfigError(f"{src}: link #{i}: a second link between {link['source']!r} "
+                              f"and {link['target']!r}")
+        pairs.add(pair)
     graph_attrs = data.get("graph") if isinstance(data.get("graph"), dict) else {}
     data["graph"] = {}
     data["directed"] = bool(data.get("directed", False))

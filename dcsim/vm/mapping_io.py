@@ -222,6 +222,12 @@ def parse_mapping(doc: Any, source: str = "<mapping>") -> LoadedMapping:
             placement.append((index[hid], parts[0][0] if len(parts) == 1 else BOTH))
             vm_loc.append((c, i))
             vm_paths.append(vpath)
+    if not hosts:
+        why = (f" ({len(skipped_hosts)} skipped as not in service)" if skipped_hosts else "")
+        raise ConfigError(f"{source}: cluster_list: no host to reschedule on{why}")
+    if not vms:
+        raise ConfigError(f"{source}: cluster_list: no VM to reschedule (every host's "
+                          "vm_instance is empty)")
     try:
         state = MappingState(hosts, vms, placement)
     except StateError as e:
@@ -265,6 +271,8 @@ def load_mapping(path: str | os.PathLike) -> LoadedMapping:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"{p}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p}: not UTF-8 text (byte {e.start})") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
