@@ -529,3 +529,12 @@ def test_topology_files_are_not_silently_fixed(tmp_path, doc, says):
     f.write_text(json.dumps(doc))
     with pytest.raises(ConfigError, match=re.escape(says)):
         load_topology(f)
+
+
+def test_a_wrong_allocator_mapping_names_its_own_field():
+    """`options: 5` is reported as options, not as "allocators.0: should be a string"."""
+    from tests.cli_helpers import invoke
+
+    r = invoke("validate", QUICKSTART, "--set", "allocators=[{name: best_fit, options: 5}]")
+    assert r.exit_code == 1
+    assert "allocators.0.options: Input should be a valid dictionary" in r.output

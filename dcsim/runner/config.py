@@ -250,7 +250,14 @@ def validate_spec(data: dict[str, Any], source: str) -> ExperimentSpec:
     try:
         return ExperimentSpec.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
+        errors = e.errors()
+        err = errors[0]
+        # an entry that may be a name or a mapping (allocators): a mapping that is wrong
+        # inside reports its own field, not "should be a valid string"
+        members = [x for x in errors if x["loc"][:len(err["loc"]) - 1] == err["loc"][:-1]
+                   and len(x["loc"]) > len(err["loc"])]
+        if err["loc"] and err["loc"][-1] == "str" and members:
+            err = members[0]
         loc = ".".join(str(x) for x in err["loc"] if not str(x).startswith("function-"))
         # drop pydantic's union-member tags (e.g. "allocators.0.str") for readability
         loc = loc.replace(".str", "").replace(".AllocatorSpec", "")
