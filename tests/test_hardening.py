@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -538,3 +539,26 @@ def test_a_wrong_allocator_mapping_names_its_own_field():
     r = invoke("validate", QUICKSTART, "--set", "allocators=[{name: best_fit, options: 5}]")
     assert r.exit_code == 1
     assert "allocators.0.options: Input should be a valid dictionary" in r.output
+
+
+def test_an_interrupt_stops_a_hung_plugin(tmp_path, monkeypatch):
+    """A plugin that ignores signals and never returns does not keep `dcsim run --jobs 2`
+    alive after SIGINT to the parent alone: its worker is killed after a grace period."""
+    import signal
+    import threading
+
+    from tests.cli_helpers import invoke
+
+    def hang(plan):
+        if plan.label == "random":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            while True:
+                time.sleep(0.05)
+
+    _patch_run(monkeypatch, hang)
+    out = tmp_path / "o"
+    threading.Timer(3.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    t0 = time.monotonic()
+    r = invoke("run", _small(tmp_path), "--out", out, "--jobs", "2")
+    assert r.exit_code == 130 and "interrupted:" in r.stderr
+    assert time.monotonic() - t0 < 30  # without the kill: about a minute

@@ -231,9 +231,27 @@ def _pool_pass(queue: list[RunPlan], workers: int, out: Path,
                         "(os._exit, a signal or the out-of-memory killer); it died again "
                         "when run alone, and the other runs went on"), tb=""))
                 return
+    except BaseException:  # an interrupt: stop the runs under way too, hung ones included
+        _stop_workers(pool)
+        raise
     finally:
-        # on an interrupt, runs not yet started are cancelled; running ones finish
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _stop_workers(pool, grace: float = 3.0) -> None:
+    """SIGTERM every worker of ``pool`` (its run aborts, deleting its temporaries), then
+    SIGKILL those still alive after ``grace`` seconds (a plugin stuck in C code, or one that
+    ignores signals), so an interrupt ends ``dcsim run`` within seconds."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + grace
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join(1.0)
 
 
 class WorkerDied(Exception):
