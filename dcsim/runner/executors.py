@@ -123,6 +123,15 @@ def _watch_parent() -> None:  # pragma: no cover - runs in pool workers
 
     sys.unraisablehook = quiet_interrupts
 
+    def on_signal(signum, frame) -> None:
+        # during a run: unwind it (its temporaries are deleted); between runs: just end
+        if _RUNNING:
+            raise KeyboardInterrupt
+        os._exit(1)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+
     def watch() -> None:
         while os.getppid() == _PARENT:
             time.sleep(0.1)
@@ -153,14 +162,21 @@ def dask_setup(worker) -> None:  # pragma: no cover - runs in local Dask workers
     threading.Thread(target=watch, name="dcsim-parent-watch", daemon=True).start()
 
 
+_RUNNING = False  # in a pool worker: whether a run is under way
+
+
 def _pool_attempt(plan: RunPlan, out: str | Path) -> tuple[str, Any]:  # pragma: no cover
-    """:func:`attempt` in a pool worker; a worker whose parent died exits after the abort."""
+    """:func:`attempt` in a pool worker. An interrupt (Ctrl-C to the process group, or
+    SIGTERM from ``dcsim run`` stopping or from its death) aborts the run, which deletes its
+    temporaries, and ends the worker quietly: ``dcsim run`` reports the interruption."""
+    global _RUNNING
+    _RUNNING = True
     try:
         return attempt(plan, out)
     except KeyboardInterrupt:
-        if _PARENT is not None and os.getppid() != _PARENT:
-            os._exit(1)
-        raise
+        os._exit(1)
+    finally:
+        _RUNNING = False
 
 
 class PoolExecutor(Executor):
