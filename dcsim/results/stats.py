@@ -38,7 +38,8 @@ def headline_table(summary: pd.DataFrame, by: list[str], limit: int = 4) -> str:
     and the swept parameters, in their order of appearance), the mean ± 95 % interval over
     seeds of up to ``limit`` headline metrics, and the seed count."""
     metrics = [m for m in HEADLINE if m in summary.columns
-               and pd.api.types.is_numeric_dtype(summary[m])][:limit]
+               and pd.api.types.is_numeric_dtype(summary[m])
+               and (summary[m].fillna(0) != 0).any()][:limit]  # nothing to say: left out
     by = [b for b in by if b in summary.columns]
     if not metrics or not by:
         return ""
