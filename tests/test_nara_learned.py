@@ -245,14 +245,16 @@ def test_shipped_fabric_policies_choose_as_before_feature_version_2(name):
 
 
 def test_checkpoint_option_names_a_shipped_policy_or_a_file(ckpt, tmp_path, monkeypatch):
-    assert set(shipped_checkpoints()) == {f"alpha_{s}" for s in SETS} | {"optical_all"}
+    per_topology = {f"optical_{c}_1x{o}" for c in (8, 16, 32) for o in (16, 8, 4)}
+    assert set(shipped_checkpoints()) == ({f"alpha_{s}" for s in SETS} | {"optical_all"}
+                                          | per_topology)
     assert checkpoint_path(None) == SHIPPED_CHECKPOINT == checkpoint_path("alpha_uniform")
     assert checkpoint_path(str(ckpt)) == ckpt
     monkeypatch.chdir(tmp_path)
     assert checkpoint_path("pol.npz") == ckpt  # relative to the working directory
     with pytest.raises(ConfigError, match=r"^options.checkpoint: 'alpha_azur' is neither a "
                        r"shipped policy \(alpha_alibaba, alpha_azure, alpha_uniform, "
-                       r"optical_all\) nor a file \(allocator 'nara'\)$"):
+                       r"optical_16_1x16, .*, optical_all\) nor a file \(allocator 'nara'\)$"):
         NaraAllocator.parse_options({"checkpoint": "alpha_azur"})
     with pytest.raises(ConfigError, match=r"^options.checkpoint: .*missing.npz does not exist"):
         NaraAllocator.parse_options({"checkpoint": "missing.npz"})

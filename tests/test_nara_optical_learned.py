@@ -261,8 +261,9 @@ def test_shipped_optical_policy_matches_the_environment():
                           ("nara_optical_learned_scaled", "nara_optical_scaled", 3)])
 def test_learned_experiments_are_the_baseline_experiments_plus_the_agent(name, base, seeds):
     """Same seed, workload, topology and matrix as the baselines' experiment (so their rows
-    are that experiment's), the agent first and the five baselines after it; the scaled
-    one is reduced to 3 seeds."""
+    are that experiment's), the two agents first (each topology's own policy, then the
+    one for all nine) and the five baselines after them; the scaled one is reduced to 3
+    seeds."""
     import yaml
     from click.testing import CliRunner
 
@@ -273,9 +274,16 @@ def test_learned_experiments_are_the_baseline_experiments_plus_the_agent(name, b
     for key in ("seed", "capacity", "topology", "workload", "matrix"):
         assert mine[key] == theirs[key], key
     assert mine["seeds"] == seeds
-    assert mine["allocators"][0] == {"name": "nara", "label": "nara", "options": {
+    per_topology, one = mine["allocators"][:2]
+    suffix = "-scaled" if "scaled" in name else ""
+    assert per_topology == {"name": "nara", "label": "nara_topology", "options": {
+        "reservation": "per_pair_channel", "per_topology": {
+            f"optical-{t['channels']}-{t['oversubscription']}{suffix}":
+                f"optical_{t['channels']}_{t['oversubscription'].replace(':', 'x')}"
+            for t in NINE}}}
+    assert one == {"name": "nara", "label": "nara", "options": {
         "checkpoint": "optical_all", "reservation": "per_pair_channel"}}
-    assert [a["label"] for a in mine["allocators"][1:]] == [
+    assert [a["label"] for a in mine["allocators"][2:]] == [
         a["label"] for a in theirs["allocators"]]
     r = CliRunner().invoke(main, ["validate", str(EXP / f"{name}.yaml")])
     assert r.exit_code == 0, r.output

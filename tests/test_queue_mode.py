@@ -54,9 +54,14 @@ def test_run_queue_sums_job_sets_and_measures_utilisation():
     assert out["sim_time"] == 9
     assert out["util_cpu"] == pytest.approx((10 * 2 + 10 * 4 + 5 * 3) / (10 * 9))
     assert out["util_mem"] == pytest.approx((5 * 2 + 5 * 4 + 5 * 3) / (10 * 9))
-    assert [k for k, _ in rows] == ["requests", "requests"]
-    assert rows[1][1]["jobset"].tolist() == [1]
+    assert [k for k, _ in rows] == ["requests", "timeseries", "requests", "timeseries"]
+    assert rows[2][1]["jobset"].tolist() == [1]
     assert rows[0][1]["start"].tolist() == [0.0, 2.0]
+    # one timeseries row per step of each set: set a runs 6 steps, set b 3
+    assert rows[1][1]["time"].tolist() == [0, 1, 2, 3, 4, 5]
+    assert rows[1][1]["active"].tolist() == [1, 1, 1, 1, 1, 1]
+    assert rows[1][1]["waiting"].tolist() == [1, 1, 0, 0, 0, 0]
+    assert rows[3][1]["jobset"].tolist() == [1, 1, 1]
 
 
 def test_run_queue_matches_the_environment_per_set():
