@@ -459,7 +459,9 @@ def test_ctrl_c_says_what_was_kept_and_how_to_go_on(tmp_path):
     out = tmp_path / "o"
     p = subprocess.Popen([sys.executable, "-m", "dcsim", "run", str(f), "--out", str(out),
                           "--jobs", "2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         text=True, start_new_session=True)
+                         text=True, start_new_session=True,
+                         # as from a terminal, even when this test runs in the background
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 90
     while time.time() < deadline and not list((out / "runs").glob("*.json")):
         time.sleep(0.1)
@@ -557,8 +559,14 @@ def test_an_interrupt_stops_a_hung_plugin(tmp_path, monkeypatch):
 
     _patch_run(monkeypatch, hang)
     out = tmp_path / "o"
-    threading.Timer(3.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
-    t0 = time.monotonic()
-    r = invoke("run", _small(tmp_path), "--out", out, "--jobs", "2")
+    # a process a shell started in the background inherits SIGINT ignored: give this one
+    # Python's handler, as dcsim has on a terminal
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Timer(3.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        t0 = time.monotonic()
+        r = invoke("run", _small(tmp_path), "--out", out, "--jobs", "2")
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert r.exit_code == 130 and "interrupted:" in r.stderr
     assert time.monotonic() - t0 < 30  # without the kill: about a minute
