@@ -84,14 +84,16 @@ def run(config: Path, out: Path | None, seeds: int | None, sets: tuple[str, ...]
 
     ex = make_executor(executor or "local", jobs=jobs, address=address, log=log)
     t0 = time.perf_counter()
-    before = 0  # runs --resume keeps: reported first, they say nothing of the ETA
-    if resume:
+    target = out if out is not None else Path("results") / exp.name
+
+    def finished_here() -> int:
         from dcsim.results.writer import finished_runs
 
-        target = out if out is not None else Path("results") / exp.name
-        before = len(set(finished_runs(target)) & {r.run_id for r in exp.runs}) \
-            if target.is_dir() else 0
-    target = out if out is not None else Path("results") / exp.name
+        planned = {r.run_id for r in exp.runs}
+        return len(set(finished_runs(target)) & planned) if target.is_dir() else 0
+
+    # runs --resume keeps are reported first; they say nothing of the ETA
+    before = finished_here() if resume else 0
     try:
         with click.progressbar(length=total, label=exp.name, file=sys.stderr,
                                show_pos=True) if show else _Lines(total, before, log) as bar:
@@ -99,10 +101,7 @@ def run(config: Path, out: Path | None, seeds: int | None, sets: tuple[str, ...]
                                      executor=ex, on_done=lambda row: bar.update(1),
                                      on_failed=lambda failure: bar.update(1), log=log)
     except KeyboardInterrupt:
-        from dcsim.results.writer import finished_runs
-
-        kept = len(set(finished_runs(target)) & {r.run_id for r in exp.runs}) \
-            if target.is_dir() else 0
+        kept = finished_here()
         again = " ".join(shlex.quote(a) for a in sys.argv[1:] if a not in ("--resume",
                                                                              "--overwrite"))
         click.echo(f"\ninterrupted: {kept} of {total} runs are finished and kept in {target}; "
