@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -77,7 +78,6 @@ def run(config: Path, out: Path | None, seeds: int | None, sets: tuple[str, ...]
     signal.signal(signal.SIGTERM, _interrupt)
     exp = load_experiment(config, seeds=seeds, sets=sets)
     total = len(exp.runs)
-    show = sys.stderr.isatty()
 
     def log(msg: str) -> None:
         click.echo(msg, err=True)
@@ -95,8 +95,7 @@ def run(config: Path, out: Path | None, seeds: int | None, sets: tuple[str, ...]
     # runs --resume keeps are reported first; they say nothing of the ETA
     before = finished_here() if resume else 0
     try:
-        with click.progressbar(length=total, label=exp.name, file=sys.stderr,
-                               show_pos=True) if show else _Lines(total, before, log) as bar:
+        with _Progress(total, before, sys.stderr, tty=sys.stderr.isatty()) as bar:
             out_dir = run_experiment(exp, out=out, overwrite=overwrite, resume=resume,
                                      executor=ex, on_done=lambda row: bar.update(1),
                                      on_failed=lambda failure: bar.update(1), log=log)
@@ -140,30 +139,68 @@ def _print_headline(exp, out_dir: Path, max_rows: int = 40) -> None:
         click.echo(f"... {len(lines) - max_rows - 2} more rows in the summary")
 
 
-class _Lines:
-    """Progress off a terminal (a log file, a batch job): one line per finished run with the
-    count, the elapsed time and an ETA from the runs finished so far in this invocation."""
+class _Progress:
+    """Progress of a ``dcsim run``: ``[k/N] runs done, <elapsed> elapsed, ETA <t>``.
 
-    def __init__(self, total: int, before: int, log):
-        self.total, self.before, self.log = total, before, log
+    The ETA projects this invocation's own runs (runs kept by ``--resume`` are not counted):
+    at each finished run, the end is re-estimated as its time plus the mean time per run so
+    far × the runs left, and between runs the ETA counts down to that end, so it never
+    stands still while runs of different costs are under way. On a terminal the line is
+    redrawn in place every second; off one (a log file, a batch job) one line is written
+    per finished run."""
+
+    def __init__(self, total: int, before: int, stream, tty: bool, clock=time.perf_counter):
+        self.total, self.before, self.stream, self.tty, self.clock = (
+            total, before, stream, tty, clock)
         self.done = 0
-        self.t0 = time.perf_counter()
+        self.t0 = clock()
+        self.end: float | None = None  # projected end, from the runs finished so far
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+
+    def status(self) -> str:
+        now = self.clock() - self.t0
+        left = self.total - self.done
+        eta = ""
+        if left and self.end is not None:
+            eta = f", ETA {_duration(max(self.end - now, 0.0))}"
+        elif left:
+            eta = ", ETA --"
+        return f"[{self.done}/{self.total}] runs done, {_duration(now)} elapsed{eta}"
+
+    def update(self, n: int) -> None:
+        with self._lock:
+            self.done += n
+            if self.done <= self.before:  # kept by --resume: no time of this invocation
+                return
+            now = self.clock() - self.t0
+            self.end = now + now / (self.done - self.before) * (self.total - self.done)
+            if not self.tty:
+                self.stream.write(self.status() + "\n")
+                self.stream.flush()
+
+    def _draw(self) -> None:
+        with self._lock:
+            self.stream.write("\r" + self.status() + "\033[K")
+            self.stream.flush()
 
     def __enter__(self):
+        if self.tty:
+            def tick() -> None:
+                while not self._stop.wait(1.0):
+                    self._draw()
+
+            self._draw()
+            threading.Thread(target=tick, name="dcsim-progress", daemon=True).start()
         return self
 
     def __exit__(self, *exc):
+        self._stop.set()
+        if self.tty:
+            self._draw()
+            self.stream.write("\n")
+            self.stream.flush()
         return False
-
-    def update(self, n: int) -> None:
-        self.done += n
-        if self.done <= self.before:  # kept by --resume (the log already says how many)
-            return
-        elapsed = time.perf_counter() - self.t0
-        new = self.done - self.before
-        left = self.total - self.done
-        eta = f", ETA {_duration(elapsed / new * left)}" if new and left else ""
-        self.log(f"[{self.done}/{self.total}] runs done, {_duration(elapsed)} elapsed{eta}")
 
 
 @main.command()
