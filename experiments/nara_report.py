@@ -24,6 +24,14 @@ request set and topology of each variant (rows) and its change from the ``+autho
 and, from ``results/nara_clock_ablation``, what the authors' clock (``departures:
 after_first_step``) changes: each baseline under both departure orders and the paired
 difference (mean ± 95 % CI over seeds).
+
+    python experiments/nara_report.py --spread
+
+asks, for every Table 1 cell on alpha and beta, whether the paper's value is within dcsim's
+seed-to-seed spread, from ``results/nara_seed_spread`` (100 seeds): dcsim's mean and
+standard deviation over seeds, the paper's value (``experiments/paper/nara2021_table1.csv``)
+and how often the mean of 5 seeds drawn from the 100 (the paper's 5 rollouts) lies at least
+as far from dcsim's mean as the paper's value does.
 """
 
 from __future__ import annotations
@@ -145,12 +153,51 @@ def clock(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+PAPER_TABLE1 = Path(__file__).with_name("paper") / "nara2021_table1.csv"
+
+
+def spread(df: pd.DataFrame, paper: pd.DataFrame, rollouts: int = 5,
+           draws: int = 20_000) -> str:
+    """Per Table 1 cell present in ``df``: is the paper's ``rollouts``-rollout mean within
+    dcsim's seed-to-seed spread? ``P`` is the share of ``draws`` random sets of ``rollouts``
+    distinct seeds whose mean lies at least as far from the mean over all seeds as the
+    paper's value (two-sided; a fixed generator, so the table is the same on every run)."""
+    rng = np.random.default_rng(0)
+    lines = ["| set, topology, baseline | seeds | dcsim mean | sd over seeds | paper | "
+             "paper − dcsim | P(5-seed mean that far) |", "|---" * 7 + "|"]
+    for row in paper.itertuples(index=False):
+        v = df[(df["workload"] == row.set) & (df["preset"] == row.topology)
+               & (df["allocator"] == row.allocator)]["acceptance_last20"].to_numpy()
+        if v.size < rollouts:
+            continue
+        idx = np.argsort(rng.random((draws, v.size)), axis=1)[:, :rollouts]
+        means = v[idx].mean(axis=1)
+        gap = row.paper - v.mean()
+        p = float(np.mean(np.abs(means - v.mean()) >= abs(gap) - 1e-12))
+        lines.append(f"| {row.set} {row.topology}, {row.allocator} | {v.size} | "
+                     f"{v.mean():.3f} | {v.std(ddof=1):.3f} | {row.paper:.2f} | "
+                     f"{gap:+.3f} | {'< 0.0001' if p < 1e-4 else f'{p:.4f}'} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=Path("results"))
     ap.add_argument("--ablation", action="store_true",
                     help="the authors' behaviours one at a time (nara_authors_ablation*)")
+    ap.add_argument("--spread", action="store_true",
+                    help="the paper's Table 1 cells against dcsim's seed spread "
+                         "(nara_seed_spread)")
     args = ap.parse_args()
+    if args.spread:
+        q = args.results / "nara_seed_spread" / "summary.parquet"
+        if not q.exists():
+            raise SystemExit(f"no {q}: run `dcsim run experiments/nara_seed_spread.yaml "
+                             "--jobs 2` first")
+        paper = pd.read_csv(PAPER_TABLE1, comment="#")
+        print("\n### Table 1 against dcsim's seed spread (acceptance_last20)\n")
+        print(spread(pd.read_parquet(q), paper))
+        return
     if args.ablation:
         paths = [args.results / n / "summary.parquet"
                  for n in ("nara_authors_ablation", "nara_authors_ablation_gamma")]

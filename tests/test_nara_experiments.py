@@ -241,3 +241,73 @@ def test_clock_ablation_pairs_both_orders_on_table1_points(tmp_path):
     rep = ablation_report(tmp_path, "nara_clock_ablation", d, seeds=2)
     row = rep.split("### The authors' clock")[1].split("| tetris | ")[1]
     assert "→" in row and "±" in row
+
+
+def _report_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("nara_report", EXPERIMENTS / "nara_report.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_spread_says_how_often_five_seeds_lie_as_far_as_the_paper():
+    """--spread: a paper value at dcsim's mean is always within reach of a 5-seed mean
+    (P = 1); one beyond every 5-seed mean never is (P = 0); one in between gets the share of
+    5-seed means at least that far, on both sides."""
+    spread = _report_module().spread
+    vals = [0.2, 0.3, 0.4, 0.5, 0.6] * 4  # mean 0.4, 20 seeds
+    df = pd.DataFrame({"workload": "alibaba", "preset": "beta", "allocator": "nalb",
+                       "acceptance_last20": vals, "seed": range(20)})
+
+    def p_of(value):
+        paper = pd.DataFrame({"set": ["alibaba"], "topology": ["beta"],
+                              "allocator": ["nalb"], "paper": [value]})
+        row = spread(df, paper, draws=4000).splitlines()[-1]
+        return row, row.split("|")[-2].strip()
+
+    row, p = p_of(0.4)
+    assert "| alibaba beta, nalb | 20 | 0.400 |" in row and p == "1.0000"
+    assert p_of(0.61)[1] == "< 0.0001"  # a mean of 5 of these is at most 0.6
+    mid_hi, mid_lo = float(p_of(0.48)[1]), float(p_of(0.32)[1])
+    assert 0.01 < mid_hi < 0.9 and abs(mid_hi - mid_lo) < 0.05  # two-sided, symmetric data
+    # cells of the paper without dcsim rows are left out
+    paper = pd.DataFrame({"set": ["azure"], "topology": ["beta"], "allocator": ["nalb"],
+                          "paper": [0.5]})
+    assert len(spread(df, paper).splitlines()) == 2
+
+
+def test_seed_spread_experiment_runs_table1_as_shipped(tmp_path):
+    """nara_seed_spread.yaml: nara_table1's four paper baselines, settings and alpha/beta
+    points, with 100 seeds; the paper's values file names every one of them. A reduced run
+    (alpha, 6 seeds of 20 requests) feeds the report's --spread table."""
+    t1 = yaml.safe_load((EXPERIMENTS / "nara_table1.yaml").read_text())
+    sp = yaml.safe_load((EXPERIMENTS / "nara_seed_spread.yaml").read_text())
+    assert sp["seeds"] == 100
+    for k in ("capacity", "departures", "seed"):
+        assert sp[k] == t1[k]
+    assert sp["allocators"] == [a for a in t1["allocators"] if a != "best_fit_multi"]
+    (key,), (rows,) = sp["matrix"].keys(), sp["matrix"].values()
+    (rows1,) = t1["matrix"].values()
+    assert key == next(iter(t1["matrix"]))
+    assert rows == [r for r in rows1 if r[1] in ("alpha", "beta")]
+    paper = pd.read_csv(EXPERIMENTS / "paper" / "nara2021_table1.csv", comment="#")
+    for w, topo, *_ in rows:
+        for a in ("tetris", "nalb", "nulb", "random_multi"):
+            assert len(paper[(paper.set == w["name"]) & (paper.topology == topo)
+                             & (paper.allocator == a)]) == 1
+    sp["matrix"][key] = [r for r in rows if r[1] == "alpha"]
+    for r in sp["matrix"][key]:
+        r[2] = 20
+        if "trace" in r[0]:
+            r[0]["trace"]["path"] = str((EXPERIMENTS / r[0]["trace"]["path"]).resolve())
+    cfg = tmp_path / "spread.yaml"
+    cfg.write_text(yaml.safe_dump(sp, sort_keys=False))
+    run("run", cfg, "--out", tmp_path / "nara_seed_spread", "--seeds", "6")
+    rep = subprocess.run([sys.executable, str(EXPERIMENTS / "nara_report.py"), "--results",
+                          str(tmp_path), "--spread"], capture_output=True, text=True,
+                         check=True).stdout
+    table = [ln for ln in rep.splitlines() if ln.startswith("| ") and "alpha" in ln]
+    assert len(table) == 12 and all("| 6 |" in ln for ln in table)
+    assert not any("beta" in ln for ln in rep.splitlines()[3:])
