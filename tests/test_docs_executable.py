@@ -1,7 +1,20 @@
-"""The tutorial is executable: every shell and Python block it shows runs, in order, in a
-scratch folder holding a copy of ``experiments/``, and every ``text`` block right after one
-is what that block prints (each line of it appears in the output, wall times aside). A
-tutorial that drifts from the code fails here (issue #16, item 15)."""
+"""The tutorial and the how-tos are executable: every shell and Python block they show runs,
+in order, in a scratch folder holding a copy of ``experiments/`` (and ``plugins/``), and
+every ``text`` block right after one is what that block prints (each line of it appears in
+the output, wall times aside). A doc that drifts from the code fails here (issue #16,
+item 15).
+
+A how-to says what a reader does besides running commands with an HTML comment on the line
+before a block (invisible when rendered):
+
+- ``<!-- doc-test: file PATH -->``: the block is the content of file PATH (the reader saves
+  it there); it is written, not run;
+- ``<!-- doc-test: install -->``: a ``pip install -e .`` of the plugin in the current folder;
+  it is installed into a scratch folder that only the commands after it see;
+- ``<!-- doc-test: skip (why) -->``: not run (a long training, a cluster that is not here);
+- ``<!-- doc-test: not output -->``: a text block that is not the previous block's output.
+
+Shell blocks run in bash and may ``cd``: the next block starts where the last one ended."""
 
 from __future__ import annotations
 
@@ -12,19 +25,26 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).parents[1]
-FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
+FENCE = re.compile(r"(?:^<!-- doc-test: (.*?) -->\n\n?)?^```(\w*)\n(.*?)^```\n", re.S | re.M)
 #: what differs between two runs of the same commands: wall-clock durations
-VOLATILE = [(re.compile(r"\bin \d+(\.\d+)? s\b|\bin \d+ min \d+ s\b"), "in <t>")]
+VOLATILE = [(re.compile(r"\bin \d+(\.\d+)? ?s\b|\bin \d+ min \d+ s\b"), "in <t>")]
 
 
 def blocks(md: Path) -> list[tuple[str, str]]:
     """(language, text) of every fenced block, in order."""
-    return [(m.group(1), m.group(2)) for m in FENCE.finditer(md.read_text())]
+    return [(lang, text) for _, lang, text in directed_blocks(md)]
+
+
+def directed_blocks(md: Path) -> list[tuple[str, str, str]]:
+    """(doc-test directive or "", language, text) of every fenced block, in order."""
+    return [(m.group(1) or "", m.group(2), m.group(3)) for m in FENCE.finditer(md.read_text())]
 
 
 def normal(text: str) -> list[str]:
@@ -45,64 +65,130 @@ def _dcsim_only(text: str) -> list[list[str]] | None:
     return [shlex.split(c)[1:] for c in commands]
 
 
-def _run_block(lang: str, text: str, cwd: Path) -> str:
-    """What the block prints. ``dcsim`` commands and Python run in this process (fast);
-    other shell lines in bash."""
-    dcsim = _dcsim_only(text) if lang == "bash" else None
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
+class Reader:
+    """Runs a doc's blocks as its reader would: where they are, with what they installed."""
+
+    def __init__(self, cwd: Path):
+        self.cwd = cwd
+        self.site: Path | None = None  # where `doc-test: install` put plugins
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        if self.site is not None:
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(self.site), env.get("PYTHONPATH", "")) if p)
+        return env
+
+    def run(self, lang: str, text: str) -> tuple[str, int]:
+        """What the block prints, and its exit status (the last failing command's).
+        ``dcsim`` commands and Python run in this process (fast) unless a plugin was
+        installed; other shell lines in bash."""
+        dcsim = _dcsim_only(text) if lang == "bash" and self.site is None else None
+        if lang == "python":
+            old = os.getcwd()
+            os.chdir(self.cwd)
+            try:
+                buf = io.StringIO()
+                with contextlib.redirect_stdout(buf):
+                    exec(compile(text, "<doc>", "exec"), {"__name__": "__doc_test__"})
+                return buf.getvalue(), 0
+            finally:
+                os.chdir(old)
         if dcsim is not None:
             from click.testing import CliRunner
 
             from dcsim.cli import main
 
-            out = []
-            for args in dcsim:
-                r = CliRunner().invoke(main, args)
-                out.append(r.stdout + r.stderr)
-            return "".join(out)
-        if lang == "python":
-            buf = io.StringIO()
-            with contextlib.redirect_stdout(buf):
-                exec(compile(text, "<tutorial>", "exec"), {"__name__": "__tutorial__"})
-            return buf.getvalue()
-        r = subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=300)
-        return r.stdout + r.stderr
-    finally:
-        os.chdir(old)
+            old = os.getcwd()
+            os.chdir(self.cwd)
+            try:
+                out, status = [], 0
+                for args in dcsim:
+                    r = CliRunner().invoke(main, args)
+                    out.append(r.stdout + r.stderr)
+                    status = r.exit_code or status
+                return "".join(out), status
+            finally:
+                os.chdir(old)
+        where = self.cwd / ".doc-test-cwd"
+        script = f"status=0\ntrap 'status=$?' ERR\n{text}\npwd > {shlex.quote(str(where))}\n" \
+                 "exit $status"
+        r = subprocess.run(["bash", "-c", script], cwd=self.cwd, env=self.env(),
+                           capture_output=True, text=True, timeout=300)
+        if where.exists():
+            self.cwd = Path(where.read_text().strip())
+            where.unlink()
+        return r.stdout + r.stderr, r.returncode
+
+    def install(self) -> None:
+        """``pip install -e .`` of the plugin here, into a scratch folder only later blocks
+        see (the environment running the tests never does)."""
+        self.site = self.site or Path(tempfile.mkdtemp(prefix="doc-test-site-"))
+        cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+               "--no-build-isolation", "--target", str(self.site), "."]
+        r = subprocess.run(cmd, cwd=self.cwd, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+
+    def write(self, path: str, text: str) -> None:
+        target = self.cwd / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
 
 
 def run_tutorial(md: Path, cwd: Path) -> list[tuple[str, list[str], list[str]]]:
     """Run ``md``'s blocks in ``cwd``: for each text block that follows a shell or Python
-    block, (the command, the lines the doc shows, the lines the command printed)."""
+    block, (the command, the lines the doc shows, the lines the command printed). A block
+    that fails (non-zero exit) must be followed by the output it shows (an error the doc
+    demonstrates); otherwise the run stops with an AssertionError."""
+    reader = Reader(cwd)
     checks = []
-    last: tuple[str, str] | None = None
-    for lang, text in blocks(md):
-        if lang in ("bash", "python"):
+    last: tuple[str, str, int] | None = None
+    for directive, lang, text in directed_blocks(md):
+        if last is not None and last[2] != 0 and not (
+                lang == "text" and directive != "not output"):
+            raise AssertionError(f"{md.name}: this block failed (exit {last[2]}) and the doc "
+                                 f"shows no output for it:\n{last[0]}\nit printed:\n{last[1]}")
+        if directive.startswith("skip"):
+            last = None
+        elif directive.startswith("file "):
+            reader.write(directive.split(None, 1)[1].strip(), text)
+            last = None
+        elif directive == "install":
+            reader.install()
+            last = None
+        elif lang in ("bash", "python"):
             if "pip install" in text:  # the reader's environment is this one already
                 last = None
                 continue
-            last = (text, _run_block(lang, text, cwd))
-        elif lang == "text" and last is not None:
+            last = (text, *reader.run(lang, text))
+        elif lang == "text" and last is not None and directive != "not output":
             checks.append((last[0], normal(text), normal(last[1])))
             last = None
         else:
             last = None
+    if last is not None and last[2] != 0:
+        raise AssertionError(f"{md.name}: the last block failed (exit {last[2]}):\n{last[0]}"
+                             f"\nit printed:\n{last[1]}")
     return checks
+
+
+def drift(checks) -> list[str]:
+    out = []
+    for cmd, shown, printed in checks:
+        missing = [line for line in shown if line not in printed]
+        if missing:
+            out.append(f"after\n{cmd}\nthe doc shows lines the command did not print: "
+                       f"{missing}\nit printed:\n" + "\n".join(printed))
+    return out
 
 
 def test_the_tutorial_runs_as_written(tmp_path):
     shutil.copytree(ROOT / "experiments", tmp_path / "experiments")
     checks = run_tutorial(ROOT / "docs" / "tutorial" / "quickstart.md", tmp_path)
     assert len(checks) >= 8
-    drift = []
-    for cmd, shown, printed in checks:
-        missing = [line for line in shown if line not in printed]
-        if missing:
-            drift.append(f"after\n{cmd}\nthe tutorial shows lines the command did not print: "
-                         f"{missing}\nit printed:\n" + "\n".join(printed))
-    assert not drift, "\n\n".join(drift)
+    problems = drift(checks)
+    assert not problems, "\n\n".join(problems)
 
 
 @pytest.mark.parametrize(("doc", "ran"), [
@@ -114,3 +200,47 @@ def test_the_harness_catches_drift(tmp_path, doc, ran):
     md.write_text(doc)
     [(cmd, shown, printed)] = run_tutorial(md, tmp_path)
     assert (shown == printed) is ran
+
+
+def test_a_failing_command_needs_the_output_it_fails_with(tmp_path):
+    """A block that exits non-zero passes only when the doc shows what it prints (an error
+    on purpose); a failing block followed by prose or another command is an error. Files
+    and cd carry over from block to block."""
+    md = tmp_path / "t.md"
+    md.write_text("<!-- doc-test: file sub/a.txt -->\n```text\nhello\n```\n\n"
+                  "```bash\ncd sub\n```\n\n```bash\ncat a.txt; cat nope.txt\n```\n\n"
+                  "```text\nhello\ncat: nope.txt: No such file or directory\n```\n")
+    [(_, shown, printed)] = run_tutorial(md, tmp_path)
+    assert shown == printed
+    for doc in ("```bash\nfalse\n```\n\nprose\n\n```bash\ntrue\n```\n",
+                "```bash\nfalse\n```\n"):
+        md.write_text(doc)
+        with pytest.raises(AssertionError, match="failed"):
+            run_tutorial(md, tmp_path)
+
+
+@pytest.mark.slow
+def test_the_allocator_howto_runs_as_written(tmp_path):
+    """docs/howto/write-an-allocator.md from a checkout: copy the template, write the files
+    it shows, install the plugin (into a scratch folder), list it, run and validate its
+    experiments, run its tests; every output it shows is what dcsim prints."""
+    checkout = tmp_path / "dcsim"
+    shutil.copytree(ROOT / "plugins", checkout / "plugins", ignore=shutil.ignore_patterns(
+        "build", "*.egg-info", "__pycache__", ".pytest_cache"))
+    checks = run_tutorial(ROOT / "docs" / "howto" / "write-an-allocator.md", checkout)
+    assert (tmp_path / "dcsim-worst-fit" / "results" / "worst_fit" / "summary.parquet").exists()
+    assert len(checks) >= 5
+    problems = drift(checks)
+    assert not problems, "\n\n".join(problems)
+
+
+@pytest.mark.slow
+def test_the_rescheduling_howto_runs_as_written(tmp_path):
+    """docs/howto/vm-rescheduling.md: build a mapping, reschedule it with greedy, the MIP and
+    the shipped learned policy; the FR, migrations and statuses are what dcsim prints."""
+    shutil.copytree(ROOT / "experiments", tmp_path / "experiments")
+    checks = run_tutorial(ROOT / "docs" / "howto" / "vm-rescheduling.md", tmp_path)
+    assert (tmp_path / "resched" / "summary.json").exists()
+    assert len(checks) == 2
+    problems = drift(checks)
+    assert not problems, "\n\n".join(problems)
