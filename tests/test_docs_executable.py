@@ -244,3 +244,22 @@ def test_the_rescheduling_howto_runs_as_written(tmp_path):
     assert len(checks) == 2
     problems = drift(checks)
     assert not problems, "\n\n".join(problems)
+
+
+def _checkout(tmp_path: Path, *folders: str) -> Path:
+    """A scratch copy of the repository's ``folders`` (what a how-to's commands read)."""
+    for f in folders:
+        shutil.copytree(ROOT / f, tmp_path / f, ignore=shutil.ignore_patterns(
+            "build", "*.egg-info", "__pycache__", ".pytest_cache"))
+    return tmp_path
+
+
+@pytest.mark.slow
+def test_the_trace_howto_runs_as_written(tmp_path):
+    """docs/howto/use-a-trace.md: replay the slices, the column errors, a bad row, the
+    importer from the shell and from Python; every output it shows is what dcsim prints."""
+    cwd = _checkout(tmp_path, "experiments", "traces", "tests/data/traces")
+    checks = run_tutorial(ROOT / "docs" / "howto" / "use-a-trace.md", cwd)
+    assert len(checks) >= 7
+    problems = drift(checks)
+    assert not problems, "\n\n".join(problems)

@@ -100,8 +100,14 @@ def test_missing_values_name_the_row_or_are_dropped(tmp_path):
     """An empty mapped value names its row; dropna: true drops and counts such rows."""
     path = tmp_path / "n.csv"
     path.write_text("arrival,duration,cpu,mem\n0,1,1,1\n1,1,,1\n2,1,3,1\n3,x,1,1\n")
-    with pytest.raises(ConfigError, match=r"row 2: column 'cpu' is empty or not a number"):
+    with pytest.raises(ConfigError, match=r"row 2: column 'cpu' is empty or not a number "
+                       r"\(it is empty\)"):
         replay(TraceSource(path))
+    text = tmp_path / "x.csv"
+    text.write_text("arrival,duration,cpu,mem\n0,1,1,1\n3,x,1,1\n")
+    with pytest.raises(ConfigError, match=r"row 2: column 'duration' is empty or not a "
+                       r"number \(it holds 'x'\)"):
+        replay(TraceSource(text))
     src = TraceSource(path, dropna=True, batch_size=2)
     r = replay(src)
     assert list(r["arrival"]) == [0, 2] and src.dropped == 2

@@ -219,9 +219,11 @@ class TraceSource:
         if bad.any() and not self.dropna:
             i = int(np.argmax(bad))
             std, src = next((k, s) for k, s in self._num.items() if np.isnan(cols[k][i]))
+            raw = frame[src].iloc[i]
+            value = "it is empty" if pd.isna(raw) else f"it holds {str(raw)!r}"
             raise ConfigError(
                 f"{self.name}: row {row0 + i + 1}: column {src!r} is empty or not a number "
-                f"({frame[src].iloc[i]!r}); fix the file or set dropna: true")
+                f"({value}); fix the file or set dropna: true")
         attrs = {k: (np.full(n, float(s)) if not isinstance(s, str)
                      else np.array(frame[s].to_numpy(), copy=True))  # writable, not a view
                  for k, s in self._attrs.items()}
