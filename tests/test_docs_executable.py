@@ -263,3 +263,63 @@ def test_the_trace_howto_runs_as_written(tmp_path):
     assert len(checks) >= 7
     problems = drift(checks)
     assert not problems, "\n\n".join(problems)
+
+
+def test_the_topology_howto_runs_as_written(tmp_path):
+    """docs/howto/custom-topology.md: export alpha, edit it, load it, run an experiment on
+    it; what it prints is what the how-to shows."""
+    checks = run_tutorial(ROOT / "docs" / "howto" / "custom-topology.md", tmp_path)
+    assert (tmp_path / "alpha-edited.json").exists() and len(checks) == 2
+    problems = drift(checks)
+    assert not problems, "\n\n".join(problems)
+
+
+def _break(data: dict, how: str) -> None:
+    """``alpha.json`` with one thing broken, as each line of the how-to's error list."""
+    def server(name):
+        return next(n for n in data["nodes"] if n["id"] == name)
+
+    link = data["links"][0]  # h0 - r0
+    {"nocap": lambda: link.pop("capacity"),
+     "str": lambda: link.update(capacity="ten"),
+     "nomem": lambda: server("h3").pop("mem"),
+     "nores": lambda: data["graph"].update(resources=["cpu", "gpu"]),
+     "neg": lambda: server("h3").update(cpu=-1.0),
+     "kind": lambda: server("h3").update(kind="host"),
+     "tier": lambda: server("h3").update(rack="a"),
+     "noserv": lambda: [n.update(kind="switch") for n in data["nodes"]],
+     "disc": lambda: data["links"].remove(link),
+     "loop": lambda: data["links"].append({"source": "h1", "target": "h1", "capacity": 1}),
+     "par": lambda: data.update(multigraph=True) or data["links"].append(dict(link)),
+     "dup": lambda: data["nodes"].append(dict(server("h3"))),
+     "dangling": lambda: data["links"].append({"source": "h1", "target": "x9",
+                                                "capacity": 1}),
+     "directed": lambda: data.update(directed=True)}[how]()
+
+
+def test_the_topology_howto_lists_the_real_errors(tmp_path, monkeypatch):
+    """Every line of custom-topology.md's list of validation errors is what loading that
+    file says."""
+    import json
+
+    from dcsim import ConfigError
+    from dcsim.model.topologies import build_topology
+    from dcsim.model.topology_io import load_topology, save_topology
+
+    monkeypatch.chdir(tmp_path)
+    save_topology(build_topology({"kind": "fabric", "preset": "alpha"}), "alpha.json")
+    (tmp_path / "alpha.yaml").write_text("{}")
+    md = (ROOT / "docs" / "howto" / "custom-topology.md").read_text()
+    listed = md.split("one thing broken;")[1].split("```text\n")[1].split("```")[0]
+    lines = listed.strip().splitlines()
+    assert len(lines) == 16
+    for line in lines:
+        path = line.split(":")[0]
+        stem = path.split(".")[0]
+        if stem not in ("alpha", "none"):
+            data = json.loads((tmp_path / "alpha.json").read_text())
+            _break(data, stem)
+            (tmp_path / path).write_text(json.dumps(data))
+        with pytest.raises(ConfigError) as e:
+            load_topology(path)
+        assert str(e.value) == line
