@@ -323,3 +323,30 @@ def test_the_topology_howto_lists_the_real_errors(tmp_path, monkeypatch):
         with pytest.raises(ConfigError) as e:
             load_topology(path)
         assert str(e.value) == line
+
+
+#: the how-tos a test above runs as written
+RUN_AS_WRITTEN = {"write-an-allocator.md", "vm-rescheduling.md", "use-a-trace.md",
+                  "custom-topology.md", "queue-scheduling.md"}
+
+
+@pytest.mark.parametrize("md", sorted(p.name for p in (ROOT / "docs" / "howto").glob("*.md")))
+def test_every_howto_command_is_run_or_skipped_with_a_reason(md):
+    """A how-to is run as written by a test here, or every shell and Python block it shows
+    carries `doc-test: skip (why)`; a new how-to, or a new block in a skipped one, must
+    choose."""
+    blocks_ = directed_blocks(ROOT / "docs" / "howto" / md)
+    skips = [d for d, _, _ in blocks_ if d.startswith("skip")]
+    assert all(re.fullmatch(r"skip \(.+\)", d) for d in skips), skips
+    if md in RUN_AS_WRITTEN:
+        return
+    unmarked = [text.splitlines()[0] for d, lang, text in blocks_
+                if lang in ("bash", "python") and not d.startswith("skip")
+                and "pip install" not in text]
+    assert not unmarked, f"{md}: run these in a test, or mark them skip (why): {unmarked}"
+
+
+def test_the_queue_howto_runs_as_written(tmp_path):
+    """docs/howto/queue-scheduling.md: its scheduler plugin code runs (the experiment and
+    the training are skipped: minutes)."""
+    assert run_tutorial(ROOT / "docs" / "howto" / "queue-scheduling.md", tmp_path) == []
