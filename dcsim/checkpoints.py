@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from dcsim.errors import ConfigError
+from dcsim.errors import ConfigError, naming_path
 
 
 def atomic_write(path: Path, write) -> None:
@@ -25,7 +25,7 @@ def atomic_write(path: Path, write) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
     try:
-        with open(tmp, "wb") as f:
+        with naming_path(path), open(tmp, "wb") as f:
             write(f)
         os.replace(tmp, path)
     finally:

@@ -15,3 +15,18 @@ class PluginError(DcsimError):
 
 class StateError(DcsimError):
     """A reservation or release would drive a resource negative or above its capacity."""
+
+
+class naming_path:  # noqa: N801 - used as a context manager, like contextlib's
+    """Give an ``OSError`` raised inside without a file name (a full disk while writing)
+    the ``path`` being written, so the CLI's one line says where."""
+
+    def __init__(self, path) -> None:
+        self.path = str(path)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, e, tb) -> None:
+        if isinstance(e, OSError) and e.filename is None:
+            raise OSError(e.errno, e.strerror or str(e), self.path) from e

@@ -509,6 +509,37 @@ def test_an_out_that_cannot_be_a_directory_is_one_line(tmp_path):
     assert r.output.strip() == f"error: {blocker / 'sub'}: Not a directory"
 
 
+def test_a_full_disk_is_one_line_naming_the_file(tmp_path, monkeypatch):
+    """A write that fails for lack of space (an OSError with no file name) is reported as
+    one line naming the file being written; nothing torn or temporary is left behind."""
+    import errno
+
+    from tests.cli_helpers import invoke
+
+    def full(_fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    out = tmp_path / "out"
+    r = invoke("run", QUICKSTART, "--out", out, "--set", "workload.requests=50",
+               "--set", "warmup.requests=5")
+    assert r.exit_code == 1
+    assert re.fullmatch(rf"error: {re.escape(str(out))}/[\w.]+: No space left on device",
+                        r.output.strip()), r.output
+    assert not [p for p in out.rglob("*") if ".tmp" in p.name or p.name.startswith(".tmp")]
+
+
+def test_naming_path_keeps_a_file_name_already_given(tmp_path):
+    from dcsim.errors import naming_path
+
+    with pytest.raises(OSError) as e, naming_path(tmp_path / "x"):
+        raise OSError(28, "No space left on device")
+    assert e.value.filename == str(tmp_path / "x") and e.value.errno == 28
+    with pytest.raises(FileNotFoundError) as e, naming_path(tmp_path / "x"):
+        open(tmp_path / "missing" / "y")
+    assert e.value.filename == str(tmp_path / "missing" / "y")
+
+
 def _tiny(**change) -> dict:
     doc = json.loads((Path(__file__).parent / "data" / "tiny.json").read_text())
     for k, v in change.items():

@@ -27,6 +27,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dcsim.errors import naming_path
+
 # Types of the fixed request columns; everything else is inferred from the first batch.
 _REQUEST_TYPES: dict[str, pa.DataType] = {
     "id": pa.int64(),
@@ -78,7 +80,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        with open(tmp, "wb") as f:
+        with naming_path(path), open(tmp, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dcsim.errors import ConfigError, StateError
+from dcsim.errors import ConfigError, StateError, naming_path
 from dcsim.vm.model import BOTH, NUMAS, VM, Host, MappingState
 
 STATUSES = ("ACTIVE", "DISABLED", "OUTAGE")
@@ -322,7 +322,7 @@ def write_json_atomic(path: str | os.PathLike, doc: Any) -> None:
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(f".{p.name}.tmp{os.getpid()}")
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with naming_path(p), open(tmp, "w", encoding="utf-8") as f:
             json.dump(doc, f, indent=None, separators=(",", ":"))
             f.write("\n")
             f.flush()
