@@ -11,6 +11,9 @@ before a block (invisible when rendered):
   it there); it is written, not run;
 - ``<!-- doc-test: install -->``: a ``pip install -e .`` of the plugin in the current folder;
   it is installed into a scratch folder that only the commands after it see;
+- ``<!-- doc-test: reduced ARGS -->``: a long experiment, run with ARGS added to each
+  ``dcsim run`` line (``--seeds 1 --set workload.requests=20``): the command as shown, on a
+  small config;
 - ``<!-- doc-test: skip (why) -->``: not run (a long training, a cluster that is not here);
 - ``<!-- doc-test: not output -->``: a text block that is not the previous block's output.
 
@@ -136,6 +139,17 @@ class Reader:
         target.write_text(text)
 
 
+def reduced(text: str, args: str) -> str:
+    """``text`` with ``args`` added to each ``dcsim run`` command (before its comment)."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("dcsim run "):
+            command, hash_, comment = line.partition(" #")
+            line = f"{command.rstrip()} {args}" + (f"  #{comment}" if hash_ else "")
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
 def run_tutorial(md: Path, cwd: Path) -> list[tuple[str, list[str], list[str]]]:
     """Run ``md``'s blocks in ``cwd``: for each text block that follows a shell or Python
     block, (the command, the lines the doc shows, the lines the command printed). A block
@@ -157,6 +171,8 @@ def run_tutorial(md: Path, cwd: Path) -> list[tuple[str, list[str], list[str]]]:
         elif directive == "install":
             reader.install()
             last = None
+        elif directive.startswith("reduced "):
+            last = (text, *reader.run(lang, reduced(text, directive.split(None, 1)[1])))
         elif lang in ("bash", "python"):
             if "pip install" in text:  # the reader's environment is this one already
                 last = None
@@ -237,8 +253,9 @@ def test_the_allocator_howto_runs_as_written(tmp_path):
 @pytest.mark.slow
 def test_the_rescheduling_howto_runs_as_written(tmp_path):
     """docs/howto/vm-rescheduling.md: build a mapping, reschedule it with greedy, the MIP and
-    the shipped learned policy; the FR, migrations and statuses are what dcsim prints."""
-    shutil.copytree(ROOT / "experiments", tmp_path / "experiments")
+    the shipped learned policy (the FR, migrations and statuses are what dcsim prints); the
+    two experiments, reduced, and their report."""
+    _checkout(tmp_path, "experiments", "traces")
     checks = run_tutorial(ROOT / "docs" / "howto" / "vm-rescheduling.md", tmp_path)
     assert (tmp_path / "resched" / "summary.json").exists()
     assert len(checks) == 2
@@ -327,7 +344,7 @@ def test_the_topology_howto_lists_the_real_errors(tmp_path, monkeypatch):
 
 #: the how-tos a test above runs as written
 RUN_AS_WRITTEN = {"write-an-allocator.md", "vm-rescheduling.md", "use-a-trace.md",
-                  "custom-topology.md", "queue-scheduling.md"}
+                  "custom-topology.md", "queue-scheduling.md", "nara-optical-agent.md"}
 
 
 @pytest.mark.parametrize("md", sorted(p.name for p in (ROOT / "docs" / "howto").glob("*.md")))
@@ -346,7 +363,25 @@ def test_every_howto_command_is_run_or_skipped_with_a_reason(md):
     assert not unmarked, f"{md}: run these in a test, or mark them skip (why): {unmarked}"
 
 
+@pytest.mark.slow
 def test_the_queue_howto_runs_as_written(tmp_path):
-    """docs/howto/queue-scheduling.md: its scheduler plugin code runs (the experiment and
-    the training are skipped: minutes)."""
-    assert run_tutorial(ROOT / "docs" / "howto" / "queue-scheduling.md", tmp_path) == []
+    """docs/howto/queue-scheduling.md: the load sweep (reduced) and its report, the
+    scheduler plugin code (the training is skipped)."""
+    cwd = _checkout(tmp_path, "experiments")
+    assert run_tutorial(ROOT / "docs" / "howto" / "queue-scheduling.md", cwd) == []
+    assert (cwd / "results" / "deeprm_load_sweep" / "summary.parquet").exists()
+
+
+@pytest.mark.slow
+def test_the_optical_agent_howto_runs_as_written(tmp_path):
+    """docs/howto/nara-optical-agent.md: the learned agents' experiment, reduced (the
+    trainings are skipped)."""
+    cwd = _checkout(tmp_path, "experiments")
+    assert run_tutorial(ROOT / "docs" / "howto" / "nara-optical-agent.md", cwd) == []
+    assert (cwd / "results" / "nara_optical_learned" / "summary.parquet").exists()
+
+
+def test_reduced_adds_the_arguments_to_each_run_command():
+    text = "dcsim run a.yaml --jobs 2   # a comment\npython r.py\ndcsim run b.yaml\n"
+    assert reduced(text, "--seeds 1") == ("dcsim run a.yaml --jobs 2 --seeds 1  # a comment\n"
+                                          "python r.py\ndcsim run b.yaml --seeds 1\n")
