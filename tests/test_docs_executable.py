@@ -29,7 +29,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -72,7 +71,7 @@ class Reader:
     """Runs a doc's blocks as its reader would: where they are, with what they installed."""
 
     def __init__(self, cwd: Path):
-        self.cwd = cwd
+        self.root = self.cwd = cwd
         self.site: Path | None = None  # where `doc-test: install` put plugins
 
     def env(self) -> dict[str, str]:
@@ -127,7 +126,7 @@ class Reader:
     def install(self) -> None:
         """``pip install -e .`` of the plugin here, into a scratch folder only later blocks
         see (the environment running the tests never does)."""
-        self.site = self.site or Path(tempfile.mkdtemp(prefix="doc-test-site-"))
+        self.site = self.site or self.root / ".doc-test-site"
         cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
                "--no-build-isolation", "--target", str(self.site), "."]
         r = subprocess.run(cmd, cwd=self.cwd, capture_output=True, text=True, timeout=300)
