@@ -9,27 +9,15 @@ and never unpickles anything (``np.load(..., allow_pickle=False)``). Every probl
 
 from __future__ import annotations
 
+import io
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dcsim.errors import ConfigError, naming_path
-
-
-def atomic_write(path: Path, write) -> None:
-    """Write via ``write(binary file)`` to a temporary file beside ``path``, then rename;
-    a failure leaves neither ``path`` torn nor the temporary behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    try:
-        with naming_path(path), open(tmp, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+from dcsim.atomic import write_atomic
+from dcsim.errors import ConfigError
 
 
 def float_arrays(weights: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]]
@@ -48,9 +36,10 @@ def write_checkpoint(path: str | Path, arrays: dict[str, np.ndarray],
     """``path`` (.npz of ``arrays`` as float32) and the .json of ``doc`` beside it."""
     path = Path(path)
     arrays = {k: np.asarray(v, dtype=np.float32) for k, v in arrays.items()}
-    atomic_write(path, lambda f: np.savez(f, **arrays))
-    text = json.dumps(doc, indent=2) + "\n"
-    atomic_write(path.with_suffix(".json"), lambda f: f.write(text.encode()))
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    write_atomic(path, buf.getvalue())
+    write_atomic(path.with_suffix(".json"), (json.dumps(doc, indent=2) + "\n").encode())
     return path
 
 

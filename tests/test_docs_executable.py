@@ -39,11 +39,6 @@ FENCE = re.compile(r"(?:^<!-- doc-test: (.*?) -->\n\n?)?^```(\w*)\n(.*?)^```\n",
 VOLATILE = [(re.compile(r"\bin \d+(\.\d+)? ?s\b|\bin \d+ min \d+ s\b"), "in <t>")]
 
 
-def blocks(md: Path) -> list[tuple[str, str]]:
-    """(language, text) of every fenced block, in order."""
-    return [(lang, text) for _, lang, text in directed_blocks(md)]
-
-
 def directed_blocks(md: Path) -> list[tuple[str, str, str]]:
     """(doc-test directive or "", language, text) of every fenced block, in order."""
     return [(m.group(1) or "", m.group(2), m.group(3)) for m in FENCE.finditer(md.read_text())]

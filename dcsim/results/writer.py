@@ -27,7 +27,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dcsim.errors import naming_path
+from dcsim.atomic import write_atomic
 
 # Types of the fixed request columns; everything else is inferred from the first batch.
 _REQUEST_TYPES: dict[str, pa.DataType] = {
@@ -73,20 +73,6 @@ def label_problem(label: str) -> str | None:
     if any(ord(c) < 32 or ord(c) == 127 for c in label):
         return "contains a control character"
     return None
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` beside ``path`` and rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with naming_path(path), open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:  # a failed write leaves neither a torn file nor its temporary
-        tmp.unlink(missing_ok=True)
 
 
 class _Stream:

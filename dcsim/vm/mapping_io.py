@@ -52,7 +52,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dcsim.errors import ConfigError, StateError, naming_path
+from dcsim.atomic import write_atomic
+from dcsim.errors import ConfigError, StateError
 from dcsim.vm.model import BOTH, NUMAS, VM, Host, MappingState
 
 STATUSES = ("ACTIVE", "DISABLED", "OUTAGE")
@@ -316,24 +317,8 @@ def mapping_to_json(loaded: LoadedMapping, state: MappingState | None = None) ->
     return doc
 
 
-def write_json_atomic(path: str | os.PathLike, doc: Any) -> None:
-    """Write ``doc`` as JSON beside ``path`` and rename it into place."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp{os.getpid()}")
-    try:
-        with naming_path(p), open(tmp, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=None, separators=(",", ":"))
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def save_mapping(path: str | os.PathLike, loaded: LoadedMapping,
                  state: MappingState | None = None) -> None:
     """Write :func:`mapping_to_json` to ``path`` atomically."""
-    write_json_atomic(path, mapping_to_json(loaded, state))
+    doc = mapping_to_json(loaded, state)
+    write_atomic(path, (json.dumps(doc, indent=None, separators=(",", ":")) + "\n").encode())
