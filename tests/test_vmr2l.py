@@ -121,6 +121,112 @@ def test_sparse_numpy_blocks_equal_the_masked_dense_formulation(tmp_path):
                                rtol=1e-4, atol=1e-5)
 
 
+def test_batched_sparse_rows_equal_each_row_alone(tmp_path):
+    """A batch whose rows have different placements (sampled trajectories diverge) gives,
+    per row, what that row gives alone and what the masked dense formulation gives: the
+    size buckets of the block computation never mix rows or hosts."""
+    ck = V.load_checkpoint(random_checkpoint(tmp_path / "s.npz", "sparse", seed=4))
+    s = small_state(3, hosts=9)
+    tok = V.tokens_of(s)
+    rng = np.random.default_rng(0)
+    rows = []
+    for _ in range(3):       # move a few VMs at random to make the rows differ
+        r = s.copy()
+        for k in rng.permutation(tok)[:4]:
+            slots = np.flatnonzero(V.host_mask(r, int(k)))
+            m = V.slot_migration(r, int(k), int(rng.choice(slots)))
+            if m is not None:
+                r.apply(m)
+        rows.append(r)
+    obs = [V.observe(r, tok) for r in rows]
+    hf = np.stack([o[0] for o in obs])
+    vf = np.stack([o[1] for o in obs])
+    vh = np.stack([r.vm_host[tok] for r in rows])
+    assert len({tuple(v) for v in vh}) > 1
+    step = np.array([0.1, 0.5, 0.9], dtype=np.float32)
+    logits, values = V.vm_forward(ck.weights, ck.arch, hf, vf, step, vh)
+    w, a, d = ck.weights, ck.arch, ck.arch.d_model
+    for b in range(3):
+        lb, vb = V.vm_forward(w, a, hf[b:b + 1], vf[b:b + 1], step[b:b + 1], vh[b:b + 1])
+        np.testing.assert_allclose(logits[b], lb[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(values[b], vb[0], rtol=1e-5, atol=1e-6)
+    sb, cb = V.sparse_masks(vh, s.n_hosts)
+    mem = V._encoder(w, "vm.transformer", a, V._src(w, "vm", step, hf, d))
+    tgt = np.concatenate([V._linear(w, "vm.vm_encode", vf),
+                          -np.ones((3, 1, d), np.float32)], axis=1)
+    out = V._decoder(w, "vm.transformer", a, tgt, mem, self_blocked=sb, cross_blocked=cb)
+    np.testing.assert_allclose(logits, V._linear(w, "vm.output_layer", out[:, :-1])[..., 0],
+                               rtol=1e-4, atol=1e-5)
+    # every token of every row is in exactly one block of its own row and host
+    idx = V.sparse_index(vh)
+    T = len(tok) + 1
+    seen = np.concatenate([bk.reshape(-1) for bk in idx.buckets])
+    assert sorted(seen) == sorted(b * T + m for b in range(3) for m in range(len(tok)))
+    for bk in idx.buckets:
+        row, m = bk // T, bk % T
+        assert (row == row[:, :1]).all()
+        assert (vh[row, m] == vh[row[:, :1], m[:, :1]]).all()
+
+
+def test_float32_erf_gelu_and_layer_norm_match_their_definitions():
+    from scipy.special import erf
+
+    x = np.linspace(-12, 12, 200_001).astype(np.float32)
+    assert np.abs(V._erf32(x) - erf(x.astype(np.float64))).max() < 5e-7
+    g = V._gelu(x.copy())
+    assert g.dtype == np.float32
+    exact = x * 0.5 * (1 + erf(x.astype(np.float64) / np.sqrt(2)))
+    assert np.abs(g - exact).max() < 1e-6 * 12
+    rng = np.random.default_rng(1)
+    y = (rng.standard_normal((3, 7, 32)) * 5 + 2).astype(np.float32)
+    w = {"n.weight": rng.standard_normal(32).astype(np.float32),
+         "n.bias": rng.standard_normal(32).astype(np.float32)}
+    mu = y.mean(-1, keepdims=True)
+    ref = (y - mu) / np.sqrt(y.var(-1, keepdims=True) + 1e-5) * w["n.weight"] + w["n.bias"]
+    out = V._layer_norm(w, "n", y)
+    assert out.shape == y.shape and out.dtype == np.float32
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(logits=st.lists(st.floats(-30, 30), min_size=2, max_size=40),
+       masked=st.lists(st.booleans(), min_size=40, max_size=40),
+       min_prob=st.sampled_from([0.0, 1e-5, 1e-3, 0.05, 0.3]), seed=st.integers(0, 99))
+def test_action_threshold_keeps_the_argmax_and_drops_only_unlikely_actions(
+        logits, masked, min_prob, seed):
+    z = np.array(logits)
+    off = np.array(masked[:len(z)])
+    off[np.argmax(z)] = False                       # at least one action is allowed
+    z[off] = -np.inf
+    kept = V._drop_unlikely(z[None], min_prob)[0]
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    assert np.isfinite(kept[np.argmax(z)])
+    np.testing.assert_array_equal(np.isfinite(kept), np.isfinite(z) & (p >= min_prob))
+    draws = V._choose(np.tile(z, (50, 1)), np.zeros(50, bool), min_prob,
+                      np.random.default_rng(seed))
+    assert np.isfinite(kept[draws]).all()
+    # rows marked argmax take it; the others' draws do not depend on that marking
+    marks = np.arange(50) % 3 == 0
+    mixed = V._choose(np.tile(z, (50, 1)), marks, min_prob, np.random.default_rng(seed))
+    assert (mixed[marks] == np.argmax(z)).all()
+    np.testing.assert_array_equal(mixed[~marks], draws[~marks])
+
+
+def test_argmax_first_is_never_worse_than_the_greedy_plan(tmp_path):
+    ck_path = random_checkpoint(tmp_path / "p.npz", "sparse", seed=2)
+    for seed in range(3):
+        s = small_state(seed, hosts=12)
+        greedy = V.VMR2L(V.VMR2L.Options(checkpoint=str(ck_path), greedy=True)).run(s, 6)
+        best = V.VMR2L(V.VMR2L.Options(checkpoint=str(ck_path), samples=4, argmax_first=True,
+                                       min_prob_vm=1e-5, min_prob_host=1e-4),
+                       rng=np.random.default_rng(seed)).run(s, 6)
+        frags = best.info["sample_fragments"]
+        assert frags[0] == greedy.state.fragment()
+        assert best.state.fragment() == min(frags) <= greedy.state.fragment()
+        best.state.check_invariants()
+
+
 def test_inference_runs_without_torch(tmp_path):
     ck_path = random_checkpoint(tmp_path / "p.npz", "sparse")
     code = ("import sys; sys.modules['torch'] = None\n"
@@ -293,6 +399,42 @@ def test_training_smoke_run_writes_a_usable_checkpoint(tmp_path):
     r = CliRunner().invoke(main, ["train", "vmr2l", str(bad)])
     assert r.exit_code != 0 and "nope" in (r.stderr or r.output)
     assert "Traceback" not in r.output
+
+
+def test_fine_tuning_starts_from_a_checkpoint_and_never_ships_worse(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("gymnasium")
+    start = random_checkpoint(tmp_path / "start.npz", "sparse", seed=9)
+    base = ("iterations: 2\nhosts: [6, 8]\nmnl: 4\nnum_envs: 2\nnum_steps: 8\n"
+            "num_minibatches: 2\nupdate_epochs: 2\neval_every: 1\neval_mappings: 2\n"
+            "eval_hosts: 8\nattention: sparse\n")
+    cfg = tmp_path / "t.yaml"
+    cfg.write_text(base + f"init_from: {start}\n")
+    out = tmp_path / "run"
+    r = CliRunner().invoke(main, ["train", "vmr2l", str(cfg), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert f"starting from {start}: eval FR" in r.output
+    import pandas as pd
+
+    from dcsim.learn.vmr2l_ppo import eval_mappings, evaluate_policy, load_train_config
+
+    c = load_train_config(cfg)
+    ev0 = evaluate_policy(V.load_checkpoint(start), eval_mappings(c), 4, 1, c.eval_seed)
+    best = V.load_checkpoint(out / "checkpoint.npz").meta["training"]
+    prog = pd.read_parquet(out / "progress.parquet")
+    assert best["eval_fr"] == min([ev0, *prog["eval_fr"]]) <= ev0
+    assert best["config"]["init_from"] == str(start)
+    # errors: another architecture, and init_from with a warm start
+    (tmp_path / "dense.yaml").write_text(base.replace("sparse", "dense")
+                                         + f"init_from: {start}\n")
+    (tmp_path / "both.yaml").write_text(base + f"init_from: {start}\nwarmstart: greedy\n")
+    (tmp_path / "none.yaml").write_text(base + "init_from: no_such_policy\n")
+    for name, msg in [("dense", "attention 'sparse' (config: 'dense')"),
+                      ("both", "cannot be combined with warmstart: greedy"),
+                      ("none", "init_from: ")]:
+        r = CliRunner().invoke(main, ["train", "vmr2l", str(tmp_path / f"{name}.yaml")])
+        assert r.exit_code != 0 and msg in (r.stderr or r.output), (name, r.output)
+        assert f"{name}.yaml" in (r.stderr or r.output) and "Traceback" not in r.output
 
 
 def test_double_numa_vm_uses_slot_zero():

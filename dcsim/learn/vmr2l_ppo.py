@@ -61,7 +61,14 @@ from dcsim.learn.config import read_train_config
 from dcsim.learn.vmr2l_env import VMR2LEnv, VMR2LEnvConfig
 from dcsim.learn.vmr2l_model import VMR2LPolicy
 from dcsim.reschedulers.builtin import AlphaVBPP, Greedy
-from dcsim.reschedulers.vmr2l import Architecture, Checkpoint, rollout, save_checkpoint
+from dcsim.reschedulers.vmr2l import (
+    Architecture,
+    Checkpoint,
+    checkpoint_path,
+    load_checkpoint,
+    rollout,
+    save_checkpoint,
+)
 from dcsim.results.writer import write_atomic
 from dcsim.vm.mapping_io import parse_mapping
 from dcsim.vm.model import MappingState
@@ -115,6 +122,11 @@ class TrainConfig:
     warmstart_mappings: int = Field(200, ge=1)
     warmstart_epochs: int = Field(10, ge=1)
     warmstart_lr: float = Field(1e-3, gt=0.0)
+    # --- fine-tuning: start from these weights (a checkpoint .npz or a shipped policy's
+    # name, e.g. vmr2l_production; its architecture must be this config's). They are
+    # evaluated first, as iteration 0, so the best checkpoint is never worse than them on
+    # the eval mappings. Excludes the warm start.
+    init_from: str | None = None
     # --- evaluation on held-out mappings
     eval_every: int = Field(5, ge=1)
     eval_mappings: int = Field(8, ge=1)
@@ -128,6 +140,10 @@ class TrainConfig:
         if self.d_model % self.heads:
             raise ValueError(f"d_model: {self.d_model} is not a multiple of heads "
                              f"{self.heads}")
+        if self.init_from is not None and self.warmstart != "none":
+            raise ValueError(f"init_from: starts from trained weights; it cannot be "
+                             f"combined with warmstart: {self.warmstart} (set "
+                             f"warmstart: none)")
 
     def env_config(self) -> VMR2LEnvConfig:
         return VMR2LEnvConfig(preset=self.preset, hosts=self.hosts, mnl=self.mnl,
@@ -157,7 +173,28 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
                 where = field
             raise ConfigError(f"{path}: {where}: "
                               f"{err['msg'].removeprefix('Value error, ')}") from None
+    if cfg.init_from is not None:
+        try:
+            initial_weights(cfg)
+        except ConfigError as e:
+            raise ConfigError(f"{path}: {e}") from None
     return cfg
+
+
+def initial_weights(cfg: TrainConfig) -> Checkpoint:
+    """The checkpoint ``init_from`` names, checked against ``cfg``'s architecture (a
+    :class:`ConfigError` naming ``init_from`` otherwise)."""
+    assert cfg.init_from is not None
+    try:
+        ck = load_checkpoint(checkpoint_path(cfg.init_from))
+    except ConfigError as e:
+        raise ConfigError(f"init_from: {e}") from None
+    if ck.arch != cfg.architecture():
+        have, want = dataclasses.asdict(ck.arch), dataclasses.asdict(cfg.architecture())
+        diff = ", ".join(f"{k} {have[k]!r} (config: {want[k]!r})" for k in want
+                         if have[k] != want[k])
+        raise ConfigError(f"init_from: {ck.path} has another architecture: {diff}")
+    return ck
 
 
 def eval_mappings(cfg: TrainConfig) -> list[MappingState]:
@@ -362,7 +399,13 @@ def _train(cfg: TrainConfig, out: Path, command, say, device) -> dict[str, Any]:
         return int(ep_rng.integers(2**62))
 
     best: tuple[float, int, dict[str, np.ndarray] | None] = (np.inf, -1, None)
-    if cfg.warmstart != "none":
+    if cfg.init_from is not None:
+        start = initial_weights(cfg)
+        policy.load_numpy(start.weights)
+        ev = evaluate_policy(start, dev, eval_mnl, cfg.eval_samples, cfg.eval_seed)
+        best = (ev, 0, policy.numpy_weights())
+        say(f"starting from {start.path}: eval FR {ev:.4f}")
+    elif cfg.warmstart != "none":
         ws_seq = np.random.SeedSequence([cfg.seed, 1])
         ws_rng = np.random.default_rng(ws_seq)
         t_ws = time.perf_counter()
