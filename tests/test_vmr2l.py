@@ -3,6 +3,7 @@ checkpoints, risk-seeking sampling, the environment and a training smoke run (#1
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -85,15 +86,15 @@ def test_k_samples_keep_the_lowest_fragment_and_same_seed_same_plan(tmp_path):
     ck = V.load_checkpoint(ck_path)
     plans, ends = V.rollout(ck, s, 8, 4, np.random.default_rng(7))
     assert len(plans) == 4 and all(len(p) <= 8 for p in plans)
-    resched = V.VMR2L(V.VMR2L.Options(checkpoint=str(ck_path), samples=4),
-                      rng=np.random.default_rng(7))
+    resched = V.VMR2L(V.VMR2L.Options(checkpoint=str(ck_path), samples=4,
+                                      argmax_first=False), rng=np.random.default_rng(7))
     res = resched.run(s, 8)
     frags = [e.fragment() for e in ends]
     assert res.info["sample_fragments"] == frags
     assert res.state.fragment() == min(frags)
     assert res.migrations == plans[int(np.argmin(frags))]
-    again = V.VMR2L(V.VMR2L.Options(checkpoint=str(ck_path), samples=4),
-                    rng=np.random.default_rng(7)).run(s, 8)
+    again = V.VMR2L(V.VMR2L.Options(checkpoint=str(ck_path), samples=4,
+                                    argmax_first=False), rng=np.random.default_rng(7)).run(s, 8)
     assert again.migrations == res.migrations
     res.state.check_invariants()
     greedy = V.VMR2L(V.VMR2L.Options(checkpoint=str(ck_path), greedy=True)).run(s, 8)
@@ -218,7 +219,7 @@ def test_argmax_first_is_never_worse_than_the_greedy_plan(tmp_path):
     for seed in range(3):
         s = small_state(seed, hosts=12)
         greedy = V.VMR2L(V.VMR2L.Options(checkpoint=str(ck_path), greedy=True)).run(s, 6)
-        best = V.VMR2L(V.VMR2L.Options(checkpoint=str(ck_path), samples=4, argmax_first=True,
+        best = V.VMR2L(V.VMR2L.Options(checkpoint=str(ck_path), samples=4,  # the default
                                        min_prob_vm=1e-5, min_prob_host=1e-4),
                        rng=np.random.default_rng(seed)).run(s, 6)
         frags = best.info["sample_fragments"]
@@ -464,14 +465,28 @@ def test_vmr2l_static_experiment_and_online_rescheduling(tmp_path):
     raw["matrix"] = {"vm.mnl": [5, 10]}
     small = tmp_path / "static.yaml"
     small.write_text(yaml.safe_dump(raw))
-    sets = ["vm.mapping.synthetic=production_small", "vm.mapping.hosts=10",
-            f"reschedulers.3.options.checkpoint={ck}", "reschedulers.3.options.samples=2"]
+    sets = ["vm.mapping.synthetic=production_small", "vm.mapping.hosts=10"]
+    for i in (3, 4):     # the authors' way and dcsim's
+        sets += [f"reschedulers.{i}.options.checkpoint={ck}",
+                 f"reschedulers.{i}.options.samples=2"]
     exp = load_experiment(small, seeds=2, sets=sets)
     run_experiment(exp, out=tmp_path / "a")
     df = pd.read_parquet(tmp_path / "a" / "summary.parquet")
-    assert len(df) == 2 * 4 * 2
+    assert len(df) == 2 * 5 * 2
     v = df[df["allocator"].str.startswith("vmr2l")]
-    assert len(v) == 4 and (v["migrations"] <= v["mnl"]).all()
+    assert len(v) == 8 and (v["migrations"] <= v["mnl"]).all()
+    assert "vmr2l (authors)" in set(v["allocator"]) and v["allocator"].nunique() == 2
+    # the report pairs each vmr2l row with each heuristic on the same mappings
+    spec = importlib.util.spec_from_file_location("vmr_report", EXPERIMENTS / "vmr_report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    text = report.static_table(df)
+    top = df[df["mnl"] == 10]
+    for label in v["allocator"].unique():
+        d = (top[top["allocator"] == label].set_index("seed")["fr_after"]
+             - top[top["allocator"] == "alpha_vbpp"].set_index("seed")["fr_after"])
+        assert f"| {label} − alpha_vbpp | " in text
+        assert f"| {int((d < 0).sum())} of 2 |" in text.split(f"| {label} − alpha_vbpp | ")[1]
     assert (df.groupby("seed")["fr_before"].nunique() == 1).all()
     run_experiment(load_experiment(small, seeds=2, sets=sets), out=tmp_path / "b")
     again = pd.read_parquet(tmp_path / "b" / "summary.parquet")

@@ -43,9 +43,19 @@ encoder. Its cost grows with VMs × VMs-per-host instead of VMs², which is what
 279-host plan fast on a CPU.
 
 **Inference** (:class:`VMR2L`): risk-seeking, as in the paper: ``samples`` trajectories of
-MNL steps are sampled (batched), and the one with the lowest final fragment wins (ties: the
-first). ``greedy: true`` takes the argmax VM and slot instead (one trajectory). Steps that
-pick the VM's own host are no-ops and do not appear in the migration list.
+MNL steps are run (batched), and the one with the lowest final fragment wins (ties: the
+first). Options:
+
+- ``argmax_first`` (default true, dcsim's addition): the first trajectory takes the most
+  likely VM and slot at every step, the others are sampled, so the plan is never worse than
+  the argmax plan. ``false``: every trajectory is sampled, as the paper describes.
+- ``min_prob_vm`` / ``min_prob_host`` (default 0): sampling ignores actions whose
+  probability is below these; the authors' evaluation (``eval_thres_final.py`` in
+  ``RLVMR/VMR2L-NSDI24``; "actions with low probabilities are likely to be suboptimal" in
+  its README) uses 1e-5 and 1e-4. The most likely action is always kept.
+- ``greedy: true``: one trajectory, argmax throughout.
+
+Steps that pick the VM's own host are no-ops and do not appear in the migration list.
 
 **Checkpoint**: ``NAME.npz`` (float32 arrays named as the PyTorch ``state_dict``) and
 ``NAME.json`` beside it (format ``dcsim-vmr2l-policy``, the architecture, the feature layout,
@@ -685,8 +695,8 @@ def _rollout(ck: Checkpoint, state: MappingState, mnl: int, samples: int,
 class VMR2L(Rescheduler):
     """VMR²L's learned two-stage rescheduler (numpy inference of a trained transformer
     policy; see :mod:`dcsim.reschedulers.vmr2l`). ``samples`` trajectories of MNL steps,
-    the lowest final FR kept (the paper's risk-seeking evaluation); ``greedy`` takes the
-    argmax instead. ``checkpoint``: a shipped policy's name or an ``.npz`` path (default:
+    the lowest final FR kept (the paper's risk-seeking evaluation; with ``argmax_first``
+    the first trajectory is the argmax one); ``greedy`` takes the argmax only. ``checkpoint``: a shipped policy's name or an ``.npz`` path (default:
     the shipped production-trained policy). The sampling uses the rescheduler's ``rng``
     (``--seed``), so the same seed gives the same plan."""
 
@@ -698,8 +708,9 @@ class VMR2L(Rescheduler):
         samples: int = Field(5, ge=1, description="trajectories sampled; the best is kept")
         greedy: bool = Field(False, description="argmax actions, one trajectory")
         argmax_first: bool = Field(
-            False, description="the first trajectory takes the argmax actions (dcsim's "
-            "addition: the plan is never worse than greedy: true)")
+            True, description="the first trajectory takes the argmax actions (dcsim's "
+            "addition: the plan is never worse than greedy: true); false: all sampled, "
+            "as the paper")
         min_prob_vm: float = Field(
             0.0, ge=0.0, lt=1.0, description="sampling ignores VMs below this probability "
             "(the authors' action threshold: 1e-5)")
