@@ -10,8 +10,8 @@ policy unless ``--checkpoint``) and, as baselines measured in the same run, ``gr
 ``samples`` trajectories takes the argmax actions), the authors' (all sampled, with their
 action threshold) and ``greedy`` (one argmax trajectory). ``--dense-steps`` also times the
 paper's dense attention (random weights: the cost does not depend on the values) for that
-many steps and extrapolates to ``mnl`` steps. The paper's budget: a 50-step plan within 5 s; its VMR²L
-takes 0.15 s per plan on a GPU.
+many steps and extrapolates to ``mnl`` steps. The paper's budget: a 50-step plan within
+5 s; its VMR²L takes 0.15 s per plan on a GPU.
 """
 
 from __future__ import annotations

@@ -696,8 +696,9 @@ class VMR2L(Rescheduler):
     """VMR²L's learned two-stage rescheduler (numpy inference of a trained transformer
     policy; see :mod:`dcsim.reschedulers.vmr2l`). ``samples`` trajectories of MNL steps,
     the lowest final FR kept (the paper's risk-seeking evaluation; with ``argmax_first``
-    the first trajectory is the argmax one); ``greedy`` takes the argmax only. ``checkpoint``: a shipped policy's name or an ``.npz`` path (default:
-    the shipped production-trained policy). The sampling uses the rescheduler's ``rng``
+    the first trajectory is the argmax one); ``greedy`` takes the argmax only.
+    ``checkpoint``: a shipped policy's name or an ``.npz`` path (default: the shipped
+    production-trained policy). The sampling uses the rescheduler's ``rng``
     (``--seed``), so the same seed gives the same plan."""
 
     name = "vmr2l"
