@@ -54,7 +54,7 @@ def test_run_queue_sums_job_sets_and_measures_utilisation():
     assert out["sim_time"] == 9
     assert out["util_cpu"] == pytest.approx((10 * 2 + 10 * 4 + 5 * 3) / (10 * 9))
     assert out["util_mem"] == pytest.approx((5 * 2 + 5 * 4 + 5 * 3) / (10 * 9))
-    assert [k for k, _ in rows] == ["requests", "timeseries", "requests", "timeseries"]
+    assert [k for k, _ in rows] == ["jobs", "timeseries", "jobs", "timeseries"]
     assert rows[2][1]["jobset"].tolist() == [1]
     assert rows[0][1]["start"].tolist() == [0.0, 2.0]
     # one timeseries row per step of each set: set a runs 6 steps, set b 3
@@ -91,7 +91,7 @@ def test_cli_queue_experiment_writes_results(tmp_path):
     assert {"mean_slowdown", "mean_completion_time", "dropped", "unfinished", "finished",
             "util_cpu", "util_mem", "new_job_rate"} <= set(s.columns)
     assert (s["received"] == s["finished"] + s["dropped"] + s["unfinished"]).all()
-    req = pd.read_parquet(out / "requests")
+    req = pd.read_parquet(out / "jobs")
     assert {"jobset", "slowdown", "start", "end", "wait", "dropped"} <= set(req.columns)
     one = s[(s.allocator == "sjf") & (s.seed == 0) & (s.new_job_rate == 0.9)].iloc[0]
     jobs = req[(req.allocator == "sjf") & (req.seed == 0) & (req.new_job_rate == 0.9)]
@@ -109,7 +109,7 @@ def test_same_seed_same_rows(tmp_path):
     frames = []
     for name in ("a", "b"):
         out = run_experiment(exp, out=tmp_path / name)
-        frames.append(pd.read_parquet(out / "requests").sort_values(
+        frames.append(pd.read_parquet(out / "jobs").sort_values(
             ["allocator", "seed", "jobset", "id"]).reset_index(drop=True))
     pd.testing.assert_frame_equal(frames[0], frames[1])
     # and the seeds really differ
@@ -121,7 +121,7 @@ def test_same_seed_same_rows(tmp_path):
 def test_schedulers_see_the_same_job_sets(tmp_path):
     """Common random numbers: every scheduler of a seed gets the same jobs."""
     out = run_experiment(load_experiment(write(tmp_path, BASE)), out=tmp_path / "o")
-    req = pd.read_parquet(out / "requests")
+    req = pd.read_parquet(out / "jobs")
     cols = ["jobset", "id", "arrival", "duration", "cpu", "mem"]
     by = {a: g[g.seed == 0][cols].sort_values(["jobset", "id"]).reset_index(drop=True)
           for a, g in req.groupby("allocator", observed=True)}
@@ -175,7 +175,7 @@ def test_trace_driven_jobs_from_the_alibaba_slice(tmp_path):
                                 "jobsets": 3, "steps": 30, "time_unit": 10},
                 schedulers=["sjf"])
     out = run_experiment(load_experiment(write(tmp_path, data)), out=tmp_path / "o")
-    req = pd.read_parquet(out / "requests")
+    req = pd.read_parquet(out / "jobs")
     assert len(req) > 0
     assert ((req["cpu"] >= 1) & (req["cpu"] <= 10) & (req["cpu"] % 1 == 0)).all()
     assert (req["arrival"] < 30).all()

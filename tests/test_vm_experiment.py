@@ -53,8 +53,8 @@ def test_run_static_on_a_small_synthetic_mapping():
     sink = Sink()
     spec = {"mapping": {"synthetic": "small"}, "mnl": 5}
     out = run_static(spec, Greedy(), np.random.default_rng(0), sink)
-    assert set(sink.data) == {"requests"}
-    rows = sink.data["requests"]
+    assert set(sink.data) == {"migrations"}
+    rows = sink.data["migrations"]
     assert list(rows) == list(MIGRATION_COLUMNS)
     assert len(rows["step"]) == out["migrations"] <= 5
     assert rows["step"] == list(range(1, out["migrations"] + 1))
@@ -192,7 +192,7 @@ def test_run_both_experiments_small_and_report(tmp_path):
     assert (static["migrations"] <= static["mnl"]).all()
     # every rescheduler of a seed saw the same mapping
     assert (static.groupby("seed")["fr_before"].nunique() == 1).all()
-    moves = pd.read_parquet(tmp_path / "vmr_static" / "requests")
+    moves = pd.read_parquet(tmp_path / "vmr_static" / "migrations")
     assert set(MIGRATION_COLUMNS) <= set(moves.columns)
     exp = load_experiment(EXPERIMENTS / "vm_online_azure.yaml",
                           sets=["vm.workload.trace.limit=600", "vm.mapping.hosts=6"])

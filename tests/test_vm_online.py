@@ -263,7 +263,7 @@ HAND = [  # id, arrival, duration, cpu, mem (MB)      first fit on 2 hosts x [20
 
 def test_engine_on_a_hand_built_trace(tmp_path):
     out, sink = online(tmp_path, HAND, sample_every=1.0, until=20.0)
-    req = sink.frame("requests")
+    req = sink.frame("vms")
     assert req["accepted"].tolist() == [True, True, True, True, False, True, False, True]
     assert req["host"].tolist() == [0, 0, 1, 1, -1, 0, -1, 0]
     assert req["numa"].tolist() == [0, 1, 0, 1, REJECTED, 0, REJECTED, BOTH]
@@ -318,7 +318,7 @@ def test_fr_timeseries_and_mean_match_a_replay(tmp_path, rows, best):
     rows = sorted(rows, key=lambda r: r[0])
     trace = [(i, a, d, c, m) for i, (a, d, c, m) in enumerate(rows)]
     out, sink = online(tmp_path, trace, BestFit() if best else FirstFit(), sample_every=0.5)
-    req, ts = sink.frame("requests"), sink.frame("timeseries")
+    req, ts = sink.frame("vms"), sink.frame("timeseries")
     regular = ts[ts["event"] == "sample"]
     # a regular sample at t comes after the departures at t and before the arrivals at t
     # events happen at integer times only: compare at the half-integers, where the state
@@ -363,7 +363,7 @@ def test_periodic_rescheduling_is_valid_and_never_raises_fr():
     steps = after["migrations_so_far"] - before["migrations_so_far"]
     assert steps.between(0, 5).all() and steps.sum() == out["migrations"] > 0
     assert (after["vms"] == before["vms"]).all()
-    req = sink.frame("requests")
+    req = sink.frame("vms")
     assert req["migrations"].sum() <= out["migrations"]  # initial VMs may move too
 
 
@@ -418,10 +418,10 @@ def test_same_seed_same_rows_and_seeds_differ():
 
     a, b, c = go(7), go(7), go(8)
     assert a[0] == b[0]
-    for kind in ("requests", "timeseries"):
+    for kind in ("vms", "timeseries"):
         for col in a[1][kind]:
             assert np.array_equal(a[1][kind][col], b[1][kind][col]), (kind, col)
-    assert not np.array_equal(a[1]["requests"]["arrival"], c[1]["requests"]["arrival"])
+    assert not np.array_equal(a[1]["vms"]["arrival"], c[1]["vms"]["arrival"])
 
 
 def test_every_placer_of_a_seed_sees_the_same_vms():
@@ -431,7 +431,7 @@ def test_every_placer_of_a_seed_sees_the_same_vms():
     for p in (BestFit(), FirstFit()):
         sink = Sink()
         run_online(spec, p, None, np.random.default_rng(11), sink)
-        seen.append(sink.data["requests"])
+        seen.append(sink.data["vms"])
     for col in ("id", "arrival", "duration", "cpu", "mem", "numas"):
         assert np.array_equal(seen[0][col], seen[1][col])
     assert not np.array_equal(seen[0]["host"], seen[1]["host"])

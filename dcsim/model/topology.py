@@ -156,6 +156,11 @@ class Topology:
     def tier_name(self, tier: int) -> str:
         return self.tier_names.get(tier, f"tier{tier}")
 
+    def tier_label(self, tier: int) -> str:
+        """The tier's name as a column suffix (``util_bw_<label>``): ``-`` and spaces
+        become ``_``."""
+        return self.tier_name(tier).replace("-", "_").replace(" ", "_")
+
     def is_tree(self) -> bool:
         return nx.is_tree(self.graph)
 

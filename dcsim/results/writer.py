@@ -3,8 +3,10 @@
 Layout of an experiment's output directory (documented in docs/reference/outputs.md)::
 
     summary.parquet                                   one row per finished run
-    requests/allocator=<label>/seed=<s>/<run>.parquet one row per request
-    timeseries/allocator=<label>/seed=<s>/<run>.parquet
+    <table>/allocator=<label>/seed=<s>/<run>.parquet  a mode's streamed tables: requests/
+                                                      and timeseries/ (loss), jobs/ (queue),
+                                                      migrations/ (reschedule), vms/
+                                                      (vm_online); see results.schema
     runs/<run>.json                                   a finished run's summary row
     experiment.yaml, manifest.json
 
@@ -28,30 +30,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dcsim.atomic import write_atomic
-
-# Types of the fixed request columns; everything else is inferred from the first batch.
-_REQUEST_TYPES: dict[str, pa.DataType] = {
-    "id": pa.int64(),
-    "arrival": pa.float64(),
-    "duration": pa.float64(),
-    "bandwidth": pa.float64(),
-    "accepted": pa.bool_(),
-    "start": pa.float64(),
-    "end": pa.float64(),
-    "n_servers": pa.int64(),
-    "servers": pa.list_(pa.int64()),
-    "locality": pa.int64(),
-    "footprint": pa.float64(),
-    "measured": pa.bool_(),
-    "decision_s": pa.float64(),
-}
-_SAMPLE_TYPES: dict[str, pa.DataType] = {
-    "time": pa.float64(),
-    "received": pa.int64(),
-    "accepted": pa.int64(),
-    "active": pa.float64(),
-}
-_TYPES = {"requests": _REQUEST_TYPES, "timeseries": _SAMPLE_TYPES}
+from dcsim.results.schema import (
+    ARROW,
+    Bound,
+    SchemaError,
+    check_batch,
+    param_value,
+)
 
 
 def partition_dir(label: str, seed: int) -> str:
@@ -76,41 +61,44 @@ def label_problem(label: str) -> str | None:
 
 
 class _Stream:
-    """One Parquet file written in row groups to a hidden temporary name."""
+    """One declared table of one run, written in row groups to a hidden temporary name.
+    Every batch must have exactly the table's columns, all of one length; the first fixes
+    the open ``<attribute>`` family (:mod:`dcsim.results.schema`)."""
 
-    def __init__(
-        self, final: Path, constants: dict[str, Any], types: dict[str, pa.DataType],
-        row_group: int,
-    ):
+    def __init__(self, final: Path, table: Bound, constants: dict[str, Any],
+                 constant_types: dict[str, str], row_group: int):
         self.final = final
-        self.types = types
+        self.table = table
         self.row_group = row_group
         self.pending: list[pa.Table] = []
         self.pending_rows = 0
         self.tmp = final.with_name(f".{final.name}.tmp")
-        self.constants = constants
+        self.constants = {k: (param_value(v, constant_types.get(k, "inferred")),
+                              ARROW.get(constant_types.get(k, "inferred")))
+                          for k, v in constants.items()}
         self.writer: pq.ParquetWriter | None = None
         self.schema: pa.Schema | None = None
+        self.columns: list[tuple[str, pa.DataType | None]] | None = None
 
-    def write(self, columns: dict[str, list]) -> None:
-        n = len(next(iter(columns.values())))
-        data = {k: v for k, v in columns.items() if len(v) == n}
-        for k, v in self.constants.items():
-            data[k] = [v] * n
+    def write(self, columns: dict[str, Any]) -> None:
+        if self.columns is None:
+            self.columns = self.table.resolve(columns)
+        n = check_batch(self.table.table, columns, [c for c, _ in self.columns])
+        arrays = {}
+        for name, typ in self.columns:
+            arr = pa.array(columns[name], type=typ) if typ is not None else pa.array(
+                columns[name])
+            if pa.types.is_null(arr.type):
+                arr = arr.cast(pa.float64())
+            arrays[name] = arr
+        for k, (v, typ) in self.constants.items():
+            arrays[k] = pa.array([v] * n, type=typ)
         if self.schema is None:
-            fields = []
-            for k, v in data.items():
-                typ = self.types.get(k)
-                arr = pa.array(v, type=typ) if typ is not None else pa.array(v)
-                if pa.types.is_null(arr.type):
-                    arr = arr.cast(pa.float64())
-                fields.append(pa.field(k, arr.type))
-            self.schema = pa.schema(fields)
+            self.schema = pa.schema([pa.field(k, a.type) for k, a in arrays.items()])
             self.final.parent.mkdir(parents=True, exist_ok=True)
             self.writer = pq.ParquetWriter(self.tmp, self.schema, compression="zstd")
-        table = pa.Table.from_pydict(
-            {f.name: data.get(f.name, [None] * n) for f in self.schema}, schema=self.schema
-        )
+        table = pa.Table.from_arrays([arrays[f.name].cast(f.type) for f in self.schema],
+                                     schema=self.schema)
         self.pending.append(table)
         self.pending_rows += n
         if self.pending_rows >= self.row_group:
@@ -135,24 +123,30 @@ class _Stream:
 
 
 class RunWriter:
-    """The sink of one run: streams records, then commits them with the summary row."""
+    """The sink of one run: streams each declared table, then commits them with the summary
+    row. ``tables`` are the run's bound tables by folder name (``requests``, ``jobs``, ...;
+    :mod:`dcsim.results.schema`); ``constants`` its sweep values, of ``constant_types``."""
 
     def __init__(
         self, out: Path, run_id: str, label: str, seed: int, constants: dict[str, Any],
+        tables: dict[str, Bound], constant_types: dict[str, str] | None = None,
         row_group: int = 65536,
     ):
         self.out = Path(out)
         self.run_id = run_id
         part = partition_dir(label, seed)
         self._streams = {
-            kind: _Stream(
-                self.out / kind / part / f"{run_id}.parquet", constants, _TYPES[kind], row_group
-            )
-            for kind in ("requests", "timeseries")
+            name: _Stream(self.out / name / part / f"{run_id}.parquet", bound, constants,
+                          constant_types or {}, row_group)
+            for name, bound in tables.items()
         }
 
-    def __call__(self, kind: str, columns: dict[str, list]) -> None:
-        self._streams[kind].write(columns)
+    def __call__(self, kind: str, columns: dict[str, Any]) -> None:
+        stream = self._streams.get(kind)
+        if stream is None:
+            raise SchemaError(f"a run wrote to table {kind!r}; this mode declares "
+                              f"{', '.join(self._streams) or 'none'}")
+        stream.write(columns)
 
     def commit(self, summary: dict[str, Any]) -> None:
         for s in self._streams.values():

@@ -22,13 +22,13 @@ import yaml
 from dcsim import __version__
 from dcsim.errors import ConfigError, DcsimError
 from dcsim.queue.env import QueueConfig
+from dcsim.results.schema import STREAMED
 from dcsim.runner.executors import Executor, PoolExecutor
 from dcsim.runner.plan import Experiment, RunPlan, resolved_config
 
 FAILURES = "failures.jsonl"
 LOCK = ".dcsim.lock"
-MANAGED = ("requests", "timeseries", "runs", "summary.parquet", "manifest.json", "experiment.yaml",
-           FAILURES)
+MANAGED = (*STREAMED, "runs", "summary.parquet", "manifest.json", "experiment.yaml", FAILURES)
 
 
 def run_rngs(seed: int, index: int) -> tuple[np.random.Generator, np.random.Generator]:
@@ -44,22 +44,34 @@ def run_rngs(seed: int, index: int) -> tuple[np.random.Generator, np.random.Gene
 def execute_run(plan: RunPlan, out: str | Path) -> dict[str, Any]:
     """Simulate one run, commit its files into ``out`` and return its summary row."""
     from dcsim.model.topologies import build_topology
+    from dcsim.results.schema import TABLES, check_batch
     from dcsim.results.writer import RunWriter
     from dcsim.runner.config import validate_spec
 
     t0 = time.perf_counter()
     spec = validate_spec(plan.config, plan.experiment)
     workload_rng, allocator_rng = run_rngs(spec.seed, plan.seed)
+    families: dict[str, list[str]] = {}
+    flags: list[str] = []
     if spec.mode in ("reschedule", "vm_online"):  # hosts come from the vm: section
         simulate = _VM_RUNS[spec.mode](spec, plan, workload_rng, allocator_rng)
     else:
         topology = build_topology(spec.topology, plan.base_dir)
         run = _queue_run if spec.mode == "queue" else _loss_run
         simulate = run(spec, plan, topology, workload_rng, allocator_rng)
+        families = {"resource": list(topology.resources),
+                    "tier": [topology.tier_label(t) for t in topology.tiers()]}
+        flags = ["links"] if topology.n_links else []
+    tables = {name: t.bind(flags=flags, **families)
+              for name, t in TABLES[spec.mode].items()}
+    summary = tables.pop("summary")
     writer = RunWriter(Path(out), plan.run_id, plan.label, plan.seed, constants=plan.params,
+                       tables=tables, constant_types=plan.param_types,
                        row_group=spec.metrics.flush_rows)
     try:
         metrics = simulate(writer)
+        check_batch(f"summary ({spec.mode} mode)", {k: [v] for k, v in metrics.items()},
+                    [n for n, _ in summary.columns])
         row = {
             "experiment": plan.experiment,
             "allocator": plan.label,
@@ -196,7 +208,7 @@ def clean_unfinished(out: Path, finished: set[str] | None) -> int:
             if p.is_file() and _is_temporary(p):
                 p.unlink(missing_ok=True)
                 gone += 1
-    for kind in ("requests", "timeseries"):
+    for kind in STREAMED:
         root = out / kind
         if not root.is_dir():
             continue

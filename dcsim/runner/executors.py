@@ -309,6 +309,7 @@ def attempt_packed(plan: RunPlan) -> tuple[str, Any]:
 def commit_files(out: Path, files: dict[str, bytes]) -> None:
     """Write a run's files into ``out`` like :class:`~dcsim.results.writer.RunWriter`
     does: each aside and renamed, the ``runs/<run_id>.json`` commit marker last."""
+    from dcsim.results.schema import STREAMED
     from dcsim.results.writer import write_atomic
 
     def key(rel: str) -> tuple[bool, str]:
@@ -317,7 +318,7 @@ def commit_files(out: Path, files: dict[str, bytes]) -> None:
     for rel in sorted(files, key=key):
         parts = PurePosixPath(rel).parts
         if PurePosixPath(rel).is_absolute() or ".." in parts or parts[0] not in (
-                "requests", "timeseries", "runs"):
+                *STREAMED, "runs"):
             raise ValueError(f"a worker returned an unexpected file {rel!r}")
         write_atomic(out.joinpath(*parts), files[rel])
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from dcsim.errors import ConfigError, PluginError
 from dcsim.plugins import get_plugin_class
+from dcsim.results.schema import param_types
 from dcsim.results.writer import label_problem
 from dcsim.runner.config import (
     MODES,
@@ -41,6 +42,8 @@ class RunPlan:
     config: dict[str, Any]  # resolved experiment config of this sweep point
     base_dir: str
     where: str = field(default="allocators")  # field path of this allocator, for errors
+    #: the sweep columns' types over the whole sweep (:func:`dcsim.results.schema.param_types`)
+    param_types: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -107,6 +110,8 @@ def load_experiment(
                 runs.append(
                     RunPlan(spec.name, run_id, s, label, alloc, params, data, base_dir, where)
                 )
+    types = param_types(r.params for r in runs)
+    runs = [replace(r, param_types=types) for r in runs]
     return Experiment(spec.name, source, raw, spec, runs)
 
 

@@ -159,7 +159,7 @@ class Meter:
 
     # ------------------------------------------------------------------ results
     def tier_label(self, tier: int) -> str:
-        return self.topology.tier_name(tier).replace("-", "_").replace(" ", "_")
+        return self.topology.tier_label(tier)
 
     def instant(self, state: ClusterState) -> dict[str, float]:
         """Used fractions right now (for time series), read from the state."""

@@ -53,7 +53,7 @@ def _timeseries(k: int, rec: dict[str, np.ndarray], end: int, resources: tuple[s
 
 def run_queue(config: QueueConfig, jobsets: list[JobSet], scheduler: Scheduler,
               sink: Sink | None = None) -> dict[str, Any]:
-    """Run ``scheduler`` on every job set; stream one row per job to ``sink("requests", …)``
+    """Run ``scheduler`` on every job set; stream one row per job to ``sink("jobs", …)``
     and return the run's summary metrics."""
     env = QueueEnv(config)
     resources = jobsets[0].resources if jobsets else ()
@@ -95,7 +95,7 @@ def run_queue(config: QueueConfig, jobsets: list[JobSet], scheduler: Scheduler,
                 "completion_time": rec["completion_time"], "slowdown": rec["slowdown"],
             }
             if n:
-                sink("requests", cols)
+                sink("jobs", cols)
             sink("timeseries", _timeseries(k, rec, end, resources, capacity))
     received = counts["received"]
     out: dict[str, Any] = {

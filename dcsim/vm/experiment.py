@@ -26,7 +26,7 @@ The ``vm:`` section of a static experiment (:class:`StaticSpec`)::
 
 :func:`run_static` runs the rescheduler (validated step by step, see
 :meth:`dcsim.reschedulers.Rescheduler.run`), hands its migration rows to
-``sink("requests", columns)`` (``step``, ``vm_id``, ``from_host``, ``from_numa``,
+``sink("migrations", columns)`` (``step``, ``vm_id``, ``from_host``, ``from_numa``,
 ``to_host``, ``to_numa``, as ``dcsim reschedule`` writes them) and returns the summary
 row's metrics.
 """
@@ -207,7 +207,7 @@ def run_static(spec: dict[str, Any], rescheduler, rng: np.random.Generator,
                sink: Sink | None, base_dir: str | os.PathLike | None = None, *,
                where: str = "vm") -> dict[str, Any]:
     """Run ``rescheduler`` (an instance) on the mapping of ``spec`` (the ``vm:`` section)
-    under its MNL; send the migration rows to ``sink("requests", ...)`` and return::
+    under its MNL; send the migration rows to ``sink("migrations", ...)`` and return::
 
         {"mnl", "fr_before", "fr_after", "migrations", "seconds", "bound", "status",
          "fragment_before", "fragment_after", "hosts", "vms", "migratable_vms", "info"}
@@ -222,7 +222,7 @@ def run_static(spec: dict[str, Any], rescheduler, rng: np.random.Generator,
     after = result.state
     if sink is not None:
         from dcsim.vm.static import migration_columns
-        sink("requests", migration_columns(state, result.records))
+        sink("migrations", migration_columns(state, result.records))
     return {
         "mnl": s.mnl,
         **result.metrics(),

@@ -68,7 +68,7 @@ applied to the live state.
 ``fragment_rate``, ``util_cpu``, ``util_mem``, ``vms`` (present, initial ones included),
 ``received``, ``accepted``, ``migrations_so_far``. Samples are taken at time 0, every
 ``sample_every`` seconds, before and after each rescheduling and at the end.
-``sink("requests", columns)`` gets one row per offered VM: ``id``, ``arrival``,
+``sink("vms", columns)`` gets one row per offered VM: ``id``, ``arrival``,
 ``duration``, ``cpu`` (cores), ``mem`` (MB), ``numas``, ``accepted``, ``host`` (host index
 at arrival, −1 if rejected), ``numa`` (0/1, −1 both NUMAs, −2 rejected), ``migrations``
 (times the VM was migrated) and ``decision_s`` (the placer's time).
@@ -513,7 +513,7 @@ class OnlineEngine:
         m = self.received
         if self.sink is not None:
             self.sink("timeseries", {k: list(v) for k, v in self._samples.items()})
-            self.sink("requests", {
+            self.sink("vms", {
                 "id": st.id[:m], "arrival": st.arrival[:m], "duration": st.duration[:m],
                 "cpu": st.cpu[:m], "mem": st.mem[:m], "numas": st.numas[:m],
                 "accepted": self.accepted_flag[:m], "host": self.host[:m],
@@ -551,7 +551,7 @@ def run_online(spec: dict[str, Any], placer, rescheduler_cls_lookup: Callable[[s
     ``vm.reschedule.algorithm`` (default: the registered reschedulers). ``rng`` (the run's
     workload generator) draws the mapping, the synthetic workload and seeds the rescheduler,
     so every placer of a seed sees the same mapping and VMs. Relative paths are resolved
-    against ``base_dir``. Sends ``"timeseries"`` and ``"requests"`` columns to ``sink`` and
+    against ``base_dir``. Sends ``"timeseries"`` and ``"vms"`` columns to ``sink`` and
     returns the summary metrics (see the module docstring)."""
     s = validate_section(OnlineSpec, spec if spec is not None else {}, where)
     # the three streams of randomness, independent of each other and of the mapping kind

@@ -1,0 +1,362 @@
+"""The tables dcsim writes, declared once: every mode's streamed tables and its summary row.
+
+A table is a list of :class:`Col`. A column's name is either fixed (``accepted``) or a
+pattern with one ``<family>`` (``util_<resource>``), expanded for a run by
+:meth:`Table.bind` with that run's names (its topology's resources, its link tiers). The
+``<attribute>`` family of loss mode's ``requests`` is the workload's own columns (its
+``attrs:`` and extra trace columns): bound by the first batch a run writes, typed from it.
+A column with ``when`` is present only when the run has that property (``links``).
+
+:class:`~dcsim.results.writer.RunWriter` writes only what a run's bound tables declare: a
+batch with a column the table does not have, without one it has, or with columns of unequal
+length is refused with a :class:`SchemaError` naming the table and the column, and nothing of
+the run is kept. ``docs/reference/outputs.md`` is checked against these declarations
+(``tests/test_schema.py``).
+
+Around a table's own columns the writer adds the run's sweep parameters (constant per file,
+typed once for the whole sweep: :func:`param_types`) and, when read back as a dataset, the
+partition columns ``allocator`` and ``seed``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from dcsim.errors import DcsimError
+
+_FAMILY = re.compile(r"<(\w+)>")
+
+#: Arrow type of each declared type name (``inferred``: from the first batch's values)
+ARROW: dict[str, pa.DataType | None] = {
+    "int64": pa.int64(), "float64": pa.float64(), "bool": pa.bool_(), "string": pa.string(),
+    "list<int64>": pa.list_(pa.int64()), "inferred": None,
+}
+
+
+class SchemaError(DcsimError):
+    """A run tried to write a column its table does not declare, or left one out."""
+
+
+@dataclass(frozen=True)
+class Col:
+    """One column (or, with a ``<family>`` in its name, one per name of that family)."""
+
+    name: str
+    type: str
+    unit: str
+    meaning: str
+    when: str | None = None  # only when the run has this property ("links")
+
+    @property
+    def family(self) -> str | None:
+        m = _FAMILY.search(self.name)
+        return m.group(1) if m else None
+
+    def expand(self, names: Sequence[str]) -> list[str]:
+        return [_FAMILY.sub(n, self.name) for n in names] if self.family else [self.name]
+
+
+@dataclass(frozen=True)
+class Table:
+    """A declared table: ``name`` is its folder (``requests/``) or ``summary``."""
+
+    name: str
+    mode: str
+    columns: tuple[Col, ...]
+    rows: str  # what one row is, for the docs
+
+    def bind(self, *, flags: Iterable[str] = (), **families: Sequence[str]) -> Bound:
+        """This table for one run: families expanded with ``families`` (a family not given,
+        ``attribute``, stays open), columns whose ``when`` is not in ``flags`` left out."""
+        flags = set(flags)
+        fixed: list[tuple[str, pa.DataType | None]] = []
+        open_family: Col | None = None
+        for c in self.columns:
+            if c.when is not None and c.when not in flags:
+                continue
+            if c.family is not None and c.family not in families:
+                open_family = c
+                fixed.append((c.name, None))        # the open family's place in the order
+                continue
+            names = families.get(c.family, ()) if c.family else ()
+            fixed.extend((n, ARROW[c.type]) for n in c.expand(names))
+        return Bound(self.name, fixed, open_family)
+
+
+@dataclass
+class Bound:
+    """A table bound to one run: its column names and Arrow types, in order. An open family
+    (``<attribute>``) is filled by the first batch: the names it has beyond the others."""
+
+    table: str
+    columns: list[tuple[str, pa.DataType | None]]
+    open_family: Col | None = None
+
+    def resolve(self, names: Iterable[str]) -> list[tuple[str, pa.DataType | None]]:
+        """The final column list given a first batch's ``names`` (in order); raises
+        :class:`SchemaError` for an unknown column."""
+        declared = [n for n, _ in self.columns]
+        known = set(declared)
+        extra = [n for n in names if n not in known]
+        if extra and self.open_family is None:
+            raise SchemaError(f"{self.table}: unknown column {extra[0]!r} (the table's "
+                              f"columns: {', '.join(declared)})")
+        out: list[tuple[str, pa.DataType | None]] = []
+        for n, t in self.columns:
+            if self.open_family is not None and n == self.open_family.name:
+                out.extend((e, None) for e in extra)
+            else:
+                out.append((n, t))
+        return out
+
+
+def check_batch(table: str, columns: dict[str, Any], expected: Sequence[str]) -> int:
+    """The number of rows of ``columns``; :class:`SchemaError` when a column is missing,
+    unknown or of another length than the first."""
+    if not columns:
+        raise SchemaError(f"{table}: a batch with no columns")
+    missing = [n for n in expected if n not in columns]
+    if missing:
+        raise SchemaError(f"{table}: column {missing[0]!r} is missing from the batch")
+    unknown = [n for n in columns if n not in set(expected)]
+    if unknown:
+        raise SchemaError(f"{table}: unknown column {unknown[0]!r} (declared: "
+                          f"{', '.join(expected)})")
+    first = next(iter(columns))
+    n = len(columns[first])
+    for k, v in columns.items():
+        if len(v) != n:
+            raise SchemaError(f"{table}: column {k!r} has {len(v)} values, {first!r} has {n}")
+    return n
+
+
+# ------------------------------------------------------------------------------ sweeps
+def param_types(points: Iterable[dict[str, Any]]) -> dict[str, str]:
+    """One Arrow type name per sweep column, from its values at every sweep point, so each
+    run's constant column has the same type (a value that is None at one point and text at
+    another is a nullable string everywhere)."""
+    seen: dict[str, set[str]] = {}
+    for params in points:
+        for k, v in params.items():
+            seen.setdefault(k, set()).add(_kind(v))
+    out = {}
+    for k, kinds in seen.items():
+        kinds.discard("null")
+        if not kinds:
+            out[k] = "string"
+        elif kinds <= {"bool"}:
+            out[k] = "bool"
+        elif kinds <= {"int64"}:
+            out[k] = "int64"
+        elif kinds <= {"int64", "float64"}:
+            out[k] = "float64"
+        else:
+            out[k] = "string"
+    return out
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int64"
+    if isinstance(v, float):
+        return "float64"
+    return "string"
+
+
+def param_value(v: Any, type_name: str) -> Any:
+    """``v`` as its column's type (numbers and text as they are; anything else as JSON)."""
+    if v is None:
+        return None
+    if type_name == "string" and not isinstance(v, str):
+        return json.dumps(v, sort_keys=True) if isinstance(v, dict | list) else str(v)
+    if type_name == "float64":
+        return float(v)
+    return v
+
+
+# ------------------------------------------------------------------------------ tables
+_RES = "the topology's resources, e.g. `cpu`, `mem`"
+
+LOSS_REQUESTS = Table("requests", "loss", (
+    Col("id", "int64", "—", "arrival index within the run, from 0"),
+    Col("arrival", "float64", "time", "arrival time"),
+    Col("duration", "float64", "time", "holding time asked for"),
+    Col("<resource>", "float64", "server units", f"demand of each resource ({_RES})"),
+    Col("bandwidth", "float64", "bandwidth", "the request's bandwidth"),
+    Col("<attribute>", "inferred", "—", "one column per workload attribute"),
+    Col("accepted", "bool", "—", "whether it was placed"),
+    Col("wait", "float64", "time", "time held before being offered (capacity: wait)"),
+    Col("start", "float64", "time", "when it started holding resources; NaN if rejected"),
+    Col("end", "float64", "time", "start + duration; NaN if rejected"),
+    Col("n_servers", "int64", "servers", "number of servers used"),
+    Col("servers", "list<int64>", "—", "indices of the servers used"),
+    Col("locality", "int64", "—", "0 one server, 1 one rack, 2 one pod, 3 across pods"),
+    Col("footprint", "float64", "bandwidth", "bandwidth reserved on all links"),
+    Col("measured", "bool", "—", "counted in the summary (after warm-up)"),
+    Col("decision_s", "float64", "wall-clock s", "time the allocate call took"),
+), "one per request")
+
+LOSS_TIMESERIES = Table("timeseries", "loss", (
+    Col("time", "float64", "time", "when the sample was taken"),
+    Col("received", "int64", "requests", "arrivals so far"),
+    Col("accepted", "int64", "requests", "accepted so far"),
+    Col("active", "float64", "requests", "requests holding resources"),
+    Col("util_<resource>", "float64", "fraction", "used share of each resource"),
+    Col("util_bw_<tier>", "float64", "fraction", "reserved share of each link tier",
+        when="links"),
+), "one per sample")
+
+LOSS_SUMMARY = Table("summary", "loss", (
+    Col("received", "int64", "requests", "measured arrivals"),
+    Col("accepted", "int64", "requests", "measured arrivals placed"),
+    Col("acceptance_ratio", "float64", "—", "accepted / received"),
+    Col("acceptance_last20", "float64", "—", "the Nara papers' acceptance"),
+    Col("util_<resource>", "float64", "fraction", "time-averaged used share"),
+    Col("util_bw_<tier>", "float64", "fraction", "time-averaged reserved share of a tier",
+        when="links"),
+    Col("util_<resource>_last50", "float64", "fraction", "Nara's per-request utilisation"),
+    Col("mean_concurrent", "float64", "requests", "time-averaged requests held"),
+    Col("window_start", "float64", "time", "the measured window's start"),
+    Col("window_end", "float64", "time", "the measured window's end"),
+    Col("mean_footprint", "float64", "bandwidth", "mean reserved bandwidth", when="links"),
+    Col("mean_decision_s", "float64", "wall-clock s", "mean allocate time"),
+    Col("sim_time", "float64", "time", "simulated time at the end"),
+), "one per run")
+
+QUEUE_JOBS = Table("jobs", "queue", (
+    Col("id", "int64", "—", "index within its job set"),
+    Col("jobset", "int64", "—", "which job set of the run, from 0"),
+    Col("arrival", "float64", "steps", "arrival step"),
+    Col("duration", "float64", "steps", "the job's length"),
+    Col("<resource>", "float64", "slots", "demand per resource"),
+    Col("accepted", "bool", "—", "admitted"),
+    Col("dropped", "bool", "—", "dropped on a full backlog"),
+    Col("start", "float64", "steps", "when it started (NaN if it never did)"),
+    Col("end", "float64", "steps", "when it finished (NaN if it never did)"),
+    Col("wait", "float64", "steps", "start − arrival"),
+    Col("completion_time", "float64", "steps", "end − arrival"),
+    Col("slowdown", "float64", "—", "completion_time / duration"),
+), "one per job")
+
+QUEUE_TIMESERIES = Table("timeseries", "queue", (
+    Col("jobset", "int64", "—", "which job set"),
+    Col("time", "float64", "steps", "the step"),
+    Col("received", "int64", "jobs", "jobs arrived so far"),
+    Col("accepted", "int64", "jobs", "of them, not dropped"),
+    Col("active", "float64", "jobs", "running"),
+    Col("waiting", "int64", "jobs", "arrived, neither started nor dropped"),
+    Col("util_<resource>", "float64", "fraction", "running jobs' demand ÷ capacity"),
+), "one per time step of each job set")
+
+QUEUE_SUMMARY = Table("summary", "queue", (
+    Col("received", "int64", "jobs", "jobs of all the run's job sets"),
+    Col("accepted", "int64", "jobs", "jobs admitted"),
+    Col("acceptance_ratio", "float64", "—", "accepted / received"),
+    Col("mean_slowdown", "float64", "—", "the DeepRM metric"),
+    Col("mean_completion_time", "float64", "steps", "mean finish − arrival"),
+    Col("finished", "int64", "jobs", "finished jobs"),
+    Col("dropped", "int64", "jobs", "dropped jobs"),
+    Col("unfinished", "int64", "jobs", "jobs never started or cut"),
+    Col("jobsets", "int64", "—", "job sets played"),
+    Col("forced_jobsets", "int64", "—", "job sets ended by queue.max_steps"),
+    Col("sim_time", "float64", "steps", "the job sets' lengths added up"),
+    Col("util_<resource>", "float64", "fraction", "work done over capacity × sim_time"),
+), "one per run")
+
+VM_MIGRATIONS = Table("migrations", "reschedule", (
+    Col("step", "int64", "—", "the migration's step, from 1"),
+    Col("vm_id", "string", "—", "the VM"),
+    Col("from_host", "string", "—", "its host before"),
+    Col("from_numa", "int64", "—", "its NUMA before (−1: both)"),
+    Col("to_host", "string", "—", "its host after"),
+    Col("to_numa", "int64", "—", "its NUMA after (−1: both)"),
+), "one per migration")
+
+VM_STATIC_SUMMARY = Table("summary", "reschedule", (
+    Col("mnl", "int64", "migrations", "the migration number limit"),
+    Col("fr_before", "float64", "—", "fragment rate before"),
+    Col("fr_after", "float64", "—", "fragment rate after"),
+    Col("migrations", "int64", "migrations", "steps used"),
+    Col("seconds", "float64", "wall-clock s", "the rescheduler's own time"),
+    Col("bound", "float64", "—", "a lower bound on the reachable FR"),
+    Col("status", "string", "—", "how the rescheduler ended"),
+    Col("fragment_before", "int64", "cores", "Σ free cores mod 16 before"),
+    Col("fragment_after", "int64", "cores", "Σ free cores mod 16 after"),
+    Col("hosts", "int64", "hosts", "hosts of the mapping"),
+    Col("vms", "int64", "VMs", "VMs of the mapping"),
+    Col("migratable_vms", "int64", "VMs", "VMs that may move"),
+    Col("info", "string", "—", "JSON text of the rescheduler's details"),
+), "one per run")
+
+VM_ONLINE_VMS = Table("vms", "vm_online", (
+    Col("id", "int64", "—", "arrival index"),
+    Col("arrival", "float64", "s", "arrival time"),
+    Col("duration", "float64", "s", "lifetime asked for"),
+    Col("cpu", "int64", "cores", "cores"),
+    Col("mem", "int64", "MB", "memory"),
+    Col("numas", "int64", "—", "1 or 2"),
+    Col("accepted", "bool", "—", "whether it was placed"),
+    Col("host", "int64", "—", "host index at arrival; −1 rejected"),
+    Col("numa", "int64", "—", "0, 1; −1 both; −2 rejected"),
+    Col("migrations", "int64", "—", "times it moved"),
+    Col("decision_s", "float64", "wall-clock s", "the placer's time"),
+), "one per arriving VM")
+
+VM_ONLINE_TIMESERIES = Table("timeseries", "vm_online", (
+    Col("time", "float64", "s", "when"),
+    Col("event", "string", "—", "start, sample, before_reschedule, after_reschedule, end"),
+    Col("fragment_rate", "float64", "—", "the FR then"),
+    Col("util_cpu", "float64", "fraction", "cpu used"),
+    Col("util_mem", "float64", "fraction", "memory used"),
+    Col("vms", "int64", "VMs", "VMs present"),
+    Col("received", "int64", "VMs", "arrivals so far"),
+    Col("accepted", "int64", "VMs", "placed so far"),
+    Col("migrations_so_far", "int64", "migrations", "migrations so far"),
+), "one per sample")
+
+VM_ONLINE_SUMMARY = Table("summary", "vm_online", (
+    Col("received", "int64", "VMs", "arrivals"),
+    Col("accepted", "int64", "VMs", "placed"),
+    Col("rejected", "int64", "VMs", "not placed"),
+    Col("acceptance_ratio", "float64", "—", "accepted / received"),
+    Col("mean_fragment_rate", "float64", "—", "time average of the FR"),
+    Col("final_fragment_rate", "float64", "—", "the FR at the end"),
+    Col("migrations", "int64", "migrations", "migrations done"),
+    Col("reschedules", "int64", "—", "rescheduling rounds"),
+    Col("util_cpu", "float64", "fraction", "time-averaged cpu used"),
+    Col("util_mem", "float64", "fraction", "time-averaged memory used"),
+    Col("final_util_cpu", "float64", "fraction", "cpu used at the end"),
+    Col("reschedule_seconds", "float64", "wall-clock s", "the rescheduler's time"),
+    Col("mean_decision_s", "float64", "wall-clock s", "the placer's mean time"),
+    Col("sim_time", "float64", "s", "the run's end"),
+    Col("hosts", "int64", "hosts", "hosts"),
+    Col("initial_vms", "int64", "VMs", "VMs of the initial mapping"),
+), "one per run")
+
+#: every mode's tables: the streamed ones, then ``summary``
+TABLES: dict[str, dict[str, Table]] = {
+    "loss": {"requests": LOSS_REQUESTS, "timeseries": LOSS_TIMESERIES,
+             "summary": LOSS_SUMMARY},
+    "queue": {"jobs": QUEUE_JOBS, "timeseries": QUEUE_TIMESERIES, "summary": QUEUE_SUMMARY},
+    "reschedule": {"migrations": VM_MIGRATIONS, "summary": VM_STATIC_SUMMARY},
+    "vm_online": {"vms": VM_ONLINE_VMS, "timeseries": VM_ONLINE_TIMESERIES,
+                  "summary": VM_ONLINE_SUMMARY},
+}
+
+#: the folders a mode streams into (everything but ``summary``), over all modes
+STREAMED = tuple(dict.fromkeys(t for tables in TABLES.values() for t in tables
+                               if t != "summary"))
+
+#: the columns every summary row starts and ends with, around the mode's own
+SUMMARY_HEAD = ("experiment", "allocator", "seed")
+SUMMARY_TAIL = ("wall_time_s", "run_id")
