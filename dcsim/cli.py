@@ -287,7 +287,7 @@ def reschedule(mapping: Path, algorithm: str, mnl: int, options: tuple[str, ...]
     """Lower the fragment rate of the VM mapping in MAPPING (the VMR2L authors' JSON) by at
     most MNL migrations; print FR before/after, migrations and time."""
     from dcsim.runner.config import parse_set
-    from dcsim.vm.static import reschedule_file
+    from dcsim.runner.reschedule import reschedule_file
 
     s = reschedule_file(mapping, algorithm, mnl, dict(parse_set(o) for o in options), out,
                         seed=seed)

@@ -125,7 +125,7 @@ def test_labels_that_cannot_name_files_are_refused_by_validate(label, why):
 def _patch_run(monkeypatch, action):
     """``action(plan)`` runs before every loss-mode run (pool workers are forked, so they
     see the patch)."""
-    import dcsim.runner.execute as execute
+    import dcsim.runner.run as execute
 
     real = execute._loss_run
 

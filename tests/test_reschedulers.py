@@ -24,9 +24,9 @@ from dcsim.reschedulers.builtin import (
     register_reschedulers,
     removal_gains,
 )
+from dcsim.runner.reschedule import MIGRATION_COLUMNS, reschedule_file, rescheduler_class
 from dcsim.vm import BOTH, VM, Host, MappingState, Migration
 from dcsim.vm.mapping_io import load_mapping, parse_mapping
-from dcsim.vm.static import MIGRATION_COLUMNS, reschedule_file, rescheduler_class
 from dcsim.vm.synthetic import synthetic_mapping, synthetic_preset
 
 DATA = Path(__file__).parent / "data" / "vmr"

@@ -17,7 +17,9 @@ from dcsim.errors import ConfigError, PluginError
 from dcsim.reschedulers.builtin import AlphaVBPP, Greedy
 from dcsim.runner import load_experiment, run_experiment
 from dcsim.runner.config import sweep_points
-from dcsim.vm.experiment import (
+from dcsim.runner.reschedule import MIGRATION_COLUMNS, rescheduler_class
+from dcsim.sim.vm_online import check_online
+from dcsim.sim.vm_static import (
     StaticSpec,
     build_mapping,
     check_static,
@@ -25,8 +27,6 @@ from dcsim.vm.experiment import (
     run_static,
     validate_section,
 )
-from dcsim.vm.online import check_online
-from dcsim.vm.static import MIGRATION_COLUMNS, rescheduler_class
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ROOT / "experiments"

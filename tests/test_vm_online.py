@@ -16,9 +16,7 @@ from dcsim.errors import ConfigError, PluginError, StateError
 from dcsim.placers import Placer
 from dcsim.placers.builtin import PLACERS, BestFit, FirstFit, register_placers
 from dcsim.reschedulers import Plan, Rescheduler
-from dcsim.vm import BOTH, VM, Host, InvalidMigration, MappingState, Migration
-from dcsim.vm.model import FRAGMENT_CORES
-from dcsim.vm.online import (
+from dcsim.sim.vm_online import (
     REJECTED,
     OnlineEngine,
     OnlineSpec,
@@ -30,6 +28,8 @@ from dcsim.vm.online import (
     trace_stream,
     vm_sizes,
 )
+from dcsim.vm import BOTH, VM, Host, InvalidMigration, MappingState, Migration
+from dcsim.vm.model import FRAGMENT_CORES
 
 BIG_MEM = 10_000
 

@@ -7,8 +7,8 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from dcsim.config_files import load_yaml, read_text, set_dotted
 from dcsim.errors import ConfigError
-from dcsim.runner.config import load_yaml, read_text, set_dotted
 
 T = TypeVar("T")
 

@@ -106,7 +106,7 @@ def env_config_from_experiment(path: str | Path, **overrides: Any) -> NaraEnvCon
     length = ``workload.requests``), ``capacity:``, ``departures:`` and the first allocator's
     ``reservation``/``k_paths`` options (the ``matrix:`` is not expanded: its base point);
     relative paths resolve against the file's folder. ``overrides`` replace fields."""
-    from dcsim.runner.config import read_yaml
+    from dcsim.config_files import read_yaml
 
     path = Path(path)
     data = read_yaml(path)

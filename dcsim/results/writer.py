@@ -34,6 +34,7 @@ from dcsim.results.schema import (
     ARROW,
     Bound,
     SchemaError,
+    Table,
     check_batch,
     param_value,
 )
@@ -156,6 +157,20 @@ class RunWriter:
     def abort(self) -> None:
         for s in self._streams.values():
             s.abort()
+
+
+def write_table_file(path: Path, table: Table, columns: dict[str, Any],
+                     **families: list[str]) -> Path:
+    """Write one declared table (:mod:`dcsim.results.schema`) as a single Parquet file,
+    atomically; the columns are checked as a run's are."""
+    bound = table.bind(**families)
+    names = bound.resolve(columns)
+    check_batch(table.name, columns, [n for n, _ in names])
+    arrow = pa.table({n: pa.array(columns[n], type=t) for n, t in names})
+    sink = pa.BufferOutputStream()
+    pq.write_table(arrow, sink)
+    write_atomic(Path(path), sink.getvalue().to_pybytes())
+    return Path(path)
 
 
 def run_record_path(out: Path, run_id: str) -> Path:

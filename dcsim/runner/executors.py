@@ -73,7 +73,7 @@ def attempt(plan: RunPlan, out: str | Path) -> tuple[str, Any]:
     Exceptions are caught, and so is ``SystemExit``: a plugin calling ``sys.exit()`` fails
     its own run, not the experiment. Only an interrupt (KeyboardInterrupt) ends it.
     """
-    from dcsim.runner.execute import execute_run
+    from dcsim.runner.run import execute_run
 
     try:
         return "ok", execute_run(plan, out)

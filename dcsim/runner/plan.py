@@ -160,19 +160,19 @@ def _check_queue_point(point: ExperimentSpec, topology, base_dir: str) -> None:
 def _check_vm_point(point: ExperimentSpec, base_dir: str) -> None:
     """The vm: section parses and its mapping / trace files exist."""
     if point.mode == "reschedule":
-        from dcsim.vm.experiment import check_static
+        from dcsim.sim.vm_static import check_static
         check_static(point.vm, base_dir, where="vm")
     else:
-        from dcsim.vm.online import check_online
+        from dcsim.sim.vm_online import check_online
         check_online(point.vm, base_dir, where="vm")
 
 
 def vm_spec(point: ExperimentSpec):
     """The validated ``vm:`` section of a VM experiment (static or online)."""
     if point.mode == "reschedule":
-        from dcsim.vm.experiment import parse_static
+        from dcsim.sim.vm_static import parse_static
         return parse_static(point.vm, where="vm")
-    from dcsim.vm.online import parse_online
+    from dcsim.sim.vm_online import parse_online
     return parse_online(point.vm, where="vm")
 
 

@@ -52,6 +52,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from dcsim.atomic import write_atomic
 from dcsim.errors import ConfigError, StateError
 from dcsim.vm.model import BOTH, NUMAS, VM, Host, MappingState
@@ -322,3 +324,14 @@ def save_mapping(path: str | os.PathLike, loaded: LoadedMapping,
     """Write :func:`mapping_to_json` to ``path`` atomically."""
     doc = mapping_to_json(loaded, state)
     write_atomic(path, (json.dumps(doc, indent=None, separators=(",", ":")) + "\n").encode())
+
+
+def migration_columns(state: MappingState, records) -> dict[str, np.ndarray]:
+    """One column per field of a migration (``step``, ``vm_id``, ``from_host``,
+    ``from_numa``, ``to_host``, ``to_numa``; NUMA −1 = both), one row per record of
+    ``records`` (:class:`~dcsim.vm.model.MoveRecord`), ids from ``state``: the rows of the
+    ``migrations`` table (:data:`dcsim.results.schema.VM_MIGRATIONS`)."""
+    rows = [state.describe(r) for r in records]
+    text = ("vm_id", "from_host", "to_host")
+    return {k: np.array([r[k] for r in rows], dtype=str if k in text else np.int64)
+            for k in ("step", "vm_id", "from_host", "from_numa", "to_host", "to_numa")}

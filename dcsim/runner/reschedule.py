@@ -12,50 +12,28 @@ validates the migrations step by step through the model and returns a summary. W
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from dcsim.errors import PluginError
 from dcsim.plugins import get_plugin_class
 from dcsim.reschedulers.base import Rescheduler
-from dcsim.results.writer import write_atomic
-from dcsim.vm.mapping_io import load_mapping
-from dcsim.vm.model import MappingState, MoveRecord
+from dcsim.results.schema import ARROW, VM_MIGRATIONS
+from dcsim.results.writer import write_atomic, write_table_file
+from dcsim.vm.mapping_io import load_mapping, migration_columns
 
-MIGRATION_COLUMNS = {
-    "step": pa.int64(),
-    "vm_id": pa.string(),
-    "from_host": pa.string(),
-    "from_numa": pa.int64(),
-    "to_host": pa.string(),
-    "to_numa": pa.int64(),
-}
+#: the ``migrations.parquet`` columns and their Arrow types (the declared
+#: :data:`~dcsim.results.schema.VM_MIGRATIONS` table)
+MIGRATION_COLUMNS = {c.name: ARROW[c.type] for c in VM_MIGRATIONS.columns}
 
 
 def rescheduler_class(name: str) -> type[Rescheduler]:
     """The rescheduler class registered as ``name``; unknown names list what is available."""
     return get_plugin_class(name, "rescheduler")
-
-
-def migration_columns(state: MappingState, records: list[MoveRecord]) -> dict[str, Any]:
-    """One numpy column per :data:`MIGRATION_COLUMNS` entry, one row per migration step
-    (ids from ``state``)."""
-    rows = [state.describe(r) for r in records]
-    return {k: np.array([r[k] for r in rows], dtype=str if t == pa.string() else np.int64)
-            for k, t in MIGRATION_COLUMNS.items()}
-
-
-def migrations_table(state: MappingState, records: list[MoveRecord]) -> pa.Table:
-    """The ``migrations.parquet`` table of ``records`` (ids from ``state``)."""
-    cols = migration_columns(state, records)
-    return pa.table({k: pa.array(cols[k], type=t) for k, t in MIGRATION_COLUMNS.items()})
 
 
 def reschedule_file(path: str | os.PathLike, algorithm: str = "greedy", mnl: int = 50,
@@ -98,9 +76,8 @@ def reschedule_file(path: str | os.PathLike, algorithm: str = "greedy", mnl: int
     }
     if out is not None:
         outdir = Path(out)
-        sink = io.BytesIO()
-        pq.write_table(migrations_table(state, result.records), sink)
-        write_atomic(outdir / "migrations.parquet", sink.getvalue())
+        write_table_file(outdir / "migrations.parquet", VM_MIGRATIONS,
+                         migration_columns(state, result.records))
         write_atomic(outdir / "summary.json",
                       (json.dumps(summary, indent=2, default=_jsonable) + "\n").encode())
     return summary

@@ -17,7 +17,7 @@ The ``vm:`` section (:class:`OnlineSpec`)::
       sample_every: 300                          # optional
       until: null                                # default: the last arrival
 
-**Mapping.** :class:`dcsim.vm.experiment.MappingSpec`. The VMs of the initial mapping stay
+**Mapping.** :class:`dcsim.sim.vm_static.MappingSpec`. The VMs of the initial mapping stay
 for the whole run (they have no lifetime) and may be migrated; they have no per-VM rows.
 
 **Trace workload.** A table (CSV or Parquet) with columns ``arrival`` and ``duration``
@@ -97,7 +97,7 @@ from pydantic import Field, PositiveFloat, model_validator
 from simpy.events import URGENT
 
 from dcsim.errors import ConfigError, DcsimError, PluginError
-from dcsim.vm.experiment import (
+from dcsim.sim.vm_static import (
     MappingSpec,
     Sink,
     _Strict,
@@ -182,9 +182,9 @@ def placer_class(name: str) -> type:
 
 
 def _default_lookup(name: str) -> type:
-    from dcsim.vm.static import rescheduler_class
+    from dcsim.plugins import get_plugin_class
 
-    return rescheduler_class(name)
+    return get_plugin_class(name, "rescheduler")
 
 
 def parse_online(spec: dict[str, Any] | None, where: str = "vm",

@@ -221,7 +221,7 @@ def run_static(spec: dict[str, Any], rescheduler, rng: np.random.Generator,
     result = rescheduler.run(state, s.mnl)
     after = result.state
     if sink is not None:
-        from dcsim.vm.static import migration_columns
+        from dcsim.vm.mapping_io import migration_columns
         sink("migrations", migration_columns(state, result.records))
     return {
         "mnl": s.mnl,
