@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from dcsim.cli import main
 from dcsim.errors import ConfigError
 from dcsim.reschedulers import vmr2l as V
+from dcsim.reschedulers.vmr2l import network as N
 from dcsim.vm.mapping_io import parse_mapping
 from dcsim.vm.model import BOTH, VM, Host, MappingState, Migration
 from dcsim.vm.synthetic import synthetic_mapping, synthetic_preset
@@ -112,13 +113,13 @@ def test_sparse_numpy_blocks_equal_the_masked_dense_formulation(tmp_path):
     sb, cb = V.sparse_masks(vh, s.n_hosts)
     w, a = ck.weights, ck.arch
     d = a.d_model
-    mem = V._encoder(w, "vm.transformer", a, V._src(w, "vm", np.array([0.5]), hf[None], d))
-    tgt = np.concatenate([V._linear(w, "vm.vm_encode", vf[None]),
+    mem = N._encoder(w, "vm.transformer", a, N._src(w, "vm", np.array([0.5]), hf[None], d))
+    tgt = np.concatenate([N._linear(w, "vm.vm_encode", vf[None]),
                           -np.ones((1, 1, d), np.float32)], axis=1)
-    out = V._decoder(w, "vm.transformer", a, tgt, mem, self_blocked=sb, cross_blocked=cb)
-    np.testing.assert_allclose(logits[0], V._linear(w, "vm.output_layer", out[:, :-1])[0, :, 0],
+    out = N._decoder(w, "vm.transformer", a, tgt, mem, self_blocked=sb, cross_blocked=cb)
+    np.testing.assert_allclose(logits[0], N._linear(w, "vm.output_layer", out[:, :-1])[0, :, 0],
                                rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(value, V._linear(w, "vm.critic_layer", out[:, -1])[:, 0],
+    np.testing.assert_allclose(value, N._linear(w, "vm.critic_layer", out[:, -1])[:, 0],
                                rtol=1e-4, atol=1e-5)
 
 
@@ -152,11 +153,11 @@ def test_batched_sparse_rows_equal_each_row_alone(tmp_path):
         np.testing.assert_allclose(logits[b], lb[0], rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(values[b], vb[0], rtol=1e-5, atol=1e-6)
     sb, cb = V.sparse_masks(vh, s.n_hosts)
-    mem = V._encoder(w, "vm.transformer", a, V._src(w, "vm", step, hf, d))
-    tgt = np.concatenate([V._linear(w, "vm.vm_encode", vf),
+    mem = N._encoder(w, "vm.transformer", a, N._src(w, "vm", step, hf, d))
+    tgt = np.concatenate([N._linear(w, "vm.vm_encode", vf),
                           -np.ones((3, 1, d), np.float32)], axis=1)
-    out = V._decoder(w, "vm.transformer", a, tgt, mem, self_blocked=sb, cross_blocked=cb)
-    np.testing.assert_allclose(logits, V._linear(w, "vm.output_layer", out[:, :-1])[..., 0],
+    out = N._decoder(w, "vm.transformer", a, tgt, mem, self_blocked=sb, cross_blocked=cb)
+    np.testing.assert_allclose(logits, N._linear(w, "vm.output_layer", out[:, :-1])[..., 0],
                                rtol=1e-4, atol=1e-5)
     # every token of every row is in exactly one block of its own row and host
     idx = V.sparse_index(vh)
@@ -173,8 +174,8 @@ def test_float32_erf_gelu_and_layer_norm_match_their_definitions():
     from scipy.special import erf
 
     x = np.linspace(-12, 12, 200_001).astype(np.float32)
-    assert np.abs(V._erf32(x) - erf(x.astype(np.float64))).max() < 5e-7
-    g = V._gelu(x.copy())
+    assert np.abs(N._erf32(x) - erf(x.astype(np.float64))).max() < 5e-7
+    g = N._gelu(x.copy())
     assert g.dtype == np.float32
     exact = x * 0.5 * (1 + erf(x.astype(np.float64) / np.sqrt(2)))
     assert np.abs(g - exact).max() < 1e-6 * 12
@@ -184,7 +185,7 @@ def test_float32_erf_gelu_and_layer_norm_match_their_definitions():
          "n.bias": rng.standard_normal(32).astype(np.float32)}
     mu = y.mean(-1, keepdims=True)
     ref = (y - mu) / np.sqrt(y.var(-1, keepdims=True) + 1e-5) * w["n.weight"] + w["n.bias"]
-    out = V._layer_norm(w, "n", y)
+    out = N._layer_norm(w, "n", y)
     assert out.shape == y.shape and out.dtype == np.float32
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
 
