@@ -388,6 +388,38 @@ class _Junk(Placer):
         return "h0"
 
 
+class _Meddler(Placer):
+    """Tries to change the mapping it is shown; records what happened."""
+
+    name = "meddler"
+    tried: list[str] = []
+
+    def place(self, state, vm):
+        for what, attempt in (("write", lambda: state.free_cpu.__setitem__((0, 0), 0)),
+                              ("apply", lambda: state.apply(Migration(0, 1, 0))),
+                              ("add", lambda: state.add_vm(vm, 0, 0)),
+                              ("set", lambda: setattr(state, "free_cpu", None))):
+            try:
+                attempt()
+                self.tried.append(f"{what}: allowed")
+            except (AttributeError, ValueError):
+                self.tried.append(f"{what}: refused")
+        private = state.copy()           # a private state is mutable
+        private.free_cpu[0, 0] = 0
+        return FirstFit().place(state, vm)
+
+
+def test_placers_see_a_read_only_mapping(tmp_path):
+    """#17: placers get a read-only view, as allocators do; the run equals first fit's."""
+    _Meddler.tried = []
+    out, sink = online(tmp_path, HAND, _Meddler())
+    assert set(_Meddler.tried) == {"write: refused", "apply: refused", "add: refused",
+                                   "set: refused"}
+    ref, ref_sink = online(tmp_path, HAND, FirstFit())
+    assert out["accepted"] == ref["accepted"]
+    assert sink.frame("vms")["host"].tolist() == ref_sink.frame("vms")["host"].tolist()
+
+
 def test_invalid_choices_are_plugin_errors(tmp_path):
     with pytest.raises(PluginError, match=r"placer 'always_h0' chose host 0 NUMA 0 for VM "
                                           r"'arrival-1'.*has 8 free cpu"):

@@ -4,9 +4,11 @@ A placer is a :class:`dcsim.plugin_base.Configurable` like allocators, scheduler
 reschedulers: ``name``, ``description``, a nested pydantic ``Options`` model, registered
 through the ``register_placers`` hook (plugin kind ``"placer"``). :meth:`Placer.place`
 returns ``(host index, numa)`` — NUMA 0 or 1 for a single-NUMA VM, :data:`dcsim.vm.BOTH`
-(−1) for a double-NUMA VM — or None to reject the VM (nothing fits). It must not modify the
-state; the online engine validates the choice (an infeasible one is a
-:class:`dcsim.errors.PluginError` naming the placer) and places the VM.
+(−1) for a double-NUMA VM — or None to reject the VM (nothing fits). It reads the mapping
+through a :class:`~dcsim.vm.view.MappingView` (read-only arrays and queries; ``copy()`` for a
+private state), so it cannot change it; the online engine validates the choice (an
+infeasible one is a :class:`dcsim.errors.PluginError` naming the placer) and places the
+VM.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import numpy as np
 from pydantic import BaseModel
 
 from dcsim.plugin_base import Configurable
-from dcsim.vm.model import VM, MappingState
+from dcsim.vm.model import VM
+from dcsim.vm.view import MappingView
 
 
 class Placer(Configurable, ABC):
@@ -34,9 +37,10 @@ class Placer(Configurable, ABC):
         self.options = options if options is not None else self.Options()
         self.rng = rng if rng is not None else np.random.default_rng(0)
 
-    def setup(self, state: MappingState) -> None:  # noqa: B027 - optional hook
+    def setup(self, state: MappingView) -> None:  # noqa: B027 - optional hook
         """Called once before the first arrival (default: nothing)."""
 
     @abstractmethod
-    def place(self, state: MappingState, vm: VM) -> tuple[int, int] | None:
-        """``(host, numa)`` for ``vm`` in ``state`` (unchanged), or None to reject it."""
+    def place(self, state: MappingView, vm: VM) -> tuple[int, int] | None:
+        """``(host, numa)`` for ``vm`` in the live mapping ``state`` (a read-only view), or
+        None to reject it."""

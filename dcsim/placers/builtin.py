@@ -12,7 +12,8 @@ import numpy as np
 
 from dcsim.hookspecs import hookimpl
 from dcsim.placers.base import Placer
-from dcsim.vm.model import BOTH, FRAGMENT_CORES, VM, MappingState
+from dcsim.vm.model import BOTH, FRAGMENT_CORES, VM
+from dcsim.vm.view import MappingView
 
 
 def _choice(vm: VM, flat: int) -> tuple[int, int]:
@@ -27,7 +28,7 @@ class FirstFit(Placer):
     name = "first_fit"
     description = "lowest host index (NUMA 0 before 1) where the VM fits"
 
-    def place(self, state: MappingState, vm: VM) -> tuple[int, int] | None:
+    def place(self, state: MappingView, vm: VM) -> tuple[int, int] | None:
         ok = state.fit_options(vm).ravel()
         flat = int(ok.argmax())
         if not ok[flat]:
@@ -57,7 +58,7 @@ class BestFit(Placer):
     name = "best_fit"
     description = "the feasible host/NUMA whose fragment (free cores mod 16) drops most"
 
-    def place(self, state: MappingState, vm: VM) -> tuple[int, int] | None:
+    def place(self, state: MappingView, vm: VM) -> tuple[int, int] | None:
         ok = state.fit_options(vm)
         if not ok.any():
             return None

@@ -107,6 +107,7 @@ from dcsim.sim.vm_static import (
 )
 from dcsim.vm.model import BOTH, VM, InvalidMigration, MappingState
 from dcsim.vm.synthetic import VM_TYPES
+from dcsim.vm.view import MappingView
 
 #: numa column of a rejected VM's row
 REJECTED = -2
@@ -401,7 +402,7 @@ class OnlineEngine:
 
     # -- processes ------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
-        self.placer.setup(self.state)
+        self.placer.setup(MappingView(self.state))
         main = self.env.process(self._main())
         self.env.run(until=main)
         return self._finish()
@@ -445,7 +446,7 @@ class OnlineEngine:
         self.received += 1
         vm = VM(self._ids[i], int(st.cpu[i]), int(st.mem[i]), int(st.numas[i]))
         t0 = time.perf_counter()
-        choice = self.placer.place(self.state, vm)
+        choice = self.placer.place(MappingView(self.state), vm)
         self.decision[i] = time.perf_counter() - t0
         if choice is None:
             return
