@@ -5,6 +5,7 @@ sits below both and imports neither."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +121,11 @@ def parse_set(item: str) -> tuple[str, Any]:
             raise
         value = raw
     return key.strip(), value
+
+
+def resolve_path(path: str, base_dir: str | os.PathLike | None) -> Path:
+    """``path``, relative to ``base_dir`` (the experiment file's directory) when given."""
+    p = Path(path).expanduser()
+    if not p.is_absolute() and base_dir is not None:
+        p = Path(base_dir) / p
+    return p

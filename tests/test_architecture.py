@@ -17,7 +17,7 @@ STILL_LONG = {
     "dcsim/learn/vmr2l_ppo.py": 592,
     "dcsim/reschedulers/mip.py": 581,
     "dcsim/allocators/oktopus.py": 578,
-    "dcsim/sim/vm_online.py": 577,
+    "dcsim/sim/vm_online.py": 487,
     "dcsim/allocators/vc_tetris.py": 564,
     "dcsim/learn/ppo.py": 559,
     "dcsim/sim/engine.py": 512,

@@ -125,15 +125,15 @@ def test_labels_that_cannot_name_files_are_refused_by_validate(label, why):
 def _patch_run(monkeypatch, action):
     """``action(plan)`` runs before every loss-mode run (pool workers are forked, so they
     see the patch)."""
-    import dcsim.runner.run as execute
+    from dcsim.runner.modes.loss import LossMode
 
-    real = execute._loss_run
+    real = LossMode.build
 
-    def patched(spec, plan, *args):
+    def patched(self, spec, plan, *args):
         action(plan)
-        return real(spec, plan, *args)
+        return real(self, spec, plan, *args)
 
-    monkeypatch.setattr(execute, "_loss_run", patched)
+    monkeypatch.setattr(LossMode, "build", patched)
 
 
 def _small(tmp_path: Path, seeds: int = 3) -> Path:

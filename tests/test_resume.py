@@ -152,16 +152,16 @@ def test_failed_runs_are_logged_the_others_finish_and_resume_reruns_them(tmp_pat
     """A run that raises is recorded in failures.jsonl (run, error, traceback) without
     stopping the others; the command exits 1 naming the count and the log; --resume then runs
     only the failed run and the dataset equals a clean run's."""
-    import dcsim.runner.run as execute
+    from dcsim.runner.modes.loss import LossMode
 
-    real = execute._loss_run
+    real = LossMode.build
 
-    def flaky(spec, plan, *args):
+    def flaky(self, spec, plan, *args):
         if plan.label == "first_fit" and plan.seed == 1:
             raise RuntimeError("boom in first_fit seed 1")
-        return real(spec, plan, *args)
+        return real(self, spec, plan, *args)
 
-    monkeypatch.setattr(execute, "_loss_run", flaky)
+    monkeypatch.setattr(LossMode, "build", flaky)
     out = tmp_path / "out"
     # --resume is fine on a first submission too (a batch job that may be requeued)
     r = invoke("run", write(tmp_path), "--out", out, "--resume")
@@ -182,7 +182,7 @@ def test_failed_runs_are_logged_the_others_finish_and_resume_reruns_them(tmp_pat
         "RuntimeError: boom in first_fit seed 1"]
     assert not leftovers(out)
 
-    monkeypatch.setattr(execute, "_loss_run", real)  # "fixed"
+    monkeypatch.setattr(LossMode, "build", real)  # "fixed"
     kept = {p: p.stat().st_mtime_ns for p in (out / "requests").rglob("*.parquet")}
     r = ok("run", write(tmp_path), "--out", out, "--resume")
     assert "running the other 1" in r.stderr
@@ -193,16 +193,16 @@ def test_failed_runs_are_logged_the_others_finish_and_resume_reruns_them(tmp_pat
 
 def test_failures_in_pool_workers_are_logged(tmp_path, monkeypatch):
     """The same on a 2-process pool (workers are forked, so they see the patch)."""
-    import dcsim.runner.run as execute
+    from dcsim.runner.modes.loss import LossMode
 
-    real = execute._loss_run
+    real = LossMode.build
 
-    def flaky(spec, plan, *args):
+    def flaky(self, spec, plan, *args):
         if plan.seed == 0:
             raise ValueError(f"bad seed for {plan.label}")
-        return real(spec, plan, *args)
+        return real(self, spec, plan, *args)
 
-    monkeypatch.setattr(execute, "_loss_run", flaky)
+    monkeypatch.setattr(LossMode, "build", flaky)
     out = tmp_path / "out"
     cfg = dict(CFG, seeds=2, workload=dict(CFG["workload"], requests=300))
     r = invoke("run", write(tmp_path, cfg), "--out", out, "--jobs", "2")

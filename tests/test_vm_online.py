@@ -20,15 +20,13 @@ from dcsim.sim.vm_online import (
     REJECTED,
     OnlineEngine,
     OnlineSpec,
-    VMStream,
     check_online,
     parse_online,
     placer_class,
     run_online,
-    trace_stream,
-    vm_sizes,
 )
 from dcsim.vm import BOTH, VM, Host, InvalidMigration, MappingState, Migration
+from dcsim.vm.arrivals import VMStream, trace_stream, vm_sizes
 from dcsim.vm.model import FRAGMENT_CORES
 
 BIG_MEM = 10_000

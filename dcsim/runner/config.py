@@ -23,6 +23,7 @@ from dcsim.config_files import (  # noqa: F401  (their old home; re-exported)
     set_dotted,
 )
 from dcsim.errors import ConfigError
+from dcsim.runner.modes.base import PLUGIN_LISTS
 from dcsim.validation import ConfigModel
 
 
@@ -63,13 +64,9 @@ class QueueSpec(_Strict):
 QUEUE_TOPOLOGY = {"kind": "flat", "servers": 1, "server": {"cpu": 10, "mem": 10}}
 
 
-#: mode -> (the list its plugins come from, their plugin kind)
-MODES: dict[str, tuple[str, str]] = {
-    "loss": ("allocators", "allocator"),
-    "queue": ("schedulers", "scheduler"),
-    "reschedule": ("reschedulers", "rescheduler"),
-    "vm_online": ("placers", "placer"),
-}
+#: mode -> (the list its plugins come from, their plugin kind); each mode itself is a
+#: module of :mod:`dcsim.runner.modes`
+MODES: dict[str, tuple[str, str]] = PLUGIN_LISTS
 
 
 class ExperimentSpec(_Strict):

@@ -19,7 +19,6 @@ from dcsim.plugins import get_plugin_class
 from dcsim.results.schema import param_types
 from dcsim.results.writer import label_problem
 from dcsim.runner.config import (
-    MODES,
     ExperimentSpec,
     parse_set,
     read_yaml,
@@ -27,6 +26,7 @@ from dcsim.runner.config import (
     sweep_points,
     validate_spec,
 )
+from dcsim.runner.modes.base import PLUGIN_LISTS
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def load_experiment(
             for s in range(point.seeds):
                 key = json.dumps(
                     {"config": {k: v for k, v in data.items()
-                                if k not in ("seeds", *(key for key, _ in MODES.values()))},
+                                if k not in ("seeds", *(key for key, _ in PLUGIN_LISTS.values()))},
                      "allocator": alloc, "label": label, "seed": s, "params": params},
                     sort_keys=True, default=str,
                 )
@@ -116,64 +116,14 @@ def load_experiment(
 
 
 def _check_point(point: ExperimentSpec, data: dict[str, Any], source: str, base_dir: str) -> None:
-    """Build the topology and workload once so that errors surface before anything runs."""
-    from dcsim.model.topologies import build_topology
-    from dcsim.runner.config import RESERVED_COLUMNS
-    from dcsim.workload.spec import build_source
+    """Build what a run of this point needs once (its mode's checks), so that errors surface
+    before anything runs."""
+    from dcsim.runner.modes import MODES
 
     try:
-        if point.mode in ("reschedule", "vm_online"):
-            _check_vm_point(point, base_dir)
-            return
-        topology = build_topology(point.topology, base_dir)
-        if point.mode == "queue":
-            _check_queue_point(point, topology, base_dir)
-            return
-        build_source(point.workload, topology, Path(base_dir))
+        MODES[point.mode].check(point, base_dir)
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from None
-    n = point.workload.get("requests")
-    if (isinstance(n, int) and not isinstance(n, bool) and "trace" not in point.workload
-            and point.warmup.requests >= n):
-        raise ConfigError(f"{source}: warmup.requests: {point.warmup.requests} is not below "
-                          f"workload.requests ({n}): no request would be measured")
-    attrs = point.workload.get("attrs") or {}
-    taken = [a for a in attrs if a in RESERVED_COLUMNS or a in topology.resources]
-    if taken:
-        raise ConfigError(f"{source}: workload.attrs.{taken[0]}: the name is a results column; "
-                          "choose another")
-
-
-def _check_queue_point(point: ExperimentSpec, topology, base_dir: str) -> None:
-    """Queue mode: the job source parses, a trace loads and has the topology's resources."""
-    import numpy as np
-
-    from dcsim.queue.spec import build_jobsets, parse_jobs
-
-    jobs = parse_jobs(point.workload)
-    if jobs.kind == "trace":  # load it once (one job set) so path and columns are checked
-        build_jobsets({**point.workload, "jobsets": 1}, tuple(topology.resources),
-                      float(topology.total_capacity().max()), np.random.default_rng(0),
-                      Path(base_dir))
-
-
-def _check_vm_point(point: ExperimentSpec, base_dir: str) -> None:
-    """The vm: section parses and its mapping / trace files exist."""
-    if point.mode == "reschedule":
-        from dcsim.sim.vm_static import check_static
-        check_static(point.vm, base_dir, where="vm")
-    else:
-        from dcsim.sim.vm_online import check_online
-        check_online(point.vm, base_dir, where="vm")
-
-
-def vm_spec(point: ExperimentSpec):
-    """The validated ``vm:`` section of a VM experiment (static or online)."""
-    if point.mode == "reschedule":
-        from dcsim.sim.vm_static import parse_static
-        return parse_static(point.vm, where="vm")
-    from dcsim.sim.vm_online import parse_online
-    return parse_online(point.vm, where="vm")
 
 
 def _slug(label: str) -> str:
@@ -184,26 +134,12 @@ def _slug(label: str) -> str:
 
 def resolved_config(exp: Experiment) -> dict[str, Any]:
     """The experiment with every default filled in (what ``experiment.yaml`` records)."""
-    from dcsim.model.topologies import parse_topology_spec
-    from dcsim.queue.spec import describe_jobs
-    from dcsim.workload.spec import parse_workload
+    from dcsim.runner.modes import MODES
 
-    mode = exp.spec.mode
-    unused = {key for key, _ in MODES.values()}
-    if mode != "queue":
-        unused.add("queue")
-    if mode in ("reschedule", "vm_online"):
-        unused |= {"topology", "workload", "capacity", "departures", "warmup"}
-    out = exp.spec.model_dump(mode="json", exclude=unused | (
-        set() if mode in ("reschedule", "vm_online") else {"vm"}))
-    if mode in ("loss", "queue"):
-        out["topology"] = parse_topology_spec(exp.spec.topology).model_dump(
-            mode="json", exclude_none=True)
-        out["workload"] = (describe_jobs(exp.spec.workload) if mode == "queue" else
-                           parse_workload(exp.spec.workload).model_dump(mode="json",
-                                                                        exclude_none=True))
-    else:
-        out["vm"] = vm_spec(exp.spec).model_dump(mode="json", exclude_none=True)
+    mode = MODES[exp.spec.mode]
+    unused = {key for key, _ in PLUGIN_LISTS.values()} | mode.unused
+    out = exp.spec.model_dump(mode="json", exclude=unused)
+    out.update(mode.resolved(exp.spec))
     allocators, seen = [], set()
     for r in exp.runs:
         if r.label not in seen:

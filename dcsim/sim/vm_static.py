@@ -36,12 +36,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from dcsim.config_files import resolve_path
 from dcsim.errors import ConfigError
 from dcsim.validation import ConfigModel
 from dcsim.vm.model import Host, MappingState
@@ -144,14 +144,6 @@ def _model_of(annotation: Any) -> Any:
         if found is not None:
             return found
     return None
-
-
-def resolve_path(path: str, base_dir: str | os.PathLike | None) -> Path:
-    """``path``, relative to ``base_dir`` (the experiment file's directory) when given."""
-    p = Path(path).expanduser()
-    if not p.is_absolute() and base_dir is not None:
-        p = Path(base_dir) / p
-    return p
 
 
 def mapping_rng(rng: np.random.Generator, seed_offset: int = 0) -> np.random.Generator:

@@ -1,0 +1,63 @@
+"""``mode: loss``: requests arrive on a topology and ``allocators`` place or reject them
+(the SimPy :class:`~dcsim.sim.engine.Engine`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dcsim.errors import ConfigError
+from dcsim.runner.modes.base import Built, Mode, plugin_instance, topology_families
+
+
+class LossMode(Mode):
+    name = "loss"
+    unused = frozenset({"queue", "vm"})
+
+    def check(self, point, base_dir: str) -> None:
+        from dcsim.model.topologies import build_topology
+        from dcsim.runner.config import RESERVED_COLUMNS
+        from dcsim.workload.spec import build_source
+
+        topology = build_topology(point.topology, base_dir)
+        build_source(point.workload, topology, Path(base_dir))
+        n = point.workload.get("requests")
+        if (isinstance(n, int) and not isinstance(n, bool) and "trace" not in point.workload
+                and point.warmup.requests >= n):
+            raise ConfigError(f"warmup.requests: {point.warmup.requests} is not below "
+                              f"workload.requests ({n}): no request would be measured")
+        attrs = point.workload.get("attrs") or {}
+        taken = [a for a in attrs if a in RESERVED_COLUMNS or a in topology.resources]
+        if taken:
+            raise ConfigError(f"workload.attrs.{taken[0]}: the name is a results column; "
+                              "choose another")
+
+    def resolved(self, spec) -> dict[str, Any]:
+        from dcsim.model.topologies import parse_topology_spec
+        from dcsim.workload.spec import parse_workload
+
+        return {"topology": parse_topology_spec(spec.topology).model_dump(
+                    mode="json", exclude_none=True),
+                "workload": parse_workload(spec.workload).model_dump(
+                    mode="json", exclude_none=True)}
+
+    def build(self, spec, plan, workload_rng, plugin_rng) -> Built:
+        from dcsim.model.topologies import build_topology
+        from dcsim.sim import Engine, EngineConfig
+        from dcsim.workload.spec import build_source
+
+        topology = build_topology(spec.topology, plan.base_dir)
+        source = build_source(spec.workload, topology, Path(plan.base_dir))
+        allocator = plugin_instance(plan, "allocator", plugin_rng, topology=topology)
+        config = EngineConfig(
+            warmup_requests=spec.warmup.requests,
+            warmup_time=spec.warmup.time,
+            sample_interval=spec.metrics.sample_interval,
+            sample_every=spec.metrics.sample_every,
+            flush_rows=spec.metrics.flush_rows,
+            capacity=spec.capacity,
+            departures=spec.departures,
+        )
+        families, flags = topology_families(topology)
+        return Built(lambda sink: Engine(topology, source, allocator, workload_rng, config,
+                                         sink=sink).run(), families, flags)
