@@ -46,9 +46,10 @@ seconds, or of the mean that makes the offered cpu load ``load`` of the hosts' t
 (``load × total cores / (rate × 11.63 mean cores)``).
 
 **Events.** One SimPy process walks the arrivals and the rescheduling and sampling times;
-each accepted VM's departure is an event at arrival + duration, scheduled with SimPy's
-urgent priority, so at any instant departures come first, then the rescheduling, then the
-periodic sample, then arrivals (in trace order). A VM of duration 0 arrives and leaves at
+each accepted VM's departure is a plain SimPy ``Timeout`` at arrival + duration. The process
+creates it before it creates its own next wake-up, and SimPy runs events of one instant in
+the order they were scheduled, so at any instant departures come first, then the
+rescheduling, then the periodic sample, then arrivals (in trace order). A VM of duration 0 arrives and leaves at
 the same instant. The run ends at ``until`` (default: the last arrival's time); VMs still
 present then are left as they are (their departures are not simulated), arrivals after it
 are not offered.
@@ -93,7 +94,6 @@ from typing import Annotated, Any
 import numpy as np
 import simpy
 from pydantic import Field, PositiveFloat, model_validator
-from simpy.events import URGENT
 
 from dcsim.errors import ConfigError, DcsimError, PluginError
 from dcsim.sim.vm_static import (
@@ -226,17 +226,6 @@ def _rescheduler(r: RescheduleSpec, lookup, rng, where: str):
 
 
 # -- the engine -----------------------------------------------------------------------------
-class _Departure(simpy.events.Event):
-    """A departure at ``now + delay``, before anything else scheduled for that instant."""
-
-    def __init__(self, env: simpy.Environment, delay: float, callback):
-        super().__init__(env)
-        self._ok = True
-        self._value = None
-        self.callbacks.append(callback)
-        env.schedule(self, URGENT, delay)
-
-
 class OnlineEngine:
     """One online run (see the module docstring); :meth:`run` returns the summary."""
 
@@ -366,7 +355,10 @@ class OnlineEngine:
         self.accepted_flag[i] = True
         self.host[i], self.numa[i] = h, n
         self._changed()
-        _Departure(self.env, float(st.duration[i]), partial(self._depart, self.n0 + i))
+        # a plain Timeout: it is created before the main process's next wake-up is, so at
+        # an instant shared with an arrival, a sample or a rescheduling it runs first
+        self.env.timeout(float(st.duration[i])).callbacks.append(
+            partial(self._depart, self.n0 + i))
 
     def _validate(self, choice: Any, vm: VM) -> tuple[int, int]:
         label = self.placer.label
