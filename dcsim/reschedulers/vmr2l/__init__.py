@@ -141,7 +141,9 @@ def _drop_unlikely(logits: np.ndarray, min_prob: float) -> np.ndarray:
     z = z - z.max(axis=1, keepdims=True)
     p = np.exp(z)
     p /= p.sum(axis=1, keepdims=True)
-    return np.where(p < min_prob, -np.inf, logits)
+    drop = p < min_prob
+    drop[np.arange(len(z)), z.argmax(axis=1)] = False   # ties may all be below min_prob
+    return np.where(drop, -np.inf, logits)
 
 
 def _choose(logits: np.ndarray, argmax_rows: np.ndarray, min_prob: float,
