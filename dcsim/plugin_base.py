@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dcsim.errors import ConfigError
-from dcsim.validation import ConfigModel
+from dcsim.validation import ConfigModel, first_error
 
 
 class Configurable:
@@ -29,11 +29,8 @@ class Configurable:
         try:
             return cls.Options.model_validate(raw or {})
         except ValidationError as e:
-            err = e.errors()[0]
-            loc = ".".join(str(x) for x in err["loc"])
-            field = f"{where}.{loc}" if loc else where
-            msg = err["msg"].removeprefix("Value error, ")  # a validator's own message
-            raise ConfigError(f"{field}: {msg} ({cls.kind} {cls.name!r})") from None
+            raise ConfigError(first_error(e, where, unknown=None,
+                                          suffix=f" ({cls.kind} {cls.name!r})")) from None
 
     @classmethod
     def label_for(cls, options: BaseModel) -> str:

@@ -1,4 +1,6 @@
-"""The base of every configuration model: true/false is not a number.
+"""The base of every configuration model (true/false is not a number; unknown keys and
+non-finite floats refused) and the one conversion of a pydantic error into dcsim's message
+(``where.field.path: reason``).
 
 Pydantic's lax mode reads ``true`` as 1 for an ``int`` or ``float`` field, so ``--set
 seed=true`` or ``rate: yes`` would run with a number the user never wrote. Every config
@@ -12,10 +14,10 @@ import types
 import typing
 from typing import Any
 
-from pydantic import BaseModel, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
-__all__ = ["ConfigModel"]
+__all__ = ["ConfigModel", "StrictModel", "first_error"]
 
 
 def _takes_bool(annotation: Any) -> bool:
@@ -47,3 +49,55 @@ class ConfigModel(BaseModel):
                             "bool_number", "{field}: expected a number, not {value}",
                             {"field": name, "value": str(value).lower()})
         return data
+
+
+class StrictModel(ConfigModel):
+    """A config section: unknown keys and non-finite floats are errors."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+def first_error(exc: ValidationError, where: str = "", *, model: type[BaseModel] | None = None,
+                sep: str = ".", unknown: str | None = "unknown field", suffix: str = "") -> str:
+    """``exc``'s first error as ``where<sep>field.path: reason<suffix>``.
+
+    Pydantic's internals are dropped from the path (``function-...`` validator steps) and
+    from the reason (``Value error, ``); an unknown key reads ``unknown`` (None keeps
+    pydantic's wording). With ``model``, a model validator's message that starts with one of
+    the model's field names (``"path: no such file"``) is reported under that field."""
+    err = exc.errors()[0]
+    loc = [str(x) for x in err["loc"] if not str(x).startswith("function-")]
+    msg = err["msg"].removeprefix("Value error, ")
+    if unknown is not None and err["type"] in ("extra_forbidden",
+                                               "unexpected_keyword_argument"):
+        msg = unknown
+    if model is not None:
+        head, colon, rest = msg.partition(": ")
+        if colon and head.isidentifier() and head in _field_names(model, loc):
+            loc, msg = [*loc, head], rest
+    path = ".".join(loc)
+    field = sep.join(x for x in (where, path) if x)
+    return f"{field}: {msg}{suffix}" if field else f"{msg}{suffix}"
+
+
+def _field_names(model: Any, loc: list[str]) -> set[str]:
+    """The field names of the (nested) model at ``loc``."""
+    m: Any = model
+    for part in loc:
+        f = getattr(m, "model_fields", {}).get(part)
+        if f is None:
+            return set()
+        m = _model_of(f.annotation)
+        if m is None:
+            return set()
+    return set(getattr(m, "model_fields", {}))
+
+
+def _model_of(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for a in getattr(annotation, "__args__", ()):
+        found = _model_of(a)
+        if found is not None:
+            return found
+    return None

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from dcsim.config_files import load_yaml, read_text, set_dotted
 from dcsim.errors import ConfigError
+from dcsim.validation import first_error
 
 T = TypeVar("T")
 
@@ -31,11 +32,6 @@ def read_train_config(path: str | Path, cls: type[T], **overrides: Any) -> T:
     try:
         return cls(**raw)
     except ValidationError as e:
-        err = e.errors()[0]
-        field = ".".join(str(x) for x in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "unexpected_keyword_argument":
-            msg = "unknown field"
-        raise ConfigError(f"{path}: {field}: {msg}" if field else f"{path}: {msg}") from None
+        raise ConfigError(first_error(e, str(path), sep=": ")) from None
     except ValueError as e:  # __post_init__ checks
         raise ConfigError(f"{path}: {e}") from None

@@ -58,6 +58,7 @@ from dcsim.errors import ConfigError, DcsimError
 from dcsim.model import Placement, Request, StateView
 from dcsim.model.topologies import build_topology
 from dcsim.sim import Engine, EngineConfig
+from dcsim.validation import first_error
 from dcsim.workload.spec import build_source
 
 __all__ = ["ENV_ID", "NaraEnv", "NaraEnvConfig", "env_config_from_experiment",
@@ -133,10 +134,7 @@ def load_env_config(raw: dict[str, Any] | NaraEnvConfig | None, where: str = "en
     try:
         return NaraEnvConfig.model_validate(raw or {})
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
-        raise ConfigError(f"{where}.{loc}: {msg}" if loc else f"{where}: {msg}") from None
+        raise ConfigError(first_error(e, where)) from None
 
 
 class AgentAllocator(MultiServerAllocator):

@@ -11,7 +11,7 @@ import itertools
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from dcsim.config_files import (  # noqa: F401  (their old home; re-exported)
     MAX_EXPANDED_VALUES,
@@ -24,11 +24,9 @@ from dcsim.config_files import (  # noqa: F401  (their old home; re-exported)
 )
 from dcsim.errors import ConfigError
 from dcsim.runner.modes.base import PLUGIN_LISTS
-from dcsim.validation import ConfigModel
+from dcsim.validation import StrictModel
 
-
-class _Strict(ConfigModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+_Strict = StrictModel
 
 
 class AllocatorSpec(_Strict):

@@ -49,9 +49,10 @@ seconds, or of the mean that makes the offered cpu load ``load`` of the hosts' t
 each accepted VM's departure is a plain SimPy ``Timeout`` at arrival + duration. The process
 creates it before it creates its own next wake-up, and SimPy runs events of one instant in
 the order they were scheduled, so at any instant departures come first, then the
-rescheduling, then the periodic sample, then arrivals (in trace order). A VM of duration 0 arrives and leaves at
-the same instant. The run ends at ``until`` (default: the last arrival's time); VMs still
-present then are left as they are (their departures are not simulated), arrivals after it
+rescheduling, then the periodic sample, then arrivals (in trace order). A VM of duration 0
+arrives and leaves at the same instant. The run ends at ``until`` (default: the last
+arrival's time); VMs still present then are left as they are (their departures are not
+simulated), arrivals after it
 are not offered.
 
 **Placement.** Each arrival is offered to the placer (:class:`dcsim.placers.Placer`); its

@@ -39,19 +39,18 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from dcsim.config_files import resolve_path
 from dcsim.errors import ConfigError
-from dcsim.validation import ConfigModel
+from dcsim.validation import StrictModel, first_error
 from dcsim.vm.model import Host, MappingState
 from dcsim.vm.synthetic import NUMA_CPU, NUMA_MEM, PRESETS, synthetic_mapping
 
 Sink = Callable[[str, dict[str, Any]], None]
 
 
-class _Strict(ConfigModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+_Strict = StrictModel
 
 
 class MappingSpec(_Strict):
@@ -112,38 +111,7 @@ def validate_section(model: type[BaseModel], raw: Any, where: str) -> Any:
     try:
         return model.model_validate(raw)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = [str(x) for x in err["loc"] if not str(x).startswith("function-")]
-        msg = err["msg"].removeprefix("Value error, ")
-        # a model validator's message may start with the field it is about ("path: ...")
-        head, sep, rest = msg.partition(": ")
-        if sep and head.isidentifier() and head in _field_names(model, loc):
-            loc, msg = [*loc, head], rest
-        field = ".".join([where, *loc])
-        raise ConfigError(f"{field}: {msg}") from None
-
-
-def _field_names(model: type[BaseModel], loc: list[str]) -> set[str]:
-    """The field names of the (nested) model at ``loc``."""
-    m: Any = model
-    for part in loc:
-        f = getattr(m, "model_fields", {}).get(part)
-        if f is None:
-            return set()
-        m = _model_of(f.annotation)
-        if m is None:
-            return set()
-    return set(getattr(m, "model_fields", {}))
-
-
-def _model_of(annotation: Any) -> Any:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for a in getattr(annotation, "__args__", ()):
-        found = _model_of(a)
-        if found is not None:
-            return found
-    return None
+        raise ConfigError(first_error(e, where, model=model, unknown=None)) from None
 
 
 def mapping_rng(rng: np.random.Generator, seed_offset: int = 0) -> np.random.Generator:
