@@ -114,7 +114,7 @@ def main() -> None:
     import dask
     from distributed import Client, LocalCluster
 
-    from dcsim.runner.executors import LOCAL_CLUSTER_CONFIG
+    from dcsim.runner.dask_executor import LOCAL_CLUSTER_CONFIG
 
     # a cluster started by hand with the settings the how-to recommends; spawned workers
     CLUSTER_CONFIG = {k: v for k, v in LOCAL_CLUSTER_CONFIG.items()

@@ -62,7 +62,7 @@ def run(config: Path, out: Path | None, seeds: int | None, sets: tuple[str, ...]
     import signal
 
     from dcsim.runner import load_experiment, run_experiment
-    from dcsim.runner.executors import make_executor
+    from dcsim.runner.execute import make_executor
 
     if resume and overwrite:
         raise click.UsageError("--resume and --overwrite exclude each other")

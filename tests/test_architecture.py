@@ -22,7 +22,6 @@ STILL_LONG = {
     "dcsim/learn/ppo.py": 559,
     "dcsim/sim/engine.py": 512,
     "dcsim/learn/deeprm.py": 502,
-    "dcsim/runner/executors.py": 499,
 }
 LIMIT = 450
 

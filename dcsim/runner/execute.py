@@ -17,13 +17,25 @@ import yaml
 from dcsim import __version__
 from dcsim.errors import ConfigError, DcsimError
 from dcsim.results.schema import STREAMED
-from dcsim.runner.executors import Executor, PoolExecutor
+from dcsim.runner.executors import Executor, Log, PoolExecutor
 from dcsim.runner.plan import Experiment, resolved_config
 from dcsim.runner.run import execute_run, queue_config, run_rngs  # noqa: F401  (re-exported)
 
 FAILURES = "failures.jsonl"
 LOCK = ".dcsim.lock"
 MANAGED = (*STREAMED, "runs", "summary.parquet", "manifest.json", "experiment.yaml", FAILURES)
+
+
+def make_executor(executor: str = "local", jobs: int | None = None, address: str | None = None,
+                  log: Log | None = None) -> Executor:
+    """The executor the ``run`` command's ``--executor``, ``--jobs``, ``--address`` name."""
+    if address is not None or executor == "dask":
+        from dcsim.runner.dask_executor import DaskExecutor
+
+        return DaskExecutor(address=address, workers=jobs, log=log)
+    if executor != "local":
+        raise ConfigError(f"--executor: unknown executor {executor!r} (local, dask)")
+    return PoolExecutor(1 if jobs is None else jobs)
 
 
 class RunsFailed(DcsimError):

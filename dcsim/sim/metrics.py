@@ -90,9 +90,10 @@ class Meter:
         # (log, resource index, capacity as a Python float) per resource with capacity;
         # the others log NaN (plain floats: numpy scalars cost ~1 us per operation)
         self._util_logs = [(log, j, float(c)) for j, (log, c) in
-                           enumerate(zip(self._decision_util, self.capacity.tolist()))
+                           enumerate(zip(self._decision_util, self.capacity.tolist(), strict=True))
                            if c > 0]
-        self._nan_logs = [log for log, c in zip(self._decision_util, self.capacity.tolist())
+        self._nan_logs = [log for log, c in zip(self._decision_util, self.capacity.tolist(),
+                                                 strict=True)
                           if not c > 0]
 
     def _tier_bw(self, p: Placement) -> np.ndarray | None:
