@@ -42,30 +42,30 @@ weights (torch seeded, numpy generators spawned from ``seed``).
 
 from __future__ import annotations
 
-import dataclasses
 import platform
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import ConfigDict, Field, ValidationError
-from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from dcsim import __version__
-from dcsim.errors import ConfigError
-from dcsim.learn.config import read_train_config
-from dcsim.learn.vmr2l_env import VMR2LEnv, VMR2LEnvConfig
+from dcsim.learn.vmr2l_batch import (
+    _evaluate_actions,
+    _sample,
+    _stack,
+    _tensors,
+)
+from dcsim.learn.vmr2l_config import TrainConfig, initial_weights, load_train_config
+from dcsim.learn.vmr2l_env import VMR2LEnv
 from dcsim.learn.vmr2l_model import VMR2LPolicy
+from dcsim.learn.vmr2l_warmstart import clone, teacher_data
 from dcsim.reschedulers.builtin import AlphaVBPP, Greedy
 from dcsim.reschedulers.vmr2l import (
-    Architecture,
     Checkpoint,
-    checkpoint_path,
-    load_checkpoint,
     rollout,
     save_checkpoint,
 )
@@ -75,126 +75,6 @@ from dcsim.vm.model import MappingState
 from dcsim.vm.synthetic import synthetic_preset
 
 __all__ = ["TrainConfig", "load_train_config", "train"]
-
-
-@pydantic_dataclass(config=ConfigDict(extra="forbid", allow_inf_nan=False))
-class TrainConfig:
-    """Hyper-parameters (a YAML training config holds any of these keys)."""
-
-    # --- run
-    seed: int = 0
-    iterations: int = Field(200, ge=1)
-    max_wall_s: float | None = Field(None, gt=0.0)
-    threads: int = Field(1, ge=1)
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    # --- environment
-    preset: str = "production_small"
-    hosts: int | tuple[int, int] | None = (16, 40)
-    mnl: int = Field(20, ge=1)
-    max_vms: int | None = Field(None, ge=1)
-    # --- PPO (the authors' settings)
-    num_envs: int = Field(8, ge=1)
-    num_steps: int = Field(250, ge=1)
-    num_minibatches: int = Field(16, ge=1)
-    update_epochs: int = Field(8, ge=1)
-    lr: float = Field(2.5e-4, gt=0.0)
-    anneal_lr: bool = True
-    gamma: float = Field(0.99, ge=0.0, le=1.0)
-    gae_lambda: float = Field(0.95, ge=0.0, le=1.0)
-    clip_coef: float = Field(0.1, gt=0.0)
-    clip_vloss: bool = True
-    ent_coef: float = Field(0.005, ge=0.0)
-    vf_coef: float = Field(0.01, ge=0.0)
-    max_grad_norm: float = Field(0.5, gt=0.0)
-    norm_adv: bool = True
-    target_kl: float | None = Field(0.15, gt=0.0)
-    # --- network (the paper's)
-    d_model: int = Field(32, ge=1)
-    heads: int = Field(2, ge=1)
-    encoder_layers: int = Field(2, ge=1)
-    decoder_layers: int = Field(2, ge=1)
-    d_ff: int = Field(64, ge=1)
-    attention: Literal["dense", "sparse"] = "dense"
-    dropout: float = Field(0.0, ge=0.0, lt=1.0)
-    # --- optional warm start: behaviour cloning of a heuristic before PPO (dcsim's, see
-    # the module docstring); none: PPO from random weights, as the authors
-    warmstart: Literal["none", "alpha_vbpp", "greedy"] = "none"
-    warmstart_mappings: int = Field(200, ge=1)
-    warmstart_epochs: int = Field(10, ge=1)
-    warmstart_lr: float = Field(1e-3, gt=0.0)
-    # --- fine-tuning: start from these weights (a checkpoint .npz or a shipped policy's
-    # name, e.g. vmr2l_production; its architecture must be this config's). They are
-    # evaluated first, as iteration 0, so the best checkpoint is never worse than them on
-    # the eval mappings. Excludes the warm start.
-    init_from: str | None = None
-    # --- evaluation on held-out mappings
-    eval_every: int = Field(5, ge=1)
-    eval_mappings: int = Field(8, ge=1)
-    eval_preset: str = "production_small"
-    eval_hosts: int | None = Field(None, ge=1)
-    eval_mnl: int | None = Field(None, ge=1)     # None: mnl
-    eval_samples: int = Field(1, ge=1)           # 1: greedy (argmax)
-    eval_seed: int = 1_000_003
-
-    def __post_init__(self):
-        if self.d_model % self.heads:
-            raise ValueError(f"d_model: {self.d_model} is not a multiple of heads "
-                             f"{self.heads}")
-        if self.init_from is not None and self.warmstart != "none":
-            raise ValueError(f"init_from: starts from trained weights; it cannot be "
-                             f"combined with warmstart: {self.warmstart} (set "
-                             f"warmstart: none)")
-
-    def env_config(self) -> VMR2LEnvConfig:
-        return VMR2LEnvConfig(preset=self.preset, hosts=self.hosts, mnl=self.mnl,
-                              max_vms=self.max_vms)
-
-    def architecture(self) -> Architecture:
-        return Architecture(d_model=self.d_model, heads=self.heads,
-                            encoder_layers=self.encoder_layers,
-                            decoder_layers=self.decoder_layers, d_ff=self.d_ff,
-                            attention=self.attention)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
-    """Read and validate a YAML training config; errors name the file and the field."""
-    cfg = read_train_config(path, TrainConfig, **overrides)
-    for field, check in (("preset", cfg.env_config),
-                         ("eval_preset", lambda: VMR2LEnvConfig(preset=cfg.eval_preset))):
-        try:
-            check()
-        except ValidationError as e:
-            err = e.errors()[0]
-            where = ".".join(str(x) for x in err["loc"]) or field
-            if field == "eval_preset":
-                where = field
-            raise ConfigError(f"{path}: {where}: "
-                              f"{err['msg'].removeprefix('Value error, ')}") from None
-    if cfg.init_from is not None:
-        try:
-            initial_weights(cfg)
-        except ConfigError as e:
-            raise ConfigError(f"{path}: {e}") from None
-    return cfg
-
-
-def initial_weights(cfg: TrainConfig) -> Checkpoint:
-    """The checkpoint ``init_from`` names, checked against ``cfg``'s architecture (a
-    :class:`ConfigError` naming ``init_from`` otherwise)."""
-    assert cfg.init_from is not None
-    try:
-        ck = load_checkpoint(checkpoint_path(cfg.init_from))
-    except ConfigError as e:
-        raise ConfigError(f"init_from: {e}") from None
-    if ck.arch != cfg.architecture():
-        have, want = dataclasses.asdict(ck.arch), dataclasses.asdict(cfg.architecture())
-        diff = ", ".join(f"{k} {have[k]!r} (config: {want[k]!r})" for k in want
-                         if have[k] != want[k])
-        raise ConfigError(f"init_from: {ck.path} has another architecture: {diff}")
-    return ck
 
 
 def eval_mappings(cfg: TrainConfig) -> list[MappingState]:
@@ -220,132 +100,6 @@ def evaluate_baselines(mappings: list[MappingState], mnl: int) -> dict[str, floa
     for cls in (Greedy, AlphaVBPP):
         out[cls.name] = float(np.mean([cls().run(m, mnl).fr_after for m in mappings]))
     return out
-
-
-# ------------------------------------------------------------------------------ batching
-def _stack(obs: list[dict[str, Any]]) -> dict[str, np.ndarray]:
-    return {"hosts": np.stack([o["hosts"] for o in obs]),
-            "vms": np.stack([o["vms"] for o in obs]),
-            "vm_host": np.stack([o["vm_host"] for o in obs]),
-            "vm_count": np.array([o["vm_count"] for o in obs], dtype=np.int64),
-            "host_count": np.array([o["host_count"] for o in obs], dtype=np.int64),
-            "step": np.concatenate([o["step"] for o in obs]).astype(np.float32)}
-
-
-def _tensors(b: dict[str, np.ndarray], device) -> dict[str, torch.Tensor]:
-    """Torch tensors of a batch trimmed to its largest real host and VM counts."""
-    H = int(b["host_count"].max())
-    M = int(b["vm_count"].max())
-    hp = np.arange(H)[None, :] >= b["host_count"][:, None]
-    vp = np.arange(M)[None, :] >= b["vm_count"][:, None]
-    vh = np.where(vp, 0, b["vm_host"][:, :M])
-    return {"hosts": torch.as_tensor(b["hosts"][:, :H], device=device),
-            "vms": torch.as_tensor(b["vms"][:, :M], device=device),
-            "vm_host": torch.as_tensor(vh, device=device),
-            "host_pad": torch.as_tensor(hp, device=device),
-            "vm_pad": torch.as_tensor(vp, device=device),
-            "step": torch.as_tensor(b["step"], device=device), "H": H, "M": M}
-
-
-def _masked_log_softmax(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return torch.log_softmax(logits.masked_fill(~mask, float("-inf")), dim=-1)
-
-
-def _entropy(logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    safe = logp.masked_fill(~mask, 0.0)   # 0 · (−inf) would make NaN gradients
-    return -(safe.exp() * safe).masked_fill(~mask, 0.0).sum(-1)
-
-
-def _sample(logp: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    p = np.exp(logp.astype(np.float64))
-    c = np.cumsum(p, axis=1)
-    u = rng.random(len(p)) * c[:, -1]
-    return np.minimum((c < u[:, None]).sum(axis=1), p.shape[1] - 1)
-
-
-def _evaluate_actions(policy: VMR2LPolicy, t: dict[str, Any], vm_act: torch.Tensor,
-                      slot_act: torch.Tensor, slot_mask: torch.Tensor):
-    """log π(vm, slot), entropy and value of a batch (trimmed tensors)."""
-    logits, value = policy.vm(t["hosts"], t["vms"], t["step"], t["host_pad"], t["vm_pad"],
-                              t["vm_host"])
-    vm_ok = ~t["vm_pad"]
-    lp_vm = _masked_log_softmax(logits, vm_ok)
-    idx = torch.arange(len(vm_act), device=vm_act.device)
-    chosen = t["vms"][idx, vm_act]
-    slot_logits = policy.host(t["hosts"], chosen, t["step"], t["host_pad"])
-    mask = slot_mask[:, :slot_logits.shape[1]]
-    lp_slot = _masked_log_softmax(slot_logits, mask)
-    logp = lp_vm[idx, vm_act] + lp_slot[idx, slot_act]
-    ent = _entropy(lp_vm, vm_ok) + _entropy(lp_slot, mask)
-    return logp, ent, value, lp_vm, lp_slot
-
-
-def teacher_data(cfg: TrainConfig, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Behaviour-cloning samples: the heuristic ``cfg.warmstart``'s migrations on
-    ``warmstart_mappings`` training mappings, one sample per migration (the observation
-    before it, the VM's token, its slot)."""
-    teacher = {"alpha_vbpp": AlphaVBPP, "greedy": Greedy}[cfg.warmstart]()
-    env = VMR2LEnv(cfg.env_config())
-    obs, vm_a, slot_a, ret = [], [], [], []
-    for _ in range(cfg.warmstart_mappings):
-        o, _ = env.reset(seed=int(rng.integers(2**62)))
-        plan = teacher.reschedule(env.state.copy(), cfg.mnl)
-        pos = {int(k): i for i, k in enumerate(env.tokens)}
-        rewards = []
-        for m in plan:
-            token = pos[int(m.vm)]
-            slot = 2 * m.host + (0 if m.numa < 0 else m.numa)
-            obs.append(o)
-            vm_a.append(token)
-            slot_a.append(slot)
-            o, r, _, _, info = env.step((token, slot))
-            rewards.append(r)
-            assert not info["invalid"]
-        g, rtg = 0.0, []
-        for r in reversed(rewards):   # discounted return from each step on
-            g = r + cfg.gamma * g
-            rtg.append(g)
-        ret += rtg[::-1]
-    data = _stack(obs)
-    data["vm_a"] = np.array(vm_a, dtype=np.int64)
-    data["slot_a"] = np.array(slot_a, dtype=np.int64)
-    data["ret"] = np.array(ret, dtype=np.float32)
-    return data
-
-
-def clone(policy: VMR2LPolicy, cfg: TrainConfig, data: dict[str, np.ndarray],
-          rng: np.random.Generator, device, say) -> float:
-    """Behaviour cloning on ``data``; returns the last epoch's mean loss."""
-    opt = torch.optim.Adam(policy.parameters(), lr=cfg.warmstart_lr, eps=1e-5)
-    n = len(data["vm_a"])
-    mb_size = max(1, (cfg.num_envs * cfg.num_steps) // cfg.num_minibatches)
-    policy.train()
-    loss_mean = float("nan")
-    for epoch in range(cfg.warmstart_epochs):
-        perm = rng.permutation(n)
-        losses = []
-        for start in range(0, n, mb_size):
-            mb = perm[start:start + mb_size]
-            tb = _tensors({k: v[mb] for k, v in data.items()}, device)
-            vm = torch.as_tensor(data["vm_a"][mb], device=device)
-            slot = torch.as_tensor(data["slot_a"][mb], device=device)
-            H = tb["H"]
-            mask = torch.ones(len(mb), 2 * H, dtype=torch.bool, device=device)
-            mask &= ~tb["host_pad"].repeat_interleave(2, dim=1)
-            logp, _, v, _, _ = _evaluate_actions(policy, tb, vm, slot, mask)
-            ret = torch.as_tensor(data["ret"][mb], device=device)
-            # the critic learns the teacher's returns too, so that PPO starts with
-            # advantages that are not noise (a random critic undoes the cloning)
-            loss = -logp.mean() + 0.5 * ((v - ret) ** 2).mean()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
-            opt.step()
-            losses.append(float(loss.detach()))
-        loss_mean = float(np.mean(losses))
-        say(f"warm start ({cfg.warmstart}, {n} migrations): epoch {epoch + 1} loss "
-            f"{loss_mean:.3f}")
-    return loss_mean
 
 
 def _meta(cfg: TrainConfig, *, command, iteration, iterations, wall, env_steps, eval_fr,
