@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dcsim.reschedulers import mip as rmip
+from dcsim.reschedulers import mip_model as rmodel
 from dcsim.reschedulers.builtin import MIP, AlphaVBPP, Greedy
 from dcsim.vm import BOTH, VM, Host, MappingState
 from dcsim.vm.mapping_io import parse_mapping
@@ -177,11 +178,11 @@ def test_bound_is_a_lower_bound_on_the_per_vm_optimum(seed, mnl, node_limit):
 def test_same_shape_swaps_cancel_unless_hall_breaks():
     """A VM of a shape leaving and another arriving at the same (host, NUMA) cancel; the
     cancellation is refused when what remains could not be matched across hosts."""
-    assert rmip._cancel({0: 1, 2: 1}, {0: 1, 4: 1}) == ({2: 1}, {4: 1})
-    assert rmip._cancel({0: 1, 2: 1}, {2: 1, 0: 1}) == ({}, {})
+    assert rmodel._cancel({0: 1, 2: 1}, {0: 1, 4: 1}) == ({2: 1}, {4: 1})
+    assert rmodel._cancel({0: 1, 2: 1}, {2: 1, 0: 1}) == ({}, {})
     # host 0 leaves from NUMA 0 and receives on NUMA 1; host 1 swaps: cancelling host 1's
     # pair leaves one move from host 0 to host 0, which is not a migration
-    assert rmip._cancel({0: 1, 2: 1}, {1: 1, 2: 1}) == ({0: 1, 2: 1}, {1: 1, 2: 1})
+    assert rmodel._cancel({0: 1, 2: 1}, {1: 1, 2: 1}) == ({0: 1, 2: 1}, {1: 1, 2: 1})
 
 
 def test_prune_drops_moves_that_do_not_help():
@@ -202,7 +203,7 @@ def test_identical_hosts_are_grouped_and_keep_the_optimum():
     hosts = [Host(f"h{i}", (20, 20), (40, 40)) for i in range(4)]
     vms = [VM("a", 6, 1, 1), VM("b", 6, 1, 1), VM("c", 4, 1, 1), VM("d", 6, 1, 1)]
     s = MappingState(hosts, vms, [(0, 0), (1, 0), (2, 1), (3, 0)])
-    assert rmip._identical_hosts(s) == [[0, 1, 3]]
+    assert rmodel._identical_hosts(s) == [[0, 1, 3]]
     for mnl in (1, 2, 3):
         agg = MIP(MIP.parse_options({"warm_start": False})).run(s, mnl)
         per = MIP(MIP.parse_options({"formulation": "per_vm", "warm_start": False})).run(s, mnl)
