@@ -17,9 +17,7 @@ STILL_LONG = {
     "dcsim/allocators/oktopus.py": 578,
     "dcsim/sim/vm_online.py": 487,
     "dcsim/allocators/vc_tetris.py": 564,
-    "dcsim/learn/ppo.py": 559,
     "dcsim/sim/engine.py": 512,
-    "dcsim/learn/deeprm.py": 502,
 }
 LIMIT = 450
 
