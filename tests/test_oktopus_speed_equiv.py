@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dcsim.allocators import oktopus as okt
+from dcsim.allocators import oktopus_sets
 from dcsim.allocators.oktopus import oktopus_embed, oktopus_embed_batch
 from dcsim.allocators.vc_batch import (
     _popcount_swar,
@@ -91,7 +91,7 @@ def random_states(topo, rng, k, tight):
 @pytest.fixture(params=["python", "numpy"])
 def exact_path(request, monkeypatch):
     """Few exactly summed groups go through Python ints, many through numpy: force each."""
-    monkeypatch.setattr(okt, "_PY_MAX", 10**9 if request.param == "python" else 0)
+    monkeypatch.setattr(oktopus_sets, "_PY_MAX", 10**9 if request.param == "python" else 0)
     return request.param
 
 
@@ -139,12 +139,12 @@ def test_uneven_trees_with_scattered_uplinks(seed, k, pow2, python, opts):
     n = rng.integers(1, 20, k)
     s = rng.choice([0.0, 1.0, 2.0, 4.0] if pow2 else [0.0, 0.3, 1.5, 2.5], k)
     b = rng.choice([1.0, 2.0, 4.0] if pow2 else [0.0, 0.1, 0.7, 1.1], k)
-    old = okt._PY_MAX
-    okt._PY_MAX = 10**9 if python else 0
+    old = oktopus_sets._PY_MAX
+    oktopus_sets._PY_MAX = 10**9 if python else 0
     try:
         check_rows(levels, free, lf, n, s, b, opts)
     finally:
-        okt._PY_MAX = old
+        oktopus_sets._PY_MAX = old
 
 
 @settings(max_examples=300, deadline=None)
@@ -152,7 +152,7 @@ def test_uneven_trees_with_scattered_uplinks(seed, k, pow2, python, opts):
 def test_python_minkowski_sum_equals_the_numpy_one(a, b, shift):
     b >>= shift  # sets of every width
     want = int(sum_sets(np.array([a], dtype=np.uint64), np.array([b], dtype=np.uint64))[0])
-    assert okt._py_sum(a, b) == want
+    assert oktopus_sets._py_sum(a, b) == want
 
 
 def test_popcount_fallback_counts_bits():
