@@ -14,7 +14,6 @@ ROOT = Path(__file__).resolve().parent.parent
 #: modules longer than the limit when it was set, and their length then: each may only
 #: shrink (split it along its seams, then drop it from here)
 STILL_LONG = {
-    "dcsim/sim/vm_online.py": 487,
     "dcsim/allocators/vc_tetris.py": 564,
     "dcsim/sim/engine.py": 512,
 }

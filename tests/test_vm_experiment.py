@@ -18,7 +18,7 @@ from dcsim.reschedulers.builtin import AlphaVBPP, Greedy
 from dcsim.runner import load_experiment, run_experiment
 from dcsim.runner.config import sweep_points
 from dcsim.runner.reschedule import MIGRATION_COLUMNS, rescheduler_class
-from dcsim.sim.vm_online import check_online
+from dcsim.sim.vm_online_spec import check_online
 from dcsim.sim.vm_static import (
     StaticSpec,
     build_mapping,

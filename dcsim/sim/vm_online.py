@@ -90,19 +90,19 @@ import os
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
 import simpy
-from pydantic import Field, PositiveFloat, model_validator
 
 from dcsim.errors import ConfigError, DcsimError, PluginError
+from dcsim.sim.vm_online_spec import (
+    OnlineSpec,
+    _rescheduler,
+)
 from dcsim.sim.vm_static import (
-    MappingSpec,
     Sink,
-    _Strict,
     build_mapping,
-    resolve_path,
     validate_section,
 )
 from dcsim.vm.arrivals import VMStream, synthetic_stream, trace_stream
@@ -111,119 +111,6 @@ from dcsim.vm.view import MappingView
 
 #: numa column of a rejected VM's row
 REJECTED = -2
-
-
-# -- the vm: section ------------------------------------------------------------------------
-class TraceSpec(_Strict):
-    path: str
-    time_scale: PositiveFloat = 1.0
-    limit: Annotated[int, Field(ge=0)] | None = None
-    spread: Annotated[float, Field(ge=0)] = 0.0
-    start_at_zero: bool = True
-    mem_unit_mb: PositiveFloat = 1024.0
-    double_numa_from: Annotated[int, Field(ge=1)] | None = None
-
-
-class SyntheticVMSpec(_Strict):
-    count: Annotated[int, Field(ge=1)]
-    rate: PositiveFloat
-    mean_lifetime: PositiveFloat | None = None
-    load: PositiveFloat | None = None
-
-    @model_validator(mode="after")
-    def _one_lifetime(self) -> SyntheticVMSpec:
-        if (self.mean_lifetime is None) == (self.load is None):
-            raise ValueError("give exactly one of mean_lifetime (seconds) or load (offered "
-                             "cpu load)")
-        return self
-
-
-class WorkloadSpec(_Strict):
-    trace: TraceSpec | None = None
-    synthetic: SyntheticVMSpec | None = None
-
-    @model_validator(mode="after")
-    def _one_source(self) -> WorkloadSpec:
-        if (self.trace is None) == (self.synthetic is None):
-            raise ValueError("give exactly one of trace or synthetic")
-        return self
-
-
-class RescheduleSpec(_Strict):
-    every: PositiveFloat
-    mnl: Annotated[int, Field(ge=0)]
-    algorithm: str = "greedy"
-    options: dict[str, Any] = Field(default_factory=dict)
-
-
-class OnlineSpec(_Strict):
-    """The ``vm:`` section of a ``mode: vm_online`` experiment (see the module docstring)."""
-
-    mapping: MappingSpec
-    workload: WorkloadSpec
-    reschedule: RescheduleSpec | None = None
-    sample_every: PositiveFloat | None = None
-    until: PositiveFloat | None = None
-    check_invariants: bool = False  # check the state after every event (tests)
-
-
-def placer_class(name: str) -> type:
-    """The placer class registered as ``name`` (the built-ins are found even before
-    ``dcsim.placers.builtin`` is among the plugin manager's built-in modules)."""
-    from dcsim import plugins
-    from dcsim.placers.builtin import PLACERS
-
-    found = {n: r.cls for n, r in plugins.registered("placer").items()}
-    for cls in PLACERS:
-        found.setdefault(cls.name, cls)
-    if name not in found:
-        raise PluginError(f"unknown placer {name!r}; available: {', '.join(sorted(found))} "
-                          "(see `dcsim plugins`)")
-    return found[name]
-
-
-def _default_lookup(name: str) -> type:
-    from dcsim.plugins import get_plugin_class
-
-    return get_plugin_class(name, "rescheduler")
-
-
-def parse_online(spec: dict[str, Any] | None, where: str = "vm",
-                 rescheduler_cls_lookup: Callable[[str], type] | None = None) -> OnlineSpec:
-    """The online ``vm:`` section validated: its fields, and the rescheduler's name and
-    options (files are not looked at; see :func:`check_online`). ConfigError names the
-    field."""
-    s = validate_section(OnlineSpec, spec if spec is not None else {}, where)
-    if s.reschedule is not None:
-        _rescheduler(s.reschedule, rescheduler_cls_lookup, None, where)
-    return s
-
-
-def check_online(spec: dict[str, Any] | None, base_dir: str | os.PathLike | None = None,
-                 rescheduler_cls_lookup: Callable[[str], type] | None = None,
-                 where: str = "vm") -> OnlineSpec:
-    """Validate an online ``vm:`` section without running it (the runner's plan-time
-    check): :func:`parse_online`, and that its files exist (relative to ``base_dir``)."""
-    s = parse_online(spec, where, rescheduler_cls_lookup)
-    if s.mapping.path is not None:
-        p = resolve_path(s.mapping.path, base_dir)
-        if not p.is_file():
-            raise ConfigError(f"{where}.mapping.path: no such file: {p}")
-    if s.workload.trace is not None:
-        p = resolve_path(s.workload.trace.path, base_dir)
-        if not p.is_file():
-            raise ConfigError(f"{where}.workload.trace.path: no such file: {p}")
-    return s
-
-
-def _rescheduler(r: RescheduleSpec, lookup, rng, where: str):
-    lookup = lookup or _default_lookup
-    try:
-        cls = lookup(r.algorithm)
-    except PluginError as e:
-        raise ConfigError(f"{where}.reschedule.algorithm: {e}") from None
-    opts = cls.parse_options(r.options, where=f"{where}.reschedule.options")
-    return cls(opts, rng=rng)
 
 
 # -- the engine -----------------------------------------------------------------------------

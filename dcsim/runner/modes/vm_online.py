@@ -15,12 +15,12 @@ class VMOnlineMode(Mode):
     unused = VM_UNUSED
 
     def check(self, point, base_dir: str) -> None:
-        from dcsim.sim.vm_online import check_online
+        from dcsim.sim.vm_online_spec import check_online
 
         check_online(point.vm, base_dir, where="vm")
 
     def resolved(self, spec) -> dict[str, Any]:
-        from dcsim.sim.vm_online import parse_online
+        from dcsim.sim.vm_online_spec import parse_online
 
         return {"vm": parse_online(spec.vm, where="vm").model_dump(mode="json",
                                                                    exclude_none=True)}
