@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from types import GeneratorType, MappingProxyType
 from typing import Any
@@ -44,38 +43,12 @@ from dcsim.allocators.base import Allocator
 from dcsim.errors import DcsimError, PluginError
 from dcsim.model import ClusterState, Placement, Request, StateView, Topology
 from dcsim.model.state import EPS
+from dcsim.sim.config import EngineConfig
 from dcsim.sim.metrics import AcceptanceLog, Meter
-from dcsim.sim.records import ColumnBuffer
+from dcsim.sim.records import ColumnBuffer, request_columns
 from dcsim.workload.base import RequestBatch, RequestSource
 
-
-@dataclass
-class EngineConfig:
-    """Measurement settings of one run."""
-
-    warmup_requests: int = 0  # the first N arrivals are not measured
-    warmup_time: float = 0.0  # arrivals before this time are not measured
-    sample_interval: float | None = None  # time-series period (simulated time)
-    sample_every: int = 100  # ... or one sample per this many arrivals when no interval
-    flush_rows: int = 65536  # time-series rows per batch handed to the sink
-    # "reject": the allocator decides at arrival (a request that fits nowhere is dropped);
-    # "wait": a request held until the cluster's total free resources cover its demand
-    capacity: str = "reject"
-    # "before_arrivals": requests ending at t are released before a request arriving at t is
-    # offered; "after_first_step": after its first partial step (the Nara authors' clock)
-    departures: str = "before_arrivals"
-
-    def __post_init__(self) -> None:
-        if self.capacity not in CAPACITY_MODES:
-            raise ValueError(f"capacity must be one of {CAPACITY_MODES}, got {self.capacity!r}")
-        if self.departures not in DEPARTURE_MODES:
-            raise ValueError(f"departures must be one of {DEPARTURE_MODES}, "
-                             f"got {self.departures!r}")
-
-
-CAPACITY_MODES = ("reject", "wait")
 _NO_ATTRS: MappingProxyType[str, Any] = MappingProxyType({})  # a request without attrs
-DEPARTURE_MODES = ("before_arrivals", "after_first_step")
 
 
 #: Receives column batches: ``sink(kind, columns)`` with kind "requests" (one call per
@@ -430,54 +403,8 @@ class Engine:
         measured = (ids >= self.config.warmup_requests) & (arrival >= self.config.warmup_time)
         self._measured_log.extend(accepted[measured])
         if self.sink is not None:
-            self._record_batch(batch, ids, arrival, accepted, measured, placements, decisions,
-                               waits)
-
-    def _record_batch(
-        self,
-        batch: RequestBatch,
-        ids: np.ndarray,
-        arrival: np.ndarray,
-        accepted: np.ndarray,
-        measured: np.ndarray,
-        placements: list[Placement | None],
-        decisions: list[float],
-        waits: np.ndarray | None,
-    ) -> None:
-        """Hand one batch's request rows to the sink, built column-wise."""
-        n = len(placements)
-        topo = self.topology
-        duration = np.asarray(batch.duration, dtype=np.float64)
-        cols: dict[str, Any] = {"id": ids, "arrival": arrival, "duration": duration}
-        for j, name in enumerate(topo.resources):
-            cols[name] = batch.demand[:, j]
-        cols["bandwidth"] = batch.bandwidth
-        for k, v in batch.attrs.items():
-            cols[k] = v
-        cols["accepted"] = accepted
-        if waits is None:
-            cols["wait"] = np.zeros(n)
-            start = arrival
-        else:
-            cols["wait"] = waits
-            start = arrival + waits
-        cols["start"] = np.where(accepted, start, np.nan)
-        cols["end"] = np.where(accepted, start + duration, np.nan)
-        servers = [[] if p is None else p.servers.tolist() for p in placements]
-        # defaults for the common case (one server, no network); others are fixed up below
-        locality = np.where(accepted, 0, -1)
-        footprint = np.where(accepted, 0.0, np.nan)
-        for i, p in enumerate(placements):
-            if p is not None and (p.servers.shape[0] != 1 or p.links.shape[0]):
-                locality[i] = topo.locality(p.servers)
-                footprint[i] = p.footprint
-        cols["n_servers"] = np.fromiter(map(len, servers), dtype=np.int64, count=n)
-        cols["servers"] = servers
-        cols["locality"] = locality
-        cols["footprint"] = footprint
-        cols["measured"] = measured
-        cols["decision_s"] = np.asarray(decisions, dtype=np.float64)
-        self.sink("requests", cols)
+            self.sink("requests", request_columns(self.topology, batch, ids, arrival, accepted,
+                                                  measured, placements, decisions, waits))
 
     def _sample(self) -> None:
         row = {

@@ -1,9 +1,15 @@
-"""Column-oriented record buffers: appending to lists is the cheapest per-event bookkeeping."""
+"""Records: column-oriented buffers (appending to lists is the cheapest per-event
+bookkeeping) and the loss engine's request rows, built a workload batch at a time."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any
+
+import numpy as np
+
+from dcsim.model import Placement, Topology
+from dcsim.workload.base import RequestBatch
 
 
 class ColumnBuffer:
@@ -25,3 +31,50 @@ class ColumnBuffer:
         for n in self._names:
             self.columns[n]  # fix the column order up front
         self.rows = 0
+
+
+def request_columns(
+    topo: Topology,
+    batch: RequestBatch,
+    ids: np.ndarray,
+    arrival: np.ndarray,
+    accepted: np.ndarray,
+    measured: np.ndarray,
+    placements: list[Placement | None],
+    decisions: list[float],
+    waits: np.ndarray | None,
+) -> dict[str, Any]:
+    """One batch's rows of the ``requests`` table (:data:`dcsim.results.schema.LOSS_REQUESTS`),
+    built column-wise."""
+    n = len(placements)
+    duration = np.asarray(batch.duration, dtype=np.float64)
+    cols: dict[str, Any] = {"id": ids, "arrival": arrival, "duration": duration}
+    for j, name in enumerate(topo.resources):
+        cols[name] = batch.demand[:, j]
+    cols["bandwidth"] = batch.bandwidth
+    for k, v in batch.attrs.items():
+        cols[k] = v
+    cols["accepted"] = accepted
+    if waits is None:
+        cols["wait"] = np.zeros(n)
+        start = arrival
+    else:
+        cols["wait"] = waits
+        start = arrival + waits
+    cols["start"] = np.where(accepted, start, np.nan)
+    cols["end"] = np.where(accepted, start + duration, np.nan)
+    servers = [[] if p is None else p.servers.tolist() for p in placements]
+    # defaults for the common case (one server, no network); others are fixed up below
+    locality = np.where(accepted, 0, -1)
+    footprint = np.where(accepted, 0.0, np.nan)
+    for i, p in enumerate(placements):
+        if p is not None and (p.servers.shape[0] != 1 or p.links.shape[0]):
+            locality[i] = topo.locality(p.servers)
+            footprint[i] = p.footprint
+    cols["n_servers"] = np.fromiter(map(len, servers), dtype=np.int64, count=n)
+    cols["servers"] = servers
+    cols["locality"] = locality
+    cols["footprint"] = footprint
+    cols["measured"] = measured
+    cols["decision_s"] = np.asarray(decisions, dtype=np.float64)
+    return cols
