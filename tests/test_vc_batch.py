@@ -16,12 +16,11 @@ from dcsim.allocators.vc_batch import MAX_BITS_N, high_bit, hose_sets, sum_sets
 from dcsim.allocators.vc_tetris import (
     ZERO_BANDWIDTH,
     VCTetris,
-    _feasible_runs,
-    _greedy,
-    _greedy_batch,
     tetris_embed,
     tetris_embed_batch,
 )
+from dcsim.allocators.vc_tetris_batch import _feasible_runs, _greedy_batch
+from dcsim.allocators.vc_tetris_score import _greedy
 from dcsim.model.state import ClusterState, StateView
 from dcsim.model.topologies import build_topology
 from dcsim.model.vc import HOST_LINK_RULES, TreeLevels
