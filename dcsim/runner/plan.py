@@ -44,6 +44,8 @@ class RunPlan:
     where: str = field(default="allocators")  # field path of this allocator, for errors
     #: the sweep columns' types over the whole sweep (:func:`dcsim.results.schema.param_types`)
     param_types: dict[str, str] = field(default_factory=dict)
+    #: ``config`` validated once, when the plan was made (None: validate it when run)
+    spec: ExperimentSpec | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -108,7 +110,8 @@ def load_experiment(
                 digest = hashlib.sha1(key.encode()).hexdigest()[:10]
                 run_id = f"{_slug(label)}-s{s}-{digest}"
                 runs.append(
-                    RunPlan(spec.name, run_id, s, label, alloc, params, data, base_dir, where)
+                    RunPlan(spec.name, run_id, s, label, alloc, params, data, base_dir, where,
+                            spec=point)
                 )
     types = param_types(r.params for r in runs)
     runs = [replace(r, param_types=types) for r in runs]

@@ -37,7 +37,7 @@ def execute_run(plan: RunPlan, out: str | Path) -> dict[str, Any]:
     from dcsim.runner.modes import MODES
 
     t0 = time.perf_counter()
-    spec = validate_spec(plan.config, plan.experiment)
+    spec = plan.spec if plan.spec is not None else validate_spec(plan.config, plan.experiment)
     workload_rng, plugin_rng = run_rngs(spec.seed, plan.seed)
     built = MODES[spec.mode].build(spec, plan, workload_rng, plugin_rng)
     tables = {name: t.bind(flags=built.flags, **built.families)
