@@ -7,9 +7,10 @@ remaining)`` from each chosen server, the k-shortest-path check, both reservatio
 baselines: its allocator's ``allocate()`` returns a generator that yields a SimPy event at
 every choice; the engine's arrival process waits on it (``yield from``), the environment
 steps the simulation until such an event is pending, returns the observation, and
-``step(action)`` triggers the event with the chosen server (URGENT priority, at the same
-simulated instant, so nothing else happens in between — exactly as when a baseline chooses
-inside ``allocate()``).
+``step(action)`` interrupts the waiting arrival process with the chosen server as the
+interrupt's cause (SimPy schedules interrupts ahead of everything else at the same simulated
+instant, so nothing else happens in between — exactly as when a baseline chooses inside
+``allocate()``).
 
 Observation (``gymnasium.spaces.Dict``; :class:`~dcsim.allocators.nara_learned.Observer`
 defines the features): ``nodes`` (max_nodes × F), ``edges`` (max_edges × 2),
@@ -142,7 +143,8 @@ class AgentAllocator(MultiServerAllocator):
 
     ``allocate()`` returns a generator (a *stepwise* decision, see
     :mod:`dcsim.sim.engine`): at each choice it sets :attr:`pending` to ``(partial, event)``
-    and waits on ``event``, whose value is the chosen server (None: fail the request). A
+    and waits on ``event``; the environment delivers the chosen server (None: fail the
+    request) by interrupting the waiting arrival process with it as the cause. A
     request with no eligible server left fails without asking. Finished requests are
     appended to :attr:`results` as ``(request, placement or None)``.
     """
@@ -171,9 +173,12 @@ class AgentAllocator(MultiServerAllocator):
         try:
             while True:
                 if part.eligible().any():
-                    ev = self.sim.event()
-                    self.pending = (part, ev)
-                    server = yield ev
+                    ev = self.sim.event()   # never triggered: the choice arrives as an
+                    self.pending = (part, ev)   # interrupt of the waiting arrival process
+                    try:
+                        server = yield ev
+                    except simpy.Interrupt as choice:
+                        server = choice.cause
                 else:
                     server = None
                 part = steps.send(server)
@@ -181,13 +186,6 @@ class AgentAllocator(MultiServerAllocator):
             result = stop.value
         self.results.append((request, result))
         return result
-
-
-def _succeed_now(sim: simpy.Environment, event: simpy.Event, value: Any) -> None:
-    """Trigger ``event`` with ``value`` ahead of everything else at the current instant."""
-    event._ok = True
-    event._value = value
-    sim.schedule(event, simpy.core.URGENT)
 
 
 class NaraEnv(gym.Env):
@@ -309,8 +307,9 @@ class NaraEnv(gym.Env):
         alloc.pending = None
         a = int(action)
         invalid = not (0 <= a < self._mask.shape[0] and self._mask[a])
-        sim = self.engine.env
-        _succeed_now(sim, event, None if invalid else a)
+        # SimPy schedules an interrupt ahead of everything else at this instant (public
+        # API; a plain event's succeed() would queue behind same-instant departures)
+        self._arrivals.interrupt(None if invalid else a)
         self._advance()
         cfg = self.config
         new = alloc.results[self._seen:]
