@@ -1,7 +1,9 @@
 """The simulation families as one protocol: each mode is one module holding what an
 experiment of that family needs (its plugin list, its checks before anything runs, its
-resolved sections and how one run is built). A fifth family is one new module here and one
-entry in :data:`MODES`.
+resolved sections and how one run is built). A fifth family is one new module here, an
+entry in :data:`MODES` and in :data:`~dcsim.runner.modes.base.PLUGIN_LISTS`, its ``mode:``
+value and plugin list in the experiment spec, and its tables in
+:mod:`dcsim.results.schema`.
 
 * ``loss`` (:mod:`.loss`): requests arrive; ``allocators`` place or reject them.
 * ``queue`` (:mod:`.queue`): jobs wait; ``schedulers`` pick which starts (DeepRM).
