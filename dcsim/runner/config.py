@@ -26,10 +26,8 @@ from dcsim.errors import ConfigError
 from dcsim.runner.modes.base import PLUGIN_LISTS
 from dcsim.validation import StrictModel
 
-_Strict = StrictModel
 
-
-class AllocatorSpec(_Strict):
+class AllocatorSpec(StrictModel):
     """One allocator (or, in queue mode, scheduler) of the comparison: its registered name,
     options and optional label."""
 
@@ -38,18 +36,18 @@ class AllocatorSpec(_Strict):
     label: str | None = None
 
 
-class WarmupSpec(_Strict):
+class WarmupSpec(StrictModel):
     requests: Annotated[int, Field(ge=0)] = 0
     time: Annotated[float, Field(ge=0)] = 0.0
 
 
-class MetricsSpec(_Strict):
+class MetricsSpec(StrictModel):
     sample_interval: Annotated[float, Field(gt=0)] | None = None
     sample_every: Annotated[int, Field(gt=0)] = 100
     flush_rows: Annotated[int, Field(gt=0)] = 65536  # rows per Parquet row group
 
 
-class QueueSpec(_Strict):
+class QueueSpec(StrictModel):
     """Queue mode's environment (DeepRM): visible slots, backlog, resource horizon."""
 
     slots: Annotated[int, Field(ge=1)] = 10
@@ -67,7 +65,7 @@ QUEUE_TOPOLOGY = {"kind": "flat", "servers": 1, "server": {"cpu": 10, "mem": 10}
 MODES: dict[str, tuple[str, str]] = PLUGIN_LISTS
 
 
-class ExperimentSpec(_Strict):
+class ExperimentSpec(StrictModel):
     """The whole experiment file. ``topology``, ``workload`` and ``vm`` are checked by their
     builders.
 

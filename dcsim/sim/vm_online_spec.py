@@ -14,13 +14,13 @@ from pydantic import Field, PositiveFloat, model_validator
 from dcsim.errors import ConfigError, PluginError
 from dcsim.sim.vm_static import (
     MappingSpec,
-    _Strict,
     resolve_path,
     validate_section,
 )
+from dcsim.validation import StrictModel
 
 
-class TraceSpec(_Strict):
+class TraceSpec(StrictModel):
     path: str
     time_scale: PositiveFloat = 1.0
     limit: Annotated[int, Field(ge=0)] | None = None
@@ -30,7 +30,7 @@ class TraceSpec(_Strict):
     double_numa_from: Annotated[int, Field(ge=1)] | None = None
 
 
-class SyntheticVMSpec(_Strict):
+class SyntheticVMSpec(StrictModel):
     count: Annotated[int, Field(ge=1)]
     rate: PositiveFloat
     mean_lifetime: PositiveFloat | None = None
@@ -44,7 +44,7 @@ class SyntheticVMSpec(_Strict):
         return self
 
 
-class WorkloadSpec(_Strict):
+class WorkloadSpec(StrictModel):
     trace: TraceSpec | None = None
     synthetic: SyntheticVMSpec | None = None
 
@@ -55,14 +55,14 @@ class WorkloadSpec(_Strict):
         return self
 
 
-class RescheduleSpec(_Strict):
+class RescheduleSpec(StrictModel):
     every: PositiveFloat
     mnl: Annotated[int, Field(ge=0)]
     algorithm: str = "greedy"
     options: dict[str, Any] = Field(default_factory=dict)
 
 
-class OnlineSpec(_Strict):
+class OnlineSpec(StrictModel):
     """The ``vm:`` section of a ``mode: vm_online`` experiment (see the module docstring)."""
 
     mapping: MappingSpec

@@ -50,10 +50,9 @@ from dcsim.vm.synthetic import NUMA_CPU, NUMA_MEM, PRESETS, synthetic_mapping
 Sink = Callable[[str, dict[str, Any]], None]
 
 
-_Strict = StrictModel
 
 
-class MappingSpec(_Strict):
+class MappingSpec(StrictModel):
     """Where a run's mapping comes from: exactly one of ``synthetic``, ``path`` or (alone)
     ``hosts`` (see the module docstring)."""
 
@@ -90,7 +89,7 @@ class MappingSpec(_Strict):
         return self.synthetic is None and self.path is None
 
 
-class StaticSpec(_Strict):
+class StaticSpec(StrictModel):
     """The ``vm:`` section of a ``mode: reschedule`` experiment."""
 
     mapping: MappingSpec
