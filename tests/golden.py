@@ -130,8 +130,9 @@ def run_reduced(name: str, folder: Path) -> dict[str, pd.DataFrame]:
 
 
 def read_files(folder: Path) -> pd.DataFrame:
-    """A hive-partitioned table read file by file (the partition values from the path),
-    so that files whose constant columns differ in type still load."""
+    """A hive-partitioned table read file by file, the partition values taken from the
+    path: independent of how a dataset read types partition columns, and it also read the
+    outputs recorded before #17, whose sweep columns could differ in type between files."""
     from urllib.parse import unquote
 
     frames = []

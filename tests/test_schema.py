@@ -29,7 +29,7 @@ from dcsim.results.writer import RunWriter
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUTS = ROOT / "docs" / "reference" / "outputs.md"
 
-TINY = Table("things", "test", (
+TINY = Table("things", (
     Col("id", "int64", "—", "index"),
     Col("<resource>", "float64", "units", "demand"),
     Col("<attribute>", "inferred", "—", "workload columns"),
@@ -71,7 +71,7 @@ def test_writer_keeps_declared_columns_with_their_types_and_attributes(tmp_path)
     ({"id": [1, 2], "cpu": [1.0], "ok": [True, False]}, "things: column 'cpu' has 1 values"),
 ])
 def test_writer_refuses_unknown_missing_and_ragged_columns(tmp_path, batch, message):
-    table = Table("things", "test", TINY.columns[:2] + TINY.columns[3:4], "x")
+    table = Table("things", TINY.columns[:2] + TINY.columns[3:4], "x")
     w = writer(tmp_path, table, resource=["cpu"])
     if "N" in batch and "extra" in batch:   # no open family here: N is unknown too
         message = "things: unknown column 'N'"

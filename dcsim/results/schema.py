@@ -67,7 +67,6 @@ class Table:
     """A declared table: ``name`` is its folder (``requests/``) or ``summary``."""
 
     name: str
-    mode: str
     columns: tuple[Col, ...]
     rows: str  # what one row is, for the docs
 
@@ -187,7 +186,7 @@ def param_value(v: Any, type_name: str) -> Any:
 # ------------------------------------------------------------------------------ tables
 _RES = "the topology's resources, e.g. `cpu`, `mem`"
 
-LOSS_REQUESTS = Table("requests", "loss", (
+LOSS_REQUESTS = Table("requests", (
     Col("id", "int64", "—", "arrival index within the run, from 0"),
     Col("arrival", "float64", "time", "arrival time"),
     Col("duration", "float64", "time", "holding time asked for"),
@@ -206,7 +205,7 @@ LOSS_REQUESTS = Table("requests", "loss", (
     Col("decision_s", "float64", "wall-clock s", "time the allocate call took"),
 ), "one per request")
 
-LOSS_TIMESERIES = Table("timeseries", "loss", (
+LOSS_TIMESERIES = Table("timeseries", (
     Col("time", "float64", "time", "when the sample was taken"),
     Col("received", "int64", "requests", "arrivals so far"),
     Col("accepted", "int64", "requests", "accepted so far"),
@@ -216,7 +215,7 @@ LOSS_TIMESERIES = Table("timeseries", "loss", (
         when="links"),
 ), "one per sample")
 
-LOSS_SUMMARY = Table("summary", "loss", (
+LOSS_SUMMARY = Table("summary", (
     Col("received", "int64", "requests", "measured arrivals"),
     Col("accepted", "int64", "requests", "measured arrivals placed"),
     Col("acceptance_ratio", "float64", "—", "accepted / received"),
@@ -233,7 +232,7 @@ LOSS_SUMMARY = Table("summary", "loss", (
     Col("sim_time", "float64", "time", "simulated time at the end"),
 ), "one per run")
 
-QUEUE_JOBS = Table("jobs", "queue", (
+QUEUE_JOBS = Table("jobs", (
     Col("id", "int64", "—", "index within its job set"),
     Col("jobset", "int64", "—", "which job set of the run, from 0"),
     Col("arrival", "float64", "steps", "arrival step"),
@@ -248,7 +247,7 @@ QUEUE_JOBS = Table("jobs", "queue", (
     Col("slowdown", "float64", "—", "completion_time / duration"),
 ), "one per job")
 
-QUEUE_TIMESERIES = Table("timeseries", "queue", (
+QUEUE_TIMESERIES = Table("timeseries", (
     Col("jobset", "int64", "—", "which job set"),
     Col("time", "float64", "steps", "the step"),
     Col("received", "int64", "jobs", "jobs arrived so far"),
@@ -258,7 +257,7 @@ QUEUE_TIMESERIES = Table("timeseries", "queue", (
     Col("util_<resource>", "float64", "fraction", "running jobs' demand ÷ capacity"),
 ), "one per time step of each job set")
 
-QUEUE_SUMMARY = Table("summary", "queue", (
+QUEUE_SUMMARY = Table("summary", (
     Col("received", "int64", "jobs", "jobs of all the run's job sets"),
     Col("accepted", "int64", "jobs", "jobs admitted"),
     Col("acceptance_ratio", "float64", "—", "accepted / received"),
@@ -273,7 +272,7 @@ QUEUE_SUMMARY = Table("summary", "queue", (
     Col("util_<resource>", "float64", "fraction", "work done over capacity × sim_time"),
 ), "one per run")
 
-VM_MIGRATIONS = Table("migrations", "reschedule", (
+VM_MIGRATIONS = Table("migrations", (
     Col("step", "int64", "—", "the migration's step, from 1"),
     Col("vm_id", "string", "—", "the VM"),
     Col("from_host", "string", "—", "its host before"),
@@ -282,7 +281,7 @@ VM_MIGRATIONS = Table("migrations", "reschedule", (
     Col("to_numa", "int64", "—", "its NUMA after (−1: both)"),
 ), "one per migration")
 
-VM_STATIC_SUMMARY = Table("summary", "reschedule", (
+VM_STATIC_SUMMARY = Table("summary", (
     Col("mnl", "int64", "migrations", "the migration number limit"),
     Col("fr_before", "float64", "—", "fragment rate before"),
     Col("fr_after", "float64", "—", "fragment rate after"),
@@ -298,7 +297,7 @@ VM_STATIC_SUMMARY = Table("summary", "reschedule", (
     Col("info", "string", "—", "JSON text of the rescheduler's details"),
 ), "one per run")
 
-VM_ONLINE_VMS = Table("vms", "vm_online", (
+VM_ONLINE_VMS = Table("vms", (
     Col("id", "int64", "—", "arrival index"),
     Col("arrival", "float64", "s", "arrival time"),
     Col("duration", "float64", "s", "lifetime asked for"),
@@ -312,7 +311,7 @@ VM_ONLINE_VMS = Table("vms", "vm_online", (
     Col("decision_s", "float64", "wall-clock s", "the placer's time"),
 ), "one per arriving VM")
 
-VM_ONLINE_TIMESERIES = Table("timeseries", "vm_online", (
+VM_ONLINE_TIMESERIES = Table("timeseries", (
     Col("time", "float64", "s", "when"),
     Col("event", "string", "—", "start, sample, before_reschedule, after_reschedule, end"),
     Col("fragment_rate", "float64", "—", "the FR then"),
@@ -324,7 +323,7 @@ VM_ONLINE_TIMESERIES = Table("timeseries", "vm_online", (
     Col("migrations_so_far", "int64", "migrations", "migrations so far"),
 ), "one per sample")
 
-VM_ONLINE_SUMMARY = Table("summary", "vm_online", (
+VM_ONLINE_SUMMARY = Table("summary", (
     Col("received", "int64", "VMs", "arrivals"),
     Col("accepted", "int64", "VMs", "placed"),
     Col("rejected", "int64", "VMs", "not placed"),
