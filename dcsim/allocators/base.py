@@ -47,4 +47,14 @@ class Allocator(Configurable, ABC):
         """Return where ``request`` goes, or ``None`` to reject it. Must not mutate anything."""
 
     def released(self, request: Request, placement: Placement, view: StateView) -> None:  # noqa: B027
-        """Called after a request departs and its resources were released."""
+        """Called after a request departs and its resources were released (also when a
+        failure interrupts it: :meth:`allocate` may then be offered it again)."""
+
+    def failed(self, kind: str, index: int, view: StateView) -> None:  # noqa: B027
+        """Called when component ``index`` of ``kind`` (``"server"`` or ``"link"``) fails,
+        after the requests on it were released and before any is offered again
+        (``failures:``, docs/howto/failures.md). It offers no capacity until
+        :meth:`repaired`; ``view.server_up`` / ``view.link_up`` say what is up."""
+
+    def repaired(self, kind: str, index: int, view: StateView) -> None:  # noqa: B027
+        """Called when a failed component is back with its whole capacity."""

@@ -194,7 +194,7 @@ class StateView:
     """
 
     __slots__ = ("_state", "topology", "free", "link_free", "capacity", "link_capacity", "now",
-                 "inv_capacity", "_columns", "workload", "release_due")
+                 "inv_capacity", "_columns", "workload", "release_due", "server_up", "link_up")
 
     def __init__(self, state: ClusterState):
         self._state = state
@@ -221,6 +221,10 @@ class StateView:
         #: releases the requests ending now; a multi-server step calls it after its first
         #: partial step (the Nara authors' clock). None otherwise
         self.release_due: Callable[[], None] | None = None
+        #: with ``failures:``, read-only masks of the servers and links that are up (a
+        #: failed one has no free capacity and takes no request); None without failures
+        self.server_up: np.ndarray | None = None
+        self.link_up: np.ndarray | None = None
 
     def fits(self, demand: np.ndarray) -> np.ndarray:
         """Boolean mask of servers whose free resources cover ``demand`` (vectorised)."""
@@ -229,6 +233,8 @@ class StateView:
         mask = cols[0] >= d[0] - EPS
         for j in range(1, len(cols)):
             mask &= cols[j] >= d[j] - EPS
+        if self.server_up is not None:  # a failed server takes nothing, not even 0
+            mask &= self.server_up
         return mask
 
     @property

@@ -213,7 +213,30 @@ LOSS_TIMESERIES = Table("timeseries", (
     Col("util_<resource>", "float64", "fraction", "used share of each resource"),
     Col("util_bw_<tier>", "float64", "fraction", "reserved share of each link tier",
         when="links"),
+    Col("avail_<resource>", "float64", "fraction", "share of each resource on servers that "
+        "are up", when="failures"),
+    Col("avail_bw_<tier>", "float64", "fraction", "share of a tier's bandwidth on links "
+        "that are up", when="link_failures"),
 ), "one per sample")
+
+#: ``failures:`` (loss and vm_online): one row per failure or repair of a component
+_FAILURE_HEAD = (
+    Col("time", "float64", "time", "when the component failed or was repaired"),
+    Col("event", "string", "—", "fail or repair"),
+    Col("kind", "string", "—", "server or link (vm_online: server = host)"),
+    Col("component", "int64", "—", "its index"),
+    Col("interrupted", "int64", "requests", "requests (VMs) running on it at a failure"),
+    Col("reallocated", "int64", "requests", "of them, placed again (on_failure: reallocate)"),
+    Col("lost_time", "float64", "time", "remaining holding time of those not placed again"),
+    Col("measured", "bool", "—", "inside the measured window (counted in the summary)"),
+)
+
+LOSS_FAILURES = Table("failures", (
+    *_FAILURE_HEAD,
+    Col("avail_<resource>", "float64", "fraction", "share of each resource up after it"),
+    Col("avail_bw_<tier>", "float64", "fraction", "share of a tier's bandwidth up after it",
+        when="links"),
+), "one per failure or repair")
 
 LOSS_SUMMARY = Table("summary", (
     Col("received", "int64", "requests", "measured arrivals"),
@@ -230,6 +253,16 @@ LOSS_SUMMARY = Table("summary", (
     Col("mean_footprint", "float64", "bandwidth", "mean reserved bandwidth", when="links"),
     Col("mean_decision_s", "float64", "wall-clock s", "mean allocate time"),
     Col("sim_time", "float64", "time", "simulated time at the end"),
+    Col("failures", "int64", "—", "component failures in the window", when="failures"),
+    Col("interrupted", "int64", "requests", "requests a failure hit in the window",
+        when="failures"),
+    Col("reallocated", "int64", "requests", "of them, placed again", when="failures"),
+    Col("lost_request_time", "float64", "time", "holding time the dropped ones lost",
+        when="failures"),
+    Col("avail_<resource>", "float64", "fraction", "time-averaged share of each resource "
+        "up", when="failures"),
+    Col("avail_bw_<tier>", "float64", "fraction", "time-averaged share of a tier's "
+        "bandwidth up", when="link_failures"),
 ), "one per run")
 
 QUEUE_JOBS = Table("jobs", (
@@ -345,7 +378,7 @@ VM_ONLINE_SUMMARY = Table("summary", (
 #: every mode's tables: the streamed ones, then ``summary``
 TABLES: dict[str, dict[str, Table]] = {
     "loss": {"requests": LOSS_REQUESTS, "timeseries": LOSS_TIMESERIES,
-             "summary": LOSS_SUMMARY},
+             "failures": LOSS_FAILURES, "summary": LOSS_SUMMARY},
     "queue": {"jobs": QUEUE_JOBS, "timeseries": QUEUE_TIMESERIES, "summary": QUEUE_SUMMARY},
     "reschedule": {"migrations": VM_MIGRATIONS, "summary": VM_STATIC_SUMMARY},
     "vm_online": {"vms": VM_ONLINE_VMS, "timeseries": VM_ONLINE_TIMESERIES,

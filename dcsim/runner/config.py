@@ -24,6 +24,7 @@ from dcsim.config_files import (  # noqa: F401  (their old home; re-exported)
 )
 from dcsim.errors import ConfigError
 from dcsim.runner.modes.base import PLUGIN_LISTS
+from dcsim.sim.failures import FailureSpec
 from dcsim.validation import StrictModel
 
 
@@ -95,6 +96,7 @@ class ExperimentSpec(StrictModel):
     capacity: Literal["reject", "wait"] = "reject"  # lack of total cpu/mem: drop or hold
     # requests ending at t: released before the arrival at t, or after its first step
     departures: Literal["before_arrivals", "after_first_step"] = "before_arrivals"
+    failures: FailureSpec | None = None  # component failures (dcsim.sim.failures)
     warmup: WarmupSpec = Field(default_factory=WarmupSpec)
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
@@ -111,6 +113,9 @@ class ExperimentSpec(StrictModel):
             raise ValueError("workload: Field required")
         if self.departures != "before_arrivals" and self.mode != "loss":
             raise ValueError(f"departures: only the loss-mode engine has it (mode {self.mode!r})")
+        if self.failures is not None and self.mode not in ("loss", "vm_online"):
+            raise ValueError(f"failures: only modes loss and vm_online simulate failures "
+                             f"(mode {self.mode!r})")
         if self.mode in ("reschedule", "vm_online") and self.vm is None:
             raise ValueError(f"vm: Field required in mode {self.mode!r}")
         if self.topology is None:
@@ -153,7 +158,8 @@ def validate_spec(data: dict[str, Any], source: str) -> ExperimentSpec:
         loc = loc.replace(".str", "").replace(".AllocatorSpec", "")
         if not loc:  # a whole-file rule; its message starts with the field it is about
             raise ConfigError(f"{source}: {err['msg'].removeprefix('Value error, ')}") from None
-        raise ConfigError(f"{source}: {loc}: {err['msg']}") from None
+        raise ConfigError(f"{source}: {loc}: {err['msg'].removeprefix('Value error, ')}") \
+            from None
 
 
 #: Column names results already use; a swept key never takes one of them.
@@ -166,6 +172,9 @@ RESERVED_COLUMNS = frozenset({
     # queue mode
     "jobset", "dropped", "slowdown", "completion_time", "mean_slowdown",
     "mean_completion_time", "finished", "unfinished", "jobsets", "forced_jobsets",
+    # failures (their table and summary columns)
+    "failures", "interrupted", "reallocated", "lost_request_time", "lost_vm_time", "event",
+    "kind", "component", "lost_time", "interruptions",
 })
 #: Keys that ``matrix:`` may not sweep (use ``seeds:`` / ``--seeds`` for replications).
 UNSWEEPABLE = ("name", "seed", "seeds", "matrix")

@@ -141,6 +141,8 @@ def resolved_config(exp: Experiment) -> dict[str, Any]:
 
     mode = MODES[exp.spec.mode]
     unused = {key for key, _ in PLUGIN_LISTS.values()} | mode.unused
+    if exp.spec.failures is None:
+        unused.add("failures")
     out = exp.spec.model_dump(mode="json", exclude=unused)
     out.update(mode.resolved(exp.spec))
     allocators, seen = [], set()

@@ -45,7 +45,7 @@ from dcsim.model import ClusterState, Placement, Request, StateView, Topology
 from dcsim.model.state import EPS
 from dcsim.sim.config import EngineConfig
 from dcsim.sim.metrics import AcceptanceLog, Meter
-from dcsim.sim.records import ColumnBuffer, request_columns
+from dcsim.sim.records import ColumnBuffer, request_columns, unpack_batch
 from dcsim.workload.base import RequestBatch, RequestSource
 
 _NO_ATTRS: MappingProxyType[str, Any] = MappingProxyType({})  # a request without attrs
@@ -68,6 +68,7 @@ class Engine:
         rng: np.random.Generator,
         config: EngineConfig | None = None,
         sink: Sink | None = None,
+        failures: Callable[[Engine], Any] | None = None,
     ):
         self.topology = topology
         self.source = source
@@ -108,12 +109,15 @@ class Engine:
         self._server_ids = [np.array([i], dtype=np.int64) for i in range(topology.n_servers)]
         for a in self._server_ids:
             a.flags.writeable = False
+        # component failures (dcsim.sim.loss_failures.LossFailures), built on this engine
+        self._failures = failures(self) if failures is not None else None
 
     # ------------------------------------------------------------------ processes
     def run(self) -> dict[str, Any]:
         """Run to completion (every accepted request departed); return the summary metrics."""
         self.start()
-        self.env.run()
+        # with failures the failure process never runs out: stop when every request is out
+        self.env.run(until=self._failures.done if self._failures is not None else None)
         if not self._arrivals_done:  # cannot happen: a held request fits an empty cluster
             raise DcsimError(f"request {self.received} was held for capacity and never fitted")
         self._flush(final=True)
@@ -128,33 +132,9 @@ class Engine:
         arrivals = self.env.process(self._arrivals())
         if self.config.sample_interval:
             self.env.process(self._sampler(self.config.sample_interval))
+        if self._failures is not None:
+            self._failures.process.start()
         return arrivals
-
-    def _unpack(self, batch: RequestBatch):
-        """A batch's columns as the per-request loop reads them."""
-        n_res = len(self.topology.resources)
-        demand = np.ascontiguousarray(batch.demand, dtype=np.float64)
-        if demand.ndim != 2 or demand.shape[1] != n_res:
-            raise DcsimError(
-                f"workload yields demand of shape {demand.shape}; expected "
-                f"(n, {n_res}) for resources {self.topology.resources}"
-            )
-        for name, col in (("arrival", batch.arrival), ("duration", batch.duration),
-                          ("demand", demand), ("bandwidth", batch.bandwidth)):
-            bad = ~np.isfinite(col) if name == "arrival" else ~(np.isfinite(col) & (col >= 0))
-            if bad.any():
-                i = int(np.flatnonzero(bad.reshape(len(col), -1).any(axis=1))[0])
-                raise DcsimError(
-                    f"workload: request {self.received + i} has {name} "
-                    f"{np.asarray(col[i]).tolist()}: every arrival must be finite and every "
-                    "duration, demand and bandwidth finite and non-negative (a trace's value, "
-                    "or a distribution's parameters too large for floats)")
-        # read-only, so a plugin cannot change a request it is given (a view when
-        # ascontiguousarray returned the workload's own array)
-        demand = demand.view()
-        demand.flags.writeable = False
-        attrs = {k: v.tolist() for k, v in batch.attrs.items()}
-        return demand, batch.duration.tolist(), batch.bandwidth.tolist(), attrs
 
     def _arrivals(self):
         """Offer each request to the allocator at its arrival.
@@ -168,7 +148,8 @@ class Engine:
         wait = self._wait
         shift = 0.0  # total wait so far: how far later arrivals are pushed back
         for batch in self.source.batches(self.rng):
-            demand, duration, bandwidth, attrs = self._unpack(batch)
+            demand, duration, bandwidth, attrs = unpack_batch(batch, self.topology.resources,
+                                                              self.received)
             first_id = self.received
             placements: list[Placement | None] = []
             decisions: list[float] = []
@@ -206,6 +187,9 @@ class Engine:
         if self._measured_received:  # the last request's per-request utilisation sample
             self.meter.decision_sample()
         self.meter.close_window(env.now)
+        if self._failures is not None:
+            self._failures.process.close(env.now)
+            self._failures.check_done()
 
     def _hold(self, req: Request):
         """Until the cluster's total free resources cover ``req``'s demand, wait for
@@ -221,7 +205,7 @@ class Engine:
         # the window opens at the arrival, before the wait, as in loss mode
         if (not self.meter.open and req.id >= cfg.warmup_requests
                 and req.arrival >= cfg.warmup_time):
-            self.meter.open_window(self.env.now)
+            self._open_window(self.env.now)
         since = self.env.now
         while (free.sum(axis=0) + tol < d).any():
             self._departure = self.env.event()
@@ -229,6 +213,11 @@ class Engine:
         if self._defer:  # the authors' clock ticks once more before the request is placed
             yield self.env.timeout(1.0)
         return self.env.now - since
+
+    def _open_window(self, now: float) -> None:
+        self.meter.open_window(now)
+        if self._failures is not None:
+            self._failures.process.open(now)
 
     def _sampler(self, interval: float):
         while not self._arrivals_done:
@@ -244,7 +233,7 @@ class Engine:
         cfg = self.config
         measured = req.id >= cfg.warmup_requests and req.arrival >= cfg.warmup_time
         if measured and not self.meter.open:
-            self.meter.open_window(now)
+            self._open_window(now)
         self.received += 1
         if measured:
             self._measured_received += 1
@@ -285,7 +274,11 @@ class Engine:
                 self._measured_accepted += 1
                 self._footprint_sum += placement.footprint
             ev = self.env.timeout(req.duration)
-            ev.callbacks.append(partial(self._on_depart, req, placement, amount))
+            if self._failures is None:
+                ev.callbacks.append(partial(self._on_depart, req, placement, amount))
+            else:  # released by what it holds at its end (a failure may have moved it)
+                self._failures.hold(req, placement, amount, now + req.duration)
+                ev.callbacks.append(partial(self._failures.departure, req.id))
         if measured:
             self._decision_sum += decision
         return placement, decision
@@ -297,6 +290,10 @@ class Engine:
         """
         if choice is None:
             return None, None
+        if self._failures is not None:
+            why = self._failures.refused(choice)
+            if why is not None:
+                raise self._error(why)
         if type(choice) is int or isinstance(choice, np.integer):
             s = int(choice)
             if not 0 <= s < self._n_servers:
@@ -346,6 +343,8 @@ class Engine:
         if self._notify_release:
             self.view.now = self.env.now
             self.allocator.released(req, placement, self.view)
+        if self._failures is not None:
+            self._failures.released(placement)
 
     def _depart_and_notify(self, req: Request, placement: Placement, amount: list[float],
                            event: simpy.Event) -> None:
@@ -411,7 +410,8 @@ class Engine:
             "time": float(self.env.now),
             "received": self.received,
             "accepted": self.accepted,
-            **self.meter.instant(self.state),
+            **(self.meter.instant(self.state) if self._failures is None
+               else self._failures.instant()),
         }
         self._samples.append_row(row)
         if self._samples.rows >= self.config.flush_rows:
@@ -421,6 +421,10 @@ class Engine:
         if self._samples.rows and self.sink is not None:
             self.sink("timeseries", self._samples.columns)
         self._samples.clear()
+        if final and self._failures is not None and self.sink is not None:
+            rows = self._failures.process.columns()
+            if rows["time"]:
+                self.sink("failures", rows)
 
     # ------------------------------------------------------------------ summary
     def summary(self) -> dict[str, Any]:
@@ -436,4 +440,6 @@ class Engine:
             out["mean_footprint"] = self._footprint_sum / acc if acc else math.nan
         out["mean_decision_s"] = self._decision_sum / rec if rec else math.nan
         out["sim_time"] = float(self.env.now)
+        if self._failures is not None:
+            out.update(self._failures.process.summary("lost_request_time"))
         return out

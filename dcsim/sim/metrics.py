@@ -133,6 +133,15 @@ class Meter:
         for j, a in enumerate(amount):
             used[j] -= a
 
+    def interrupted(self, rid: int, now: float) -> None:
+        """A failure released ``rid`` at ``now``, before its end: it counts up to ``now``."""
+        start, end, amount, tier_bw = self.active.pop(rid)
+        used = self.used
+        for j, a in enumerate(amount):
+            used[j] -= a
+        if self.open:  # counted from max(start, window start) to end so far
+            self._add(amount, tier_bw, -(end - max(now, start)))
+
     def decision_sample(self) -> None:
         """Record the used fraction of each resource now (the engine calls it as a measured
         request is offered to the allocator, after any wait, and once after the last one)."""
@@ -172,15 +181,23 @@ class Meter:
     def tier_label(self, tier: int) -> str:
         return self.topology.tier_label(tier)
 
-    def instant(self, state: ClusterState) -> dict[str, float]:
-        """Used fractions right now (for time series), read from the state."""
+    def instant(self, state: ClusterState, down: np.ndarray | None = None,
+                link_down: np.ndarray | None = None) -> dict[str, float]:
+        """Used fractions right now (for time series), read from the state; ``down`` (the
+        failed servers' capacity per resource) and ``link_down`` (a mask of failed links)
+        hold no free capacity but are not used."""
         out: dict[str, float] = {"active": float(len(self.active))}
         used = self.capacity - state.free.sum(axis=0)
+        if down is not None:
+            used = used - down
         for name, u, c in zip(self.topology.resources, used, self.capacity, strict=True):
             out[f"util_{name}"] = float(u / c) if c > 0 else math.nan
         if self.tiers:
+            link_used = state.link_used
+            if link_down is not None:
+                link_used = np.where(link_down, 0.0, link_used)
             tier_used = np.bincount(
-                self.link_tier_pos, weights=state.link_used, minlength=len(self.tiers)
+                self.link_tier_pos, weights=link_used, minlength=len(self.tiers)
             )
             for t, u, c in zip(self.tiers, tier_used, self.tier_capacity, strict=True):
                 out[f"util_bw_{self.tier_label(t)}"] = float(u / c) if c > 0 else math.nan

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from dcsim.errors import DcsimError
 from dcsim.model import Placement, Topology
 from dcsim.workload.base import RequestBatch
 
@@ -78,3 +79,32 @@ def request_columns(
     cols["measured"] = measured
     cols["decision_s"] = np.asarray(decisions, dtype=np.float64)
     return cols
+
+
+def unpack_batch(batch: RequestBatch, resources: tuple[str, ...] | list[str], first_id: int):
+    """A batch's columns as the engine's per-request loop reads them: a read-only demand
+    array and Python lists; a :class:`DcsimError` names the first request with a
+    non-finite or negative value (``first_id`` numbers the batch's first request)."""
+    n_res = len(resources)
+    demand = np.ascontiguousarray(batch.demand, dtype=np.float64)
+    if demand.ndim != 2 or demand.shape[1] != n_res:
+        raise DcsimError(
+            f"workload yields demand of shape {demand.shape}; expected "
+            f"(n, {n_res}) for resources {tuple(resources)}"
+        )
+    for name, col in (("arrival", batch.arrival), ("duration", batch.duration),
+                      ("demand", demand), ("bandwidth", batch.bandwidth)):
+        bad = ~np.isfinite(col) if name == "arrival" else ~(np.isfinite(col) & (col >= 0))
+        if bad.any():
+            i = int(np.flatnonzero(bad.reshape(len(col), -1).any(axis=1))[0])
+            raise DcsimError(
+                f"workload: request {first_id + i} has {name} "
+                f"{np.asarray(col[i]).tolist()}: every arrival must be finite and every "
+                "duration, demand and bandwidth finite and non-negative (a trace's value, "
+                "or a distribution's parameters too large for floats)")
+    # read-only, so a plugin cannot change a request it is given (a view when
+    # ascontiguousarray returned the workload's own array)
+    demand = demand.view()
+    demand.flags.writeable = False
+    attrs = {k: v.tolist() for k, v in batch.attrs.items()}
+    return demand, batch.duration.tolist(), batch.bandwidth.tolist(), attrs

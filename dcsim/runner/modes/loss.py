@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from dcsim.errors import ConfigError
 from dcsim.runner.modes.base import Built, Mode, plugin_instance, topology_families
 
@@ -26,6 +28,8 @@ class LossMode(Mode):
                 and point.warmup.requests >= n):
             raise ConfigError(f"warmup.requests: {point.warmup.requests} is not below "
                               f"workload.requests ({n}): no request would be measured")
+        if point.failures is not None:  # a bad trace or tier name fails here, not in a run
+            failure_schedule(point.failures, topology, np.random.default_rng(0), base_dir)
         attrs = point.workload.get("attrs") or {}
         taken = [a for a in attrs if a in RESERVED_COLUMNS or a in topology.resources]
         if taken:
@@ -59,5 +63,24 @@ class LossMode(Mode):
             departures=spec.departures,
         )
         families, flags = topology_families(topology)
+        failures = None
+        if spec.failures is not None:
+            from dcsim.sim.failures import failure_rng
+            from dcsim.sim.loss_failures import LossFailures
+
+            rng = failure_rng(spec.seed, plan.seed)
+            fspec = spec.failures
+            flags = [*flags, "failures", *(["link_failures"] if topology.n_links else [])]
+
+            def failures(engine):
+                return LossFailures(engine, fspec, rng, plan.base_dir)
+
         return Built(lambda sink: Engine(topology, source, allocator, workload_rng, config,
-                                         sink=sink).run(), families, flags)
+                                         sink=sink, failures=failures).run(), families, flags)
+
+
+def failure_schedule(spec, topology, rng, base_dir):
+    """The failure schedule of ``spec`` on ``topology`` (its errors are ConfigErrors)."""
+    from dcsim.sim.failures import Components, FailureSchedule
+
+    return FailureSchedule(spec, Components.of_topology(topology), rng, base_dir)

@@ -1,0 +1,191 @@
+"""What the SimPy engines share: time averages of piecewise-constant quantities, and the
+component-failure process.
+
+The loss engine (:mod:`dcsim.sim.engine`) and the VM online engine
+(:mod:`dcsim.sim.vm_online`) each keep their own domain state (a topology's free resources;
+a host × NUMA mapping). A *failure target* adapts that state to the failure process
+(:class:`FailureTarget`): it takes a component down, deals with what ran on it and brings it
+back. :class:`FailureProcess` walks a :class:`~dcsim.sim.failures.FailureSchedule`, calls
+the target at each failure and repair, writes the ``failures`` table and keeps the failure
+metrics and the time-averaged available capacity over the engine's measured window.
+
+Event order: a failure or repair at time ``t`` is one SimPy timeout, scheduled when the
+previous one was handled; among the events of one instant SimPy keeps scheduling order, so
+the same seed gives the same order, whatever else runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import simpy
+
+from dcsim.sim.failures import FailureSchedule
+
+
+class TimeAverage:
+    """The integral of a piecewise-constant vector over a window, and its mean.
+
+    :meth:`advance` adds ``value × (t − last)`` (the value held since the last call) while
+    the window is open; :meth:`open` and :meth:`close` bound the window.
+    """
+
+    def __init__(self, n: int, open_at: float | None = None):
+        self.area = np.zeros(n)
+        self.last = 0.0
+        self.start = math.nan
+        self.end = math.nan
+        self.running = False
+        if open_at is not None:
+            self.open(open_at)
+
+    def open(self, t: float) -> None:
+        self.start = self.last = float(t)
+        self.running = True
+
+    def advance(self, t: float, value: Sequence[float] | np.ndarray) -> None:
+        """The quantity was ``value`` from the last call until ``t``."""
+        if self.running and t > self.last:
+            self.area += np.asarray(value) * (t - self.last)
+            self.last = t
+
+    def close(self, t: float, value: Sequence[float] | np.ndarray) -> None:
+        self.advance(t, value)
+        if self.running:
+            self.end = float(t)
+        self.running = False
+
+    def mean(self, fallback: Sequence[float] | np.ndarray | None = None) -> np.ndarray:
+        """The time average over the window; ``fallback`` (or NaN) for an empty window."""
+        span = self.end - self.start
+        if span > 0:
+            return self.area / span
+        return (np.asarray(fallback, dtype=np.float64) if fallback is not None
+                else np.full(self.area.shape, math.nan))
+
+
+@dataclass
+class Outcome:
+    """What one failure did to the work on the component."""
+
+    interrupted: int = 0   # requests (VMs) that were on it
+    reallocated: int = 0   # of them, placed again
+    lost_time: float = 0.0  # remaining holding time of those not placed again
+
+
+class FailureTarget(Protocol):
+    """An engine's domain state as the failure process sees it."""
+
+    def fail(self, kind: str, component: int) -> Outcome:
+        """Take ``component`` down: deal with what runs on it; it offers nothing until
+        :meth:`repair`."""
+
+    def repair(self, kind: str, component: int) -> None:
+        """Bring ``component`` back with its whole capacity."""
+
+    def availability(self) -> list[float]:
+        """The available share of each measured capacity (in :attr:`avail_columns` order)."""
+
+    def measuring(self) -> bool:
+        """Whether the engine's measured window is open."""
+
+
+#: the failures table's own columns (before the target's availability columns)
+FAILURE_COLUMNS = ("time", "event", "kind", "component", "interrupted", "reallocated",
+                   "lost_time", "measured")
+
+
+class FailureProcess:
+    """Failures and repairs from ``schedule`` applied to ``target`` (a SimPy process).
+
+    A component that fails while already down (overlapping replayed failures) stays down
+    until each of its failures is repaired; only its first failure and its last repair
+    reach the target and the table.
+    """
+
+    def __init__(self, env: simpy.Environment, schedule: FailureSchedule,
+                 target: FailureTarget, avail_columns: Sequence[str]):
+        self.env = env
+        self.schedule = schedule
+        self.target = target
+        self.avail_columns = list(avail_columns)
+        self._down: dict[tuple[str, int], int] = {}
+        self.rows: dict[str, list] = {c: [] for c in (*FAILURE_COLUMNS, *self.avail_columns)}
+        self.avail = TimeAverage(len(self.avail_columns))
+        self.failures = self.interrupted = self.reallocated = 0
+        self.lost_time = 0.0
+        self.stopped = False
+
+    def start(self) -> simpy.Process:
+        return self.env.process(self._run())
+
+    def _run(self):
+        env, schedule = self.env, self.schedule
+        while not self.stopped:
+            t = schedule.peek()
+            if t == math.inf:
+                return
+            if t > env.now:
+                yield env.timeout(t - env.now)
+                if self.stopped:
+                    return
+            _t, kind, comp, event = schedule.pop()
+            key = (kind, comp)
+            n = self._down.get(key, 0)
+            if event == "fail":
+                self._down[key] = n + 1
+                if n == 0:
+                    self._apply(kind, comp, event)
+            else:
+                self._down[key] = n - 1
+                if n == 1:
+                    del self._down[key]
+                    self._apply(kind, comp, event)
+
+    def _apply(self, kind: str, comp: int, event: str) -> None:
+        now = self.env.now
+        self.avail.advance(now, self.target.availability())
+        if event == "fail":
+            out = self.target.fail(kind, comp)
+        else:
+            self.target.repair(kind, comp)
+            out = Outcome()
+        measured = self.target.measuring()
+        if measured:
+            self.failures += event == "fail"
+            self.interrupted += out.interrupted
+            self.reallocated += out.reallocated
+            self.lost_time += out.lost_time
+        r = self.rows
+        for k, v in (("time", float(now)), ("event", event), ("kind", kind),
+                     ("component", comp), ("interrupted", out.interrupted),
+                     ("reallocated", out.reallocated), ("lost_time", float(out.lost_time)),
+                     ("measured", measured)):
+            r[k].append(v)
+        for k, v in zip(self.avail_columns, self.target.availability(), strict=True):
+            r[k].append(float(v))
+
+    # -- the engine's window and its end -------------------------------------------------
+    def open(self, t: float) -> None:
+        self.avail.open(t)
+
+    def close(self, t: float) -> None:
+        self.avail.close(t, self.target.availability())
+
+    def is_down(self, kind: str, comp: int) -> bool:
+        return (kind, comp) in self._down
+
+    def columns(self) -> dict[str, list]:
+        return self.rows
+
+    def summary(self, lost_name: str) -> dict[str, Any]:
+        """The failure metrics of the measured window."""
+        out: dict[str, Any] = {"failures": self.failures, "interrupted": self.interrupted,
+                               "reallocated": self.reallocated, lost_name: self.lost_time}
+        means = self.avail.mean(fallback=self.target.availability())
+        out.update(zip(self.avail_columns, (float(x) for x in means), strict=True))
+        return out

@@ -1,0 +1,223 @@
+"""Loss mode under component failures: the loss engine's state as a failure target.
+
+A failed server or link offers no capacity: its free resources are 0 while it is down, the
+view's ``server_up`` / ``link_up`` masks say so, ``view.fits`` leaves failed servers out,
+and the engine refuses a choice that uses one (a :class:`PluginError` naming the
+allocator). What ran on it is released at the failure and, by ``on_failure``:
+
+* ``drop``: counted as interrupted; its remaining holding time is lost;
+* ``reallocate``: offered to the allocator again, whole (a multi-server request or a virtual
+  cluster is re-embedded from scratch), as a request arriving now with the remaining holding
+  time; placed, it departs when it would have; rejected, it is dropped.
+
+The allocator hears of it through ``released()`` (the interrupted request),
+``failed()`` / ``repaired()`` (the component), then ``allocate()`` (each interrupted
+request again, in arrival order). Repairs restore the component's whole capacity. Under
+``capacity: wait`` a failure's releases and a repair wake a held request.
+
+The run goes on until every accepted request has departed or been dropped; failures keep
+happening until then, but only those while the measured window is open count in the
+summary (every one is a row of the ``failures`` table).
+"""
+
+from __future__ import annotations
+
+from types import GeneratorType
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from dcsim.allocators.base import Allocator
+from dcsim.errors import PluginError
+from dcsim.model import Placement, Request
+from dcsim.sim.core import FailureProcess, Outcome
+from dcsim.sim.failures import Components, FailureSchedule, FailureSpec
+
+if TYPE_CHECKING:
+    from dcsim.sim.engine import Engine
+
+
+class LossFailures:
+    """Which request holds what, which component is down, and what a failure does."""
+
+    def __init__(self, engine: Engine, spec: FailureSpec, rng: np.random.Generator,
+                 base_dir: str | None = None):
+        self.engine = engine
+        topo = engine.topology
+        schedule = FailureSchedule(spec, Components.of_topology(topo), rng, base_dir)
+        self.reallocate = spec.on_failure == "reallocate"
+        #: request id -> [request, placement, amount, end] while it holds resources
+        self.placed: dict[int, list] = {}
+        self.on_server: list[set[int]] = [set() for _ in range(topo.n_servers)]
+        self.on_link: list[set[int]] = [set() for _ in range(topo.n_links)]
+        self._server_up = np.ones(topo.n_servers, dtype=bool)
+        self._link_up = np.ones(topo.n_links, dtype=bool)
+        view = engine.view
+        view.server_up = self._server_up.view()
+        view.server_up.flags.writeable = False
+        view.link_up = self._link_up.view()
+        view.link_up.flags.writeable = False
+        self.down_capacity = np.zeros(len(topo.resources))
+        meter = engine.meter
+        self._tier_capacity = meter.tier_capacity
+        self._tier_down = np.zeros(len(meter.tiers))
+        avail = [f"avail_{r}" for r in topo.resources]
+        avail += [f"avail_bw_{topo.tier_label(t)}" for t in meter.tiers]
+        self.process = FailureProcess(engine.env, schedule, self, avail)
+        self.done = engine.env.event()
+        alloc = engine.allocator
+        self._notify_failed = _overrides(alloc, "failed")
+        self._notify_repaired = _overrides(alloc, "repaired")
+
+    # -- requests --------------------------------------------------------------------------
+    def hold(self, req: Request, placement: Placement, amount: list[float], end: float) -> None:
+        """``req`` took ``placement`` until ``end``."""
+        self.placed[req.id] = [req, placement, amount, end]
+        for s in placement.servers.tolist():
+            self.on_server[s].add(req.id)
+        for ln in placement.links.tolist():
+            self.on_link[ln].add(req.id)
+
+    def _unhold(self, rid: int) -> list:
+        entry = self.placed.pop(rid)
+        p = entry[1]
+        for s in p.servers.tolist():
+            self.on_server[s].discard(rid)
+        for ln in p.links.tolist():
+            self.on_link[ln].discard(rid)
+        return entry
+
+    def departure(self, rid: int, event) -> None:
+        """A request's holding time is over: release what it holds now, unless a failure
+        dropped it already (it was released then)."""
+        if rid not in self.placed:
+            return
+        req, placement, amount, _end = self._unhold(rid)
+        self.engine._on_depart(req, placement, amount, event)
+
+    def released(self, placement: Placement) -> None:
+        """After the engine released ``placement``: a failed component stays at 0 (a release
+        deferred past its failure under ``departures: after_first_step``); the run may end."""
+        if not (self._server_up.all() and self._link_up.all()):
+            st = self.engine.state
+            s = placement.servers[~self._server_up[placement.servers]]
+            if s.size:
+                st.free[s] = 0.0
+            ln = placement.links[~self._link_up[placement.links]]
+            if ln.size:
+                st.link_free[ln] = 0.0
+        self.check_done()
+
+    def check_done(self) -> None:
+        e = self.engine
+        if e._arrivals_done and not self.placed and not e._due and not self.done.triggered:
+            self.done.succeed()
+
+    def refused(self, choice) -> str | None:
+        """Why a choice uses a failed component, or None."""
+        if type(choice) is int or isinstance(choice, np.integer):
+            s = int(choice)
+            return (f"chose server {s}, which has failed (view.server_up)"
+                    if 0 <= s < self._server_up.size and not self._server_up[s] else None)
+        if isinstance(choice, Placement):
+            s = choice.servers
+            if s.size and s.min() >= 0 and s.max() < self._server_up.size and \
+                    not self._server_up[s].all():
+                return (f"placed on server {int(s[~self._server_up[s]][0])}, which has "
+                        "failed (view.server_up)")
+            ln = choice.links
+            if ln.size and ln.min() >= 0 and ln.max() < self._link_up.size and \
+                    not self._link_up[ln].all():
+                return (f"routed over link {int(ln[~self._link_up[ln]][0])}, which has "
+                        "failed (view.link_up)")
+        return None
+
+    # -- the failure target ----------------------------------------------------------------
+    def measuring(self) -> bool:
+        return self.engine.meter.open
+
+    def availability(self) -> list[float]:
+        cap = self.engine.meter.capacity
+        out = [(c - d) / c if c > 0 else float("nan")
+               for c, d in zip(cap.tolist(), self.down_capacity.tolist(), strict=True)]
+        out += [(c - d) / c if c > 0 else float("nan")
+                for c, d in zip(self._tier_capacity.tolist(), self._tier_down.tolist(),
+                                strict=True)]
+        return out
+
+    def fail(self, kind: str, comp: int) -> Outcome:
+        e = self.engine
+        now = e.env.now
+        on = self.on_server[comp] if kind == "server" else self.on_link[comp]
+        hit = [self._unhold(rid) for rid in sorted(on)]
+        for req, placement, _amount, _end in hit:
+            e.state._apply(placement, 1.0)
+            e.meter.interrupted(req.id, now)
+            if e._notify_release:
+                e.view.now = now
+                e.allocator.released(req, placement, e.view)
+        if kind == "server":
+            e.state.free[comp] = 0.0
+            self._server_up[comp] = False
+            self.down_capacity += e.state.capacity[comp]
+        else:
+            e.state.link_free[comp] = 0.0
+            self._link_up[comp] = False
+            self._tier_down[e.meter.link_tier_pos[comp]] += e.state.link_capacity[comp]
+        e.view.now = now
+        if self._notify_failed:
+            e.allocator.failed(kind, comp, e.view)
+        out = Outcome(interrupted=len(hit))
+        for req, _p, _a, end in hit:
+            if self.reallocate and self._offer_again(req, end):
+                out.reallocated += 1
+            else:
+                out.lost_time += end - now
+                e.released += 1
+        e._wake_held()
+        self.check_done()
+        return out
+
+    def _offer_again(self, old: Request, end: float) -> bool:
+        e = self.engine
+        now = e.env.now
+        req = Request(old.id, now, end - now, old.demand, old.bandwidth, old.attrs)
+        choice = e.allocator.allocate(req, e.view)
+        if type(choice) is GeneratorType:
+            choice.close()
+            raise PluginError(f"allocator {e.allocator.label!r} decides stepwise; "
+                              "failures.on_failure: reallocate needs a direct choice")
+        placement, amount = e._admit(req, choice)
+        if placement is None:
+            return False
+        self.hold(req, placement, amount, end)
+        e.meter.accepted(req.id, now, end, placement, amount)
+        return True
+
+    def repair(self, kind: str, comp: int) -> None:
+        e = self.engine
+        if kind == "server":
+            e.state.free[comp] = e.state.capacity[comp]
+            self._server_up[comp] = True
+            self.down_capacity -= e.state.capacity[comp]
+        else:
+            e.state.link_free[comp] = e.state.link_capacity[comp]
+            self._link_up[comp] = True
+            self._tier_down[e.meter.link_tier_pos[comp]] -= e.state.link_capacity[comp]
+        e.view.now = e.env.now
+        if self._notify_repaired:
+            e.allocator.repaired(kind, comp, e.view)
+        e._wake_held()
+
+    # -- records ---------------------------------------------------------------------------
+    def instant(self) -> dict[str, float]:
+        """Corrections and additions to a time-series sample: used shares without the
+        failed capacity, and the available shares."""
+        e = self.engine
+        out = e.meter.instant(e.state, self.down_capacity, ~self._link_up)
+        out.update(zip(self.process.avail_columns, self.availability(), strict=True))
+        return out
+
+
+def _overrides(obj, name: str) -> bool:
+    return getattr(type(obj), name) is not getattr(Allocator, name)
