@@ -342,6 +342,7 @@ VM_ONLINE_VMS = Table("vms", (
     Col("numa", "int64", "—", "0, 1; −1 both; −2 rejected"),
     Col("migrations", "int64", "—", "times it moved"),
     Col("decision_s", "float64", "wall-clock s", "the placer's time"),
+    Col("interruptions", "int64", "—", "times a host failure hit it", when="failures"),
 ), "one per arriving VM")
 
 VM_ONLINE_TIMESERIES = Table("timeseries", (
@@ -354,7 +355,15 @@ VM_ONLINE_TIMESERIES = Table("timeseries", (
     Col("received", "int64", "VMs", "arrivals so far"),
     Col("accepted", "int64", "VMs", "placed so far"),
     Col("migrations_so_far", "int64", "migrations", "migrations so far"),
+    Col("avail_cpu", "float64", "fraction", "cpu on hosts that are up", when="failures"),
+    Col("avail_mem", "float64", "fraction", "memory on hosts that are up", when="failures"),
 ), "one per sample")
+
+VM_ONLINE_FAILURES = Table("failures", (
+    *_FAILURE_HEAD,
+    Col("avail_cpu", "float64", "fraction", "cpu on hosts up after it"),
+    Col("avail_mem", "float64", "fraction", "memory on hosts up after it"),
+), "one per host failure or repair")
 
 VM_ONLINE_SUMMARY = Table("summary", (
     Col("received", "int64", "VMs", "arrivals"),
@@ -373,6 +382,15 @@ VM_ONLINE_SUMMARY = Table("summary", (
     Col("sim_time", "float64", "s", "the run's end"),
     Col("hosts", "int64", "hosts", "hosts"),
     Col("initial_vms", "int64", "VMs", "VMs of the initial mapping"),
+    Col("failures", "int64", "—", "host failures", when="failures"),
+    Col("interrupted", "int64", "VMs", "VMs a failure hit", when="failures"),
+    Col("reallocated", "int64", "VMs", "of them, placed again", when="failures"),
+    Col("lost_vm_time", "float64", "s", "lifetime the dropped ones lost (within the run)",
+        when="failures"),
+    Col("avail_cpu", "float64", "fraction", "time-averaged share of cpu up",
+        when="failures"),
+    Col("avail_mem", "float64", "fraction", "time-averaged share of memory up",
+        when="failures"),
 ), "one per run")
 
 #: every mode's tables: the streamed ones, then ``summary``
@@ -382,7 +400,7 @@ TABLES: dict[str, dict[str, Table]] = {
     "queue": {"jobs": QUEUE_JOBS, "timeseries": QUEUE_TIMESERIES, "summary": QUEUE_SUMMARY},
     "reschedule": {"migrations": VM_MIGRATIONS, "summary": VM_STATIC_SUMMARY},
     "vm_online": {"vms": VM_ONLINE_VMS, "timeseries": VM_ONLINE_TIMESERIES,
-                  "summary": VM_ONLINE_SUMMARY},
+                  "failures": VM_ONLINE_FAILURES, "summary": VM_ONLINE_SUMMARY},
 }
 
 #: the folders a mode streams into (everything but ``summary``), over all modes

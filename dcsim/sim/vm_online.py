@@ -96,6 +96,7 @@ import numpy as np
 import simpy
 
 from dcsim.errors import ConfigError, DcsimError, PluginError
+from dcsim.sim.core import TimeAverage
 from dcsim.sim.vm_online_spec import (
     OnlineSpec,
     _rescheduler,
@@ -118,7 +119,8 @@ class OnlineEngine:
     """One online run (see the module docstring); :meth:`run` returns the summary."""
 
     def __init__(self, spec: OnlineSpec, state: MappingState, stream: VMStream, placer,
-                 rescheduler=None, sink: Sink | None = None):
+                 rescheduler=None, sink: Sink | None = None,
+                 failures: Callable[[OnlineEngine], Any] | None = None):
         self.spec = spec
         self.state = state
         self.stream = stream
@@ -128,7 +130,9 @@ class OnlineEngine:
         self.env = simpy.Environment()
         n0 = state.n_vms
         self.n0 = n0
-        self._serial = np.arange(n0, dtype=np.int64)  # per present VM, in index order
+        # per present VM, in index order: its serial (initial VMs 0..n0-1, arrival i n0+i);
+        # ascending unless a failure re-placed a VM (appended with its old serial)
+        self._serial = np.arange(n0, dtype=np.int64)
         n = len(stream)
         self.accepted_flag = np.zeros(n, dtype=bool)
         self.host = np.full(n, -1, dtype=np.int64)
@@ -142,15 +146,18 @@ class OnlineEngine:
         self._samples: dict[str, list] = {k: [] for k in (
             "time", "event", "fragment_rate", "util_cpu", "util_mem", "vms", "received",
             "accepted", "migrations_so_far")}
-        # time averages of the piecewise-constant FR and utilisations
-        self._last = 0.0
+        # time averages of the piecewise-constant FR and utilisations, over [0, end]
         self._dirty = True
         self._cur = (0.0, 0.0, 0.0)
-        self._area = np.zeros(3)
+        self._avg = TimeAverage(3, open_at=0.0)
         if n and stream.arrival[0] < 0:
             raise ConfigError("vm.workload: arrival times must be >= 0")
         self.end = float(spec.until) if spec.until is not None else \
             (float(stream.arrival[-1]) if n else 0.0)
+        # component failures (dcsim.sim.vm_failures.VMFailures): VMs a failure dropped
+        self.dropped: set[int] = set()  # their serials
+        self.interruptions = np.zeros(n, dtype=np.int64)
+        self._failures = failures(self) if failures is not None else None
 
     # -- bookkeeping --------------------------------------------------------------------
     def _metrics(self) -> tuple[float, float, float]:
@@ -161,16 +168,15 @@ class OnlineEngine:
         return self._cur
 
     def _advance(self, t: float) -> None:
-        if t > self._last:
-            self._area += np.asarray(self._metrics()) * (t - self._last)
-            self._last = t
+        if t > self._avg.last:
+            self._avg.advance(t, self._metrics())
 
     def _changed(self) -> None:
         self._dirty = True
         if self.spec.check_invariants:
             self.state.check_invariants()
             if len(self._serial) != self.state.n_vms or (
-                    len(self._serial) > 1 and (np.diff(self._serial) <= 0).any()):
+                    np.unique(self._serial).size != self._serial.size):
                 raise DcsimError("online engine: VM bookkeeping out of step with the state")
 
     def _sample(self, event: str) -> None:
@@ -185,11 +191,17 @@ class OnlineEngine:
         row["received"].append(self.received)
         row["accepted"].append(self.accepted)
         row["migrations_so_far"].append(self.migrations)
+        if self._failures is not None:
+            for k, v in zip(("avail_cpu", "avail_mem"), self.state.available(), strict=True):
+                row.setdefault(k, []).append(v)
 
     # -- processes ------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         self.placer.setup(MappingView(self.state))
         main = self.env.process(self._main())
+        if self._failures is not None:
+            self._failures.process.open(0.0)
+            self._failures.process.start()
         self.env.run(until=main)
         return self._finish()
 
@@ -225,6 +237,9 @@ class OnlineEngine:
         if env.now < end:
             yield env.timeout(end - env.now)
         self._advance(end)
+        if self._failures is not None:
+            self._failures.process.close(end)
+            self._failures.process.stopped = True
         self._sample("end")
 
     def _arrive(self, i: int) -> None:
@@ -266,9 +281,12 @@ class OnlineEngine:
         return int(h), int(n)
 
     def _depart(self, serial: int, _event) -> None:
+        if serial in self.dropped:  # a failure took it away earlier
+            return
         self._advance(self.env.now)
-        k = int(np.searchsorted(self._serial, serial))
-        if k >= len(self._serial) or self._serial[k] != serial:
+        at = np.flatnonzero(self._serial == serial)
+        k = int(at[0]) if at.size else -1
+        if k < 0:
             raise DcsimError(f"online engine: VM serial {serial} departed but is not present")
         self.state.remove_vm(k)
         self._serial = np.delete(self._serial, k)
@@ -297,9 +315,10 @@ class OnlineEngine:
     def _finish(self) -> dict[str, Any]:
         st = self.stream
         present = self.state.n_vms
-        if present != self.n0 + self.accepted - self.released:
+        lost = len(self.dropped)
+        if present != self.n0 + self.accepted - self.released - lost:
             raise DcsimError(f"online engine: {present} VMs present, expected "
-                             f"{self.n0} + {self.accepted} - {self.released}")
+                             f"{self.n0} + {self.accepted} - {self.released} - {lost}")
         m = self.received
         if self.sink is not None:
             self.sink("timeseries", {k: list(v) for k, v in self._samples.items()})
@@ -308,11 +327,14 @@ class OnlineEngine:
                 "cpu": st.cpu[:m], "mem": st.mem[:m], "numas": st.numas[:m],
                 "accepted": self.accepted_flag[:m], "host": self.host[:m],
                 "numa": self.numa[:m], "migrations": self.moves[:m],
-                "decision_s": self.decision[:m]})
+                "decision_s": self.decision[:m],
+                **({"interruptions": self.interruptions[:m]} if self._failures else {})})
+            if self._failures is not None and self._failures.process.rows["time"]:
+                self.sink("failures", self._failures.process.columns())
         fr, uc, _ = self._metrics()
-        span = self.end
-        avg = self._area / span if span > 0 else np.asarray(self._metrics())
-        return {
+        self._avg.close(self.end, self._metrics())
+        avg = self._avg.mean(fallback=self._metrics())
+        out = {
             "received": m,
             "accepted": self.accepted,
             "rejected": m - self.accepted,
@@ -330,11 +352,16 @@ class OnlineEngine:
             "hosts": self.state.n_hosts,
             "initial_vms": self.n0,
         }
+        if self._failures is not None:
+            out.update(self._failures.process.summary("lost_vm_time"))
+        return out
 
 
 def run_online(spec: dict[str, Any], placer, rescheduler_cls_lookup: Callable[[str], type]
                | None, rng: np.random.Generator, sink: Sink | None, *,
-               base_dir: str | os.PathLike | None = None, where: str = "vm") -> dict[str, Any]:
+               base_dir: str | os.PathLike | None = None, where: str = "vm",
+               failures=None, failure_rng: np.random.Generator | None = None
+               ) -> dict[str, Any]:
     """Run the online mode of ``spec`` (the ``vm:`` section, validated as
     :class:`OnlineSpec`; errors are ConfigErrors naming ``where.field``) with ``placer`` (an
     instance); ``rescheduler_cls_lookup(name)`` gives the rescheduler class of
@@ -342,7 +369,9 @@ def run_online(spec: dict[str, Any], placer, rescheduler_cls_lookup: Callable[[s
     workload generator) draws the mapping, the synthetic workload and seeds the rescheduler,
     so every placer of a seed sees the same mapping and VMs. Relative paths are resolved
     against ``base_dir``. Sends ``"timeseries"`` and ``"vms"`` columns to ``sink`` and
-    returns the summary metrics (see the module docstring)."""
+    returns the summary metrics (see the module docstring). ``failures`` (a validated
+    ``failures:`` section) fails hosts, drawn from ``failure_rng``
+    (:mod:`dcsim.sim.vm_failures`)."""
     s = validate_section(OnlineSpec, spec if spec is not None else {}, where)
     # the three streams of randomness, independent of each other and of the mapping kind
     mapping_seed, workload_seed, resched_seed = rng.integers(2**63, size=3).tolist()
@@ -364,4 +393,10 @@ def run_online(spec: dict[str, Any], placer, rescheduler_cls_lookup: Callable[[s
     if s.reschedule is not None:
         resched = _rescheduler(s.reschedule, rescheduler_cls_lookup,
                                np.random.default_rng(resched_seed), where)
-    return OnlineEngine(s, state, stream, placer, resched, sink).run()
+    make = None
+    if failures is not None:
+        from dcsim.sim.vm_failures import VMFailures
+
+        def make(engine):
+            return VMFailures(engine, failures, failure_rng, base_dir)
+    return OnlineEngine(s, state, stream, placer, resched, sink, failures=make).run()

@@ -41,80 +41,22 @@ fragment ``Σ free_cpu mod 16`` is the same as lowering the FR.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from dcsim.errors import StateError
-
-#: The NUMA option of a double-NUMA VM (half of it on each of NUMA 0 and 1).
-BOTH = -1
-#: X of the paper's X-core fragment: free cores that cannot hold a 16-core VM.
-FRAGMENT_CORES = 16
-#: NUMA nodes per host.
-NUMAS = 2
-
-
-@dataclass(frozen=True)
-class Host:
-    """A host: ``cpu[j]`` cores and ``mem[j]`` MB on NUMA node ``j`` (j = 0, 1)."""
-
-    id: str
-    cpu: tuple[int, int]
-    mem: tuple[int, int]
-
-
-@dataclass(frozen=True)
-class VM:
-    """A VM of ``cpu`` cores and ``mem`` MB in total, on ``numas`` (1 or 2) NUMA nodes.
-
-    A double-NUMA VM takes ``cpu // 2`` and ``mem // 2`` on each NUMA node; both must be
-    even. ``type`` is informational (the file's ``instance_type``).
-    """
-
-    id: str
-    cpu: int
-    mem: int
-    numas: int = 1
-    migratable: bool = True
-    type: str = ""
-
-
-@dataclass(frozen=True)
-class Migration:
-    """Move VM number ``vm`` (its index in the state) to host number ``host``, NUMA ``numa``
-    (0 or 1 for a single-NUMA VM, :data:`BOTH` for a double-NUMA VM)."""
-
-    vm: int
-    host: int
-    numa: int
-
-
-@dataclass(frozen=True)
-class MoveRecord:
-    """An applied migration: ``step`` (1-based), the VM and where it came from and went."""
-
-    step: int
-    vm: int
-    from_host: int
-    from_numa: int
-    to_host: int
-    to_numa: int
-
-
-class InvalidMigration(StateError):
-    """A migration list breaks a rule at ``step`` (1-based); the state was left unchanged."""
-
-    def __init__(self, step: int, vm_id: str | None, reason: str):
-        self.step = step
-        self.vm_id = vm_id
-        self.reason = reason
-        who = f"VM {vm_id!r}" if vm_id is not None else "no such VM"
-        super().__init__(f"migration step {step} ({who}): {reason}")
-
-
-def _numa_name(numa: int) -> str:
-    return "both NUMAs" if numa == BOTH else f"NUMA {numa}"
+from dcsim.vm.types import (  # noqa: F401  (the model's vocabulary, imported from here)
+    BOTH,
+    FRAGMENT_CORES,
+    NUMAS,
+    VM,
+    Host,
+    InvalidMigration,
+    Migration,
+    MoveRecord,
+    _numa_name,
+    _per_numa,
+)
 
 
 class MappingState:
@@ -163,6 +105,9 @@ class MappingState:
         self.vm_numa = np.zeros(V, dtype=np.int64)
         self.free_cpu = self.cap_cpu.copy()
         self.free_mem = self.cap_mem.copy()
+        #: failed hosts (``failures:`` in vm_online): no VM and no free capacity; None
+        #: while no host ever failed
+        self.host_down: np.ndarray | None = None
         for k, (h, n) in enumerate(placement):
             h, n = int(h), int(n)
             v = self.vms[k]
@@ -202,6 +147,8 @@ class MappingState:
         new.__dict__.update(self.__dict__)
         for name in ("free_cpu", "free_mem", "vm_host", "vm_numa"):
             setattr(new, name, getattr(self, name).copy())
+        if self.host_down is not None:
+            new.host_down = self.host_down.copy()
         if self._id_set is not None:
             new._id_set = set(self._id_set)
         return new
@@ -394,15 +341,42 @@ class MappingState:
             setattr(self, name, np.delete(getattr(self, name), k))
         return vm, h, n
 
+    def set_host_down(self, host: int, down: bool) -> None:
+        """Mark host number ``host`` failed (no free capacity; it must hold no VM) or
+        repaired (its whole capacity free again)."""
+        h = int(host)
+        if down and (self.vm_host == h).any():
+            raise StateError(f"host {self.host_ids[h]!r} still has VMs; move them first")
+        if self.host_down is None:
+            self.host_down = np.zeros(self.n_hosts, dtype=bool)
+        self.host_down[h] = down
+        self.free_cpu[h] = 0 if down else self.cap_cpu[h]
+        self.free_mem[h] = 0 if down else self.cap_mem[h]
+
+    def _down_capacity(self, cap: np.ndarray) -> int:
+        return int(cap[self.host_down].sum()) if self.host_down is not None else 0
+
     def util_cpu(self) -> float:
-        """Used cpu / capacity over all hosts (0.0 with no capacity)."""
+        """Used cpu / capacity over all hosts, failed ones included (0.0 with no
+        capacity)."""
         cap = int(self.cap_cpu.sum())
-        return (cap - int(self.free_cpu.sum())) / cap if cap else 0.0
+        used = cap - int(self.free_cpu.sum()) - self._down_capacity(self.cap_cpu)
+        return used / cap if cap else 0.0
 
     def util_mem(self) -> float:
-        """Used memory / capacity over all hosts (0.0 with no capacity)."""
+        """Used memory / capacity over all hosts, failed ones included (0.0 with no
+        capacity)."""
         cap = int(self.cap_mem.sum())
-        return (cap - int(self.free_mem.sum())) / cap if cap else 0.0
+        used = cap - int(self.free_mem.sum()) - self._down_capacity(self.cap_mem)
+        return used / cap if cap else 0.0
+
+    def available(self) -> tuple[float, float]:
+        """The share of cpu and of memory on hosts that are up."""
+        out = []
+        for cap in (self.cap_cpu, self.cap_mem):
+            total = int(cap.sum())
+            out.append((total - self._down_capacity(cap)) / total if total else 1.0)
+        return out[0], out[1]
 
     def check_invariants(self) -> None:
         """Raise :class:`StateError` unless 0 <= free <= capacity everywhere and the free
@@ -413,8 +387,14 @@ class MappingState:
             on = (self.vm_numa == j) | (self.vm_numa == BOTH)
             np.add.at(used_cpu[:, j], self.vm_host[on], self.vm_cpu[on])
             np.add.at(used_mem[:, j], self.vm_host[on], self.vm_mem[on])
-        if not (np.array_equal(self.free_cpu, self.cap_cpu - used_cpu)
-                and np.array_equal(self.free_mem, self.cap_mem - used_mem)):
+        want_cpu, want_mem = self.cap_cpu - used_cpu, self.cap_mem - used_mem
+        if self.host_down is not None:  # a failed host: no VM, nothing free
+            if self.host_down[self.vm_host].any():
+                raise StateError("a VM is on a failed host")
+            want_cpu[self.host_down] = 0
+            want_mem[self.host_down] = 0
+        if not (np.array_equal(self.free_cpu, want_cpu)
+                and np.array_equal(self.free_mem, want_mem)):
             raise StateError("free resources disagree with the placements")
         if (self.free_cpu < 0).any() or (self.free_mem < 0).any():
             raise StateError("a free resource is negative")
@@ -426,17 +406,6 @@ class MappingState:
         return {"step": rec.step, "vm_id": self.vm_ids[rec.vm],
                 "from_host": self.host_ids[rec.from_host], "from_numa": rec.from_numa,
                 "to_host": self.host_ids[rec.to_host], "to_numa": rec.to_numa}
-
-
-def _per_numa(v: VM) -> tuple[int, int]:
-    """``(cpu, mem)`` VM ``v`` takes on each NUMA node it uses; StateError if malformed."""
-    if v.numas not in (1, 2):
-        raise StateError(f"VM {v.id!r}: numas must be 1 or 2, not {v.numas}")
-    if v.cpu <= 0 or v.mem < 0:
-        raise StateError(f"VM {v.id!r}: cpu must be > 0 and mem >= 0")
-    if v.numas == 2 and (v.cpu % 2 or v.mem % 2):
-        raise StateError(f"VM {v.id!r}: a double-NUMA VM needs even cpu and memory")
-    return v.cpu // v.numas, v.mem // v.numas
 
 
 def fragment_rate(state: MappingState) -> float:

@@ -18,6 +18,8 @@ class VMOnlineMode(Mode):
         from dcsim.sim.vm_online_spec import check_online
 
         check_online(point.vm, base_dir, where="vm")
+        if point.failures is not None:  # hosts only; a bad trace fails here, not in a run
+            check_host_failures(point.failures, point.vm, base_dir)
 
     def resolved(self, spec) -> dict[str, Any]:
         from dcsim.sim.vm_online_spec import parse_online
@@ -29,7 +31,26 @@ class VMOnlineMode(Mode):
         from dcsim.plugins import get_plugin_class
         from dcsim.sim.vm_online import run_online
 
+        from dcsim.sim.failures import failure_rng
+
         placer = plugin_instance(plan, "placer", plugin_rng)
         lookup = partial(get_plugin_class, kind="rescheduler")
+        frng = failure_rng(spec.seed, plan.seed) if spec.failures is not None else None
+        flags = ["failures"] if spec.failures is not None else []
         return Built(lambda sink: run_online(spec.vm, placer, lookup, workload_rng, sink,
-                                             base_dir=plan.base_dir))
+                                             base_dir=plan.base_dir, failures=spec.failures,
+                                             failure_rng=frng), flags=flags)
+
+
+def check_host_failures(failures, vm: dict[str, Any], base_dir: str) -> None:
+    """Build the failure schedule once on the mapping's hosts (a ConfigError if the section
+    names links or a trace row names a host the mapping lacks)."""
+    import numpy as np
+
+    from dcsim.sim.failures import Components, FailureSchedule
+    from dcsim.sim.vm_online_spec import parse_online
+    from dcsim.sim.vm_static import build_mapping
+
+    s = parse_online(vm, where="vm")
+    state = build_mapping(s.mapping, np.random.default_rng(0), base_dir, "vm.mapping")
+    FailureSchedule(failures, Components(state.n_hosts), np.random.default_rng(0), base_dir)

@@ -1,0 +1,84 @@
+"""VM online mode under host failures: the online engine's mapping as a failure target.
+
+``failures.servers`` (or a trace's ``server`` / ``host`` rows) fail hosts; VM online mode
+has no links. A failed host holds no VM and has no free cpu or memory until it is repaired
+(:meth:`dcsim.vm.model.MappingState.set_host_down`); utilisation stays a share of every
+host's capacity. At a failure the host's VMs leave it and, by ``on_failure``:
+
+* ``drop``: they are gone; each loses the rest of its lifetime (a VM of the initial mapping,
+  which has none, the rest of the run);
+* ``reallocate``: each is offered to the placer again, in the order they arrived (initial
+  VMs first); placed, it keeps its id, its departure time and its migration count; rejected,
+  it is dropped.
+
+The ``vms`` table gains ``interruptions`` (times a failure hit the VM). Failures happen over
+the run, [0, end]; every one is counted in the summary.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from dcsim.sim.core import FailureProcess, Outcome
+from dcsim.sim.failures import Components, FailureSchedule, FailureSpec
+from dcsim.vm.view import MappingView
+
+if TYPE_CHECKING:
+    from dcsim.sim.vm_online import OnlineEngine
+
+
+class VMFailures:
+    """Host failures on one online run."""
+
+    def __init__(self, engine: OnlineEngine, spec: FailureSpec, rng: np.random.Generator,
+                 base_dir: str | None = None):
+        self.engine = engine
+        schedule = FailureSchedule(spec, Components(engine.state.n_hosts), rng, base_dir)
+        self.reallocate = spec.on_failure == "reallocate"
+        self.process = FailureProcess(engine.env, schedule, self, ["avail_cpu", "avail_mem"])
+
+    def measuring(self) -> bool:
+        return True
+
+    def availability(self) -> list[float]:
+        return list(self.engine.state.available())
+
+    def fail(self, kind: str, host: int) -> Outcome:
+        e = self.engine
+        st = e.state
+        now = e.env.now
+        e._advance(now)
+        ks = np.flatnonzero(st.vm_host == host)
+        serials = e._serial[ks]
+        order = np.argsort(serials, kind="stable")
+        hit = [(int(serials[j]), st.vms[int(ks[j])]) for j in order]
+        for k in sorted(ks.tolist(), reverse=True):
+            st.remove_vm(k)
+            e._serial = np.delete(e._serial, k)
+        st.set_host_down(host, True)
+        out = Outcome(interrupted=len(hit))
+        view = MappingView(st)
+        for serial, vm in hit:
+            i = serial - e.n0  # arrival index; negative for a VM of the initial mapping
+            end = float(e.stream.arrival[i] + e.stream.duration[i]) if i >= 0 else e.end
+            if i >= 0:
+                e.interruptions[i] += 1
+            choice = e.placer.place(view, vm) if self.reallocate else None
+            if choice is not None:
+                h, n = e._validate(choice, vm)
+                st.add_vm(vm, h, n)
+                e._serial = np.append(e._serial, np.int64(serial))
+                out.reallocated += 1
+            else:
+                e.dropped.add(serial)
+                out.lost_time += max(min(end, e.end) - now, 0.0)
+        e._changed()
+        return out
+
+    def repair(self, kind: str, host: int) -> None:
+        e = self.engine
+        e._advance(e.env.now)
+        e.state.set_host_down(host, False)
+        e._changed()
