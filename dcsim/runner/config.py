@@ -173,7 +173,7 @@ RESERVED_COLUMNS = frozenset({
     "jobset", "dropped", "slowdown", "completion_time", "mean_slowdown",
     "mean_completion_time", "finished", "unfinished", "jobsets", "forced_jobsets",
     # failures (their table and summary columns)
-    "failures", "interrupted", "reallocated", "lost_request_time", "lost_vm_time", "event",
+    "n_failures", "interrupted", "reallocated", "lost_request_time", "lost_vm_time", "event",
     "kind", "component", "lost_time", "interruptions",
 })
 #: Keys that ``matrix:`` may not sweep (use ``seeds:`` / ``--seeds`` for replications).

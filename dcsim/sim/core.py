@@ -184,7 +184,7 @@ class FailureProcess:
 
     def summary(self, lost_name: str) -> dict[str, Any]:
         """The failure metrics of the measured window."""
-        out: dict[str, Any] = {"failures": self.failures, "interrupted": self.interrupted,
+        out: dict[str, Any] = {"n_failures": self.failures, "interrupted": self.interrupted,
                                "reallocated": self.reallocated, lost_name: self.lost_time}
         means = self.avail.mean(fallback=self.target.availability())
         out.update(zip(self.avail_columns, (float(x) for x in means), strict=True))

@@ -291,7 +291,7 @@ class Engine:
         if choice is None:
             return None, None
         if self._failures is not None:
-            why = self._failures.refused(choice)
+            why = self._failures.refused(choice, req.demand)
             if why is not None:
                 raise self._error(why)
         if type(choice) is int or isinstance(choice, np.integer):

@@ -4,6 +4,7 @@ it draws or replays.
 ::
 
     failures:
+      name: servers               # optional: the results' column when failures is swept
       on_failure: drop            # or reallocate
       servers:                    # every server (in vm_online: every host)
         ttf: {dist: exponential, mean: 20000}   # time to failure, from being up
@@ -106,6 +107,7 @@ class FailureTrace(StrictModel):
 class FailureSpec(StrictModel):
     """The ``failures:`` section."""
 
+    name: str = ""  # what a sweep's ``failures`` column shows for this section
     on_failure: Literal["drop", "reallocate"] = "drop"
     servers: Lifetimes | None = None
     links: LinkFailures | None = None

@@ -71,19 +71,20 @@ class LossFailures:
 
     # -- requests --------------------------------------------------------------------------
     def hold(self, req: Request, placement: Placement, amount: list[float], end: float) -> None:
-        """``req`` took ``placement`` until ``end``."""
+        """``req`` took ``placement`` until ``end`` (it is on the servers and links where it
+        holds something)."""
         self.placed[req.id] = [req, placement, amount, end]
-        for s in placement.servers.tolist():
+        for s in _holding(placement):
             self.on_server[s].add(req.id)
-        for ln in placement.links.tolist():
+        for ln in placement.links[placement.bandwidth > 0].tolist():
             self.on_link[ln].add(req.id)
 
     def _unhold(self, rid: int) -> list:
         entry = self.placed.pop(rid)
         p = entry[1]
-        for s in p.servers.tolist():
+        for s in _holding(p):
             self.on_server[s].discard(rid)
-        for ln in p.links.tolist():
+        for ln in p.links[p.bandwidth > 0].tolist():
             self.on_link[ln].discard(rid)
         return entry
 
@@ -113,19 +114,24 @@ class LossFailures:
         if e._arrivals_done and not self.placed and not e._due and not self.done.triggered:
             self.done.succeed()
 
-    def refused(self, choice) -> str | None:
-        """Why a choice uses a failed component, or None."""
+    def refused(self, choice, demand: np.ndarray) -> str | None:
+        """Why a choice takes something of a failed component, or None (a request that
+        needs nothing of it, e.g. of zero demand, is not on it)."""
         if type(choice) is int or isinstance(choice, np.integer):
             s = int(choice)
             return (f"chose server {s}, which has failed (view.server_up)"
-                    if 0 <= s < self._server_up.size and not self._server_up[s] else None)
+                    if 0 <= s < self._server_up.size and not self._server_up[s]
+                    and (demand > 0).any() else None)
         if isinstance(choice, Placement):
             s = choice.servers
             if s.size and s.min() >= 0 and s.max() < self._server_up.size and \
-                    not self._server_up[s].all():
-                return (f"placed on server {int(s[~self._server_up[s]][0])}, which has "
-                        "failed (view.server_up)")
-            ln = choice.links
+                    choice.amounts.shape[0] == s.size:
+                bad = ~self._server_up[s] & (choice.amounts > 0).any(axis=1)
+                if bad.any():
+                    return (f"placed on server {int(s[bad][0])}, which has failed "
+                            "(view.server_up)")
+            ln = choice.links[choice.bandwidth > 0] if \
+                choice.bandwidth.shape == choice.links.shape else choice.links
             if ln.size and ln.min() >= 0 and ln.max() < self._link_up.size and \
                     not self._link_up[ln].all():
                 return (f"routed over link {int(ln[~self._link_up[ln]][0])}, which has "
@@ -217,6 +223,13 @@ class LossFailures:
         out = e.meter.instant(e.state, self.down_capacity, ~self._link_up)
         out.update(zip(self.process.avail_columns, self.availability(), strict=True))
         return out
+
+
+def _holding(p: Placement) -> list[int]:
+    """The servers where ``p`` holds something."""
+    if p.servers.shape[0] == 1:
+        return p.servers.tolist() if (p.amounts > 0).any() else []
+    return p.servers[(p.amounts > 0).any(axis=1)].tolist()
 
 
 def _overrides(obj, name: str) -> bool:
