@@ -37,6 +37,7 @@ REDUCE: dict[str, dict[str, Any]] = {
     "ahab_lookahead": {"sets": ["workload.requests=60", "warmup.requests=10",
                                 "allocators.0.options.sequences=3"]},
     "deeprm_load_sweep": {"sets": ["workload.jobsets=2"]},
+    "failures_fabric": {"keep": 3, "sets": ["workload.requests=100"]},
     "nara_table1": {"keep": 2},
     "nara_seed_spread": {"keep": 1},
     "nara_clock_ablation": {"keep": 1},
@@ -123,7 +124,7 @@ def run_reduced(name: str, folder: Path) -> dict[str, pd.DataFrame]:
     out = folder / "out"
     run_experiment(exp, out=out)
     tables = {"summary": stable(pd.read_parquet(out / "summary.parquet"))}
-    for kind in ("requests", "timeseries", "migrations", "vms", "jobs"):
+    for kind in ("requests", "timeseries", "migrations", "vms", "jobs", "component_failures"):
         if (out / kind).is_dir() and any((out / kind).rglob("*.parquet")):
             tables[kind] = stable(read_files(out / kind))
     return tables

@@ -338,7 +338,8 @@ def test_the_topology_howto_lists_the_real_errors(tmp_path, monkeypatch):
 
 #: the how-tos a test above runs as written
 RUN_AS_WRITTEN = {"write-an-allocator.md", "vm-rescheduling.md", "use-a-trace.md",
-                  "custom-topology.md", "queue-scheduling.md", "nara-optical-agent.md"}
+                  "custom-topology.md", "queue-scheduling.md", "nara-optical-agent.md",
+                  "failures.md"}
 
 
 @pytest.mark.parametrize("md", sorted(p.name for p in (ROOT / "docs" / "howto").glob("*.md")))
@@ -379,3 +380,15 @@ def test_reduced_adds_the_arguments_to_each_run_command():
     text = "dcsim run a.yaml --jobs 2   # a comment\npython r.py\ndcsim run b.yaml\n"
     assert reduced(text, "--seeds 1") == ("dcsim run a.yaml --jobs 2 --seeds 1  # a comment\n"
                                           "python r.py\ndcsim run b.yaml --seeds 1\n")
+
+
+@pytest.mark.slow
+def test_the_failures_howto_runs_as_written(tmp_path):
+    """docs/howto/failures.md: drawn failures with drop and reallocate, a replayed trace and
+    its component_failures rows, a bad row's error, the shipped experiment reduced."""
+    _checkout(tmp_path, "experiments")
+    checks = run_tutorial(ROOT / "docs" / "howto" / "failures.md", tmp_path)
+    assert (tmp_path / "results" / "failures_fabric" / "summary.parquet").exists()
+    assert len(checks) >= 4
+    problems = drift(checks)
+    assert not problems, "\n\n".join(problems)

@@ -99,7 +99,7 @@ def test_a_server_failure_drops_the_request_on_it(tmp_path):
     assert ("repaired", "server", 0, 5.0) in alloc.calls
     assert eng.released == eng.accepted == 2
     np.testing.assert_array_equal(eng.state.free, eng.state.capacity)
-    f = tables["failures"]
+    f = tables["component_failures"]
     assert f["event"] == ["fail", "repair"] and f["time"] == [3.0, 5.0]
     assert f["interrupted"] == [1, 0] and f["avail_cpu"] == [0.5, 1.0]
 
@@ -165,7 +165,7 @@ def test_a_link_failure_reembeds_a_multi_server_request_whole(tmp_path):
     assert out[tier] == pytest.approx((4 * 1 + 2 * 2 / 3) / 6)
     np.testing.assert_allclose(eng.state.link_free, eng.state.link_capacity)
     assert eng.released == eng.accepted == 2
-    assert tables["failures"]["kind"] == ["link", "link"]
+    assert tables["component_failures"]["kind"] == ["link", "link"]
 
 
 def test_an_allocator_that_uses_a_failed_server_is_an_error(tmp_path):
@@ -378,8 +378,8 @@ def test_overlapping_replayed_failures_keep_the_component_down_until_the_last_re
     alloc = FirstUp()
     src = ListSource([0.0, 6.0], [0.5, 1.0], [[1, 1], [1, 1]])
     _, out, tables = run_loss(star_topology(2), src, alloc, {"trace": {"path": str(trace)}})
-    assert tables["failures"]["event"] == ["fail", "repair"]
-    assert tables["failures"]["time"] == [1.0, 5.0]
+    assert tables["component_failures"]["event"] == ["fail", "repair"]
+    assert tables["component_failures"]["time"] == [1.0, 5.0]
     assert out["avail_cpu"] == pytest.approx((2 * 1 + 4 * 0.5) / 6)
     assert math.isfinite(out["avail_mem"])
 
@@ -417,7 +417,7 @@ def test_a_host_failure_drops_or_replaces_its_vms(tmp_path, on_failure):
     trace = trace_file(tmp_path, [(2.5, "host", 0, 5)])   # host 0 down over [2.5, 7.5]
     out, tables = run_vm(tmp_path, VMS, {"trace": {"path": str(trace)},
                                          "on_failure": on_failure}, sample_every=1.0)
-    f = tables["failures"]
+    f = tables["component_failures"]
     assert f["event"] == ["fail", "repair"] and f["interrupted"] == [3, 0]
     vms = tables["vms"]
     assert list(vms["interruptions"]) == [1, 1, 1, 0]
@@ -470,7 +470,7 @@ def test_same_seed_same_rows_with_failures_serial_and_two_processes(tmp_path):
     ok("run", path, "--out", tmp_path / "a")
     ok("run", path, "--out", tmp_path / "b", "--jobs", "2")
     assert_same_dataset(tmp_path / "a", tmp_path / "b", runs=12)
-    fa, fb = (pd.read_parquet(tmp_path / x / "failures").sort_values(
+    fa, fb = (pd.read_parquet(tmp_path / x / "component_failures").sort_values(
         ["allocator", "seed", "failures", "time", "event"], ignore_index=True)
         for x in "ab")
     pd.testing.assert_frame_equal(fa, fb)

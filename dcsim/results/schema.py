@@ -231,7 +231,7 @@ _FAILURE_HEAD = (
     Col("measured", "bool", "—", "inside the measured window (counted in the summary)"),
 )
 
-LOSS_FAILURES = Table("failures", (
+LOSS_FAILURES = Table("component_failures", (
     *_FAILURE_HEAD,
     Col("avail_<resource>", "float64", "fraction", "share of each resource up after it"),
     Col("avail_bw_<tier>", "float64", "fraction", "share of a tier's bandwidth up after it",
@@ -359,7 +359,7 @@ VM_ONLINE_TIMESERIES = Table("timeseries", (
     Col("avail_mem", "float64", "fraction", "memory on hosts that are up", when="failures"),
 ), "one per sample")
 
-VM_ONLINE_FAILURES = Table("failures", (
+VM_ONLINE_FAILURES = Table("component_failures", (
     *_FAILURE_HEAD,
     Col("avail_cpu", "float64", "fraction", "cpu on hosts up after it"),
     Col("avail_mem", "float64", "fraction", "memory on hosts up after it"),
@@ -396,11 +396,11 @@ VM_ONLINE_SUMMARY = Table("summary", (
 #: every mode's tables: the streamed ones, then ``summary``
 TABLES: dict[str, dict[str, Table]] = {
     "loss": {"requests": LOSS_REQUESTS, "timeseries": LOSS_TIMESERIES,
-             "failures": LOSS_FAILURES, "summary": LOSS_SUMMARY},
+             "component_failures": LOSS_FAILURES, "summary": LOSS_SUMMARY},
     "queue": {"jobs": QUEUE_JOBS, "timeseries": QUEUE_TIMESERIES, "summary": QUEUE_SUMMARY},
     "reschedule": {"migrations": VM_MIGRATIONS, "summary": VM_STATIC_SUMMARY},
     "vm_online": {"vms": VM_ONLINE_VMS, "timeseries": VM_ONLINE_TIMESERIES,
-                  "failures": VM_ONLINE_FAILURES, "summary": VM_ONLINE_SUMMARY},
+                  "component_failures": VM_ONLINE_FAILURES, "summary": VM_ONLINE_SUMMARY},
 }
 
 #: the folders a mode streams into (everything but ``summary``), over all modes

@@ -6,7 +6,8 @@ Layout of an experiment's output directory (documented in docs/reference/outputs
     <table>/allocator=<label>/seed=<s>/<run>.parquet  a mode's streamed tables: requests/
                                                       and timeseries/ (loss), jobs/ (queue),
                                                       migrations/ (reschedule), vms/
-                                                      (vm_online); see results.schema
+                                                      (vm_online), component_failures/
+                                                      (failures:); see results.schema
     runs/<run>.json                                   a finished run's summary row
     experiment.yaml, manifest.json
 

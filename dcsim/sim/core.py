@@ -6,7 +6,7 @@ The loss engine (:mod:`dcsim.sim.engine`) and the VM online engine
 a host × NUMA mapping). A *failure target* adapts that state to the failure process
 (:class:`FailureTarget`): it takes a component down, deals with what ran on it and brings it
 back. :class:`FailureProcess` walks a :class:`~dcsim.sim.failures.FailureSchedule`, calls
-the target at each failure and repair, writes the ``failures`` table and keeps the failure
+the target at each failure and repair, writes the ``component_failures`` table and keeps the failure
 metrics and the time-averaged available capacity over the engine's measured window.
 
 Event order: a failure or repair at time ``t`` is one SimPy timeout, scheduled when the

@@ -424,7 +424,7 @@ class Engine:
         if final and self._failures is not None and self.sink is not None:
             rows = self._failures.process.columns()
             if rows["time"]:
-                self.sink("failures", rows)
+                self.sink("component_failures", rows)
 
     # ------------------------------------------------------------------ summary
     def summary(self) -> dict[str, Any]:

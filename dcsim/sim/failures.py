@@ -170,13 +170,13 @@ def read_failure_trace(path: str, base_dir: str | None, comps: Components,
         raise ConfigError(f"{where}.path: cannot read {p}: {e}") from None
     missing = [c for c in ("time", "kind", "component", "duration") if c not in df.columns]
     if missing:
-        raise ConfigError(f"{p}: missing column {missing[0]!r} (a failure trace has time, "
-                          "kind, component, duration)")
+        raise ConfigError(f"{where}: {path}: missing column {missing[0]!r} (a failure trace "
+                          "has time, kind, component, duration)")
     rows = []
     count = {"server": comps.servers, "link": comps.links}
     for i, (t, kind, comp, dur) in enumerate(zip(df["time"], df["kind"], df["component"],
                                                  df["duration"], strict=True)):
-        line = f"{p}: row {i + 2}"  # +1 header, +1 from 0
+        line = f"{where}: {path}: row {i + 2}"  # +1 header, +1 from 0
         kind = "server" if str(kind) == "host" else str(kind)
         if kind not in KINDS:
             raise ConfigError(f"{line}: kind {kind!r} is not server or link")

@@ -17,7 +17,7 @@ request again, in arrival order). Repairs restore the component's whole capacity
 
 The run goes on until every accepted request has departed or been dropped; failures keep
 happening until then, but only those while the measured window is open count in the
-summary (every one is a row of the ``failures`` table).
+summary (every one is a row of the ``component_failures`` table).
 """
 
 from __future__ import annotations

@@ -17,22 +17,18 @@ the run, [0, end]; every one is counted in the summary.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from dcsim.sim.core import FailureProcess, Outcome
 from dcsim.sim.failures import Components, FailureSchedule, FailureSpec
 from dcsim.vm.view import MappingView
 
-if TYPE_CHECKING:
-    from dcsim.sim.vm_online import OnlineEngine
-
 
 class VMFailures:
-    """Host failures on one online run."""
+    """Host failures on one online run (``engine``: its
+    :class:`~dcsim.sim.vm_online.OnlineEngine`)."""
 
-    def __init__(self, engine: OnlineEngine, spec: FailureSpec, rng: np.random.Generator,
+    def __init__(self, engine, spec: FailureSpec, rng: np.random.Generator,
                  base_dir: str | None = None):
         self.engine = engine
         schedule = FailureSchedule(spec, Components(engine.state.n_hosts), rng, base_dir)

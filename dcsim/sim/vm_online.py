@@ -330,7 +330,7 @@ class OnlineEngine:
                 "decision_s": self.decision[:m],
                 **({"interruptions": self.interruptions[:m]} if self._failures else {})})
             if self._failures is not None and self._failures.process.rows["time"]:
-                self.sink("failures", self._failures.process.columns())
+                self.sink("component_failures", self._failures.process.columns())
         fr, uc, _ = self._metrics()
         self._avg.close(self.end, self._metrics())
         avg = self._avg.mean(fallback=self._metrics())

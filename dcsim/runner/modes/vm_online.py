@@ -29,9 +29,8 @@ class VMOnlineMode(Mode):
 
     def build(self, spec, plan, workload_rng, plugin_rng) -> Built:
         from dcsim.plugins import get_plugin_class
-        from dcsim.sim.vm_online import run_online
-
         from dcsim.sim.failures import failure_rng
+        from dcsim.sim.vm_online import run_online
 
         placer = plugin_instance(plan, "placer", plugin_rng)
         lookup = partial(get_plugin_class, kind="rescheduler")
