@@ -43,7 +43,8 @@ from dcsim.allocators.base import Allocator
 from dcsim.errors import DcsimError, PluginError
 from dcsim.model import ClusterState, Placement, Request, StateView, Topology
 from dcsim.model.state import EPS
-from dcsim.sim.config import EngineConfig
+from dcsim.sim.config import EngineConfig, quiet_gc
+from dcsim.sim.engine_clock import HeldAndDeferred
 from dcsim.sim.metrics import AcceptanceLog, Meter
 from dcsim.sim.records import ColumnBuffer, request_columns, unpack_batch
 from dcsim.workload.base import RequestBatch, RequestSource
@@ -57,7 +58,7 @@ _NO_ATTRS: MappingProxyType[str, Any] = MappingProxyType({})  # a request withou
 Sink = Callable[[str, dict[str, list]], None]
 
 
-class Engine:
+class Engine(HeldAndDeferred):
     """Simulate one workload against one allocator on one topology."""
 
     def __init__(
@@ -117,7 +118,8 @@ class Engine:
         """Run to completion (every accepted request departed); return the summary metrics."""
         self.start()
         # with failures the failure process never runs out: stop when every request is out
-        self.env.run(until=self._failures.done if self._failures is not None else None)
+        with quiet_gc():
+            self.env.run(until=self._failures.done if self._failures is not None else None)
         if not self._arrivals_done:  # cannot happen: a held request fits an empty cluster
             raise DcsimError(f"request {self.received} was held for capacity and never fitted")
         self._flush(final=True)
@@ -190,29 +192,6 @@ class Engine:
         if self._failures is not None:
             self._failures.process.close(env.now)
             self._failures.check_done()
-
-    def _hold(self, req: Request):
-        """Until the cluster's total free resources cover ``req``'s demand, wait for
-        departures (``capacity="wait"``); return the time held. A request larger than the
-        whole cluster could never fit: it is not held."""
-        free = self.state.free
-        capacity = self.meter.capacity
-        tol = self._hold_tol
-        d = req.demand
-        if not ((free.sum(axis=0) + tol < d).any() and (d <= capacity + tol).all()):
-            return 0.0
-        cfg = self.config
-        # the window opens at the arrival, before the wait, as in loss mode
-        if (not self.meter.open and req.id >= cfg.warmup_requests
-                and req.arrival >= cfg.warmup_time):
-            self._open_window(self.env.now)
-        since = self.env.now
-        while (free.sum(axis=0) + tol < d).any():
-            self._departure = self.env.event()
-            yield self._departure
-        if self._defer:  # the authors' clock ticks once more before the request is placed
-            yield self.env.timeout(1.0)
-        return self.env.now - since
 
     def _open_window(self, now: float) -> None:
         self.meter.open_window(now)
@@ -345,45 +324,6 @@ class Engine:
             self.allocator.released(req, placement, self.view)
         if self._failures is not None:
             self._failures.released(placement)
-
-    def _depart_and_notify(self, req: Request, placement: Placement, amount: list[float],
-                           event: simpy.Event) -> None:
-        """``_depart``, then wake a request held for capacity (``capacity="wait"``).
-
-        The held request resumes after every other departure at this instant: their
-        timeouts were scheduled before this wake-up event.
-        """
-        self._depart(req, placement, amount, event)
-        self._wake_held()
-
-    def _wake_held(self) -> None:
-        """Wake the request held for capacity, if any (it re-checks the totals)."""
-        waiting = self._departure
-        if waiting is not None:
-            self._departure = None
-            waiting.succeed()
-
-    def _defer_departure(self, req: Request, placement: Placement, amount: list[float],
-                         _event: simpy.Event) -> None:
-        """``departures: after_first_step``: hold the release until the request decided at
-        this instant has taken its first server; a zero-delay event releases them when no
-        decision is under way (it fires after the arrival due now, scheduled earlier)."""
-        if not self._due:
-            self.env.timeout(0).callbacks.append(self._release_due_event)
-        self._due.append((req, placement, amount))
-
-    def _release_due_event(self, _event: simpy.Event) -> None:
-        if not self._deciding:
-            self._release_due()
-
-    def _release_due(self) -> None:
-        """Release the deferred departures (each once), then wake a held request."""
-        if not self._due:
-            return
-        due, self._due = self._due, []
-        for req, placement, amount in due:
-            self._depart(req, placement, amount, None)
-        self._wake_held()
 
     # ------------------------------------------------------------------ records
     def _finish_batch(
