@@ -30,3 +30,23 @@ class Request:
     demand: np.ndarray
     bandwidth: float = 0.0
     attrs: Mapping[str, Any] = field(default_factory=dict)
+
+
+_FIELDS = ("id", "arrival", "duration", "demand", "bandwidth", "attrs")
+_SETTERS = tuple(Request.__dict__[f].__set__ for f in _FIELDS)
+
+
+def new_request(id: int, arrival: float, duration: float, demand: np.ndarray,
+                bandwidth: float, attrs: Mapping[str, Any]) -> Request:
+    """``Request(id, arrival, duration, demand, bandwidth, attrs)``, built without the frozen
+    dataclass's ``__init__`` (which sets each field through ``object.__setattr__``): half
+    the time, for the engine's one request per arrival. The object is the same."""
+    r = object.__new__(Request)
+    s0, s1, s2, s3, s4, s5 = _SETTERS
+    s0(r, id)
+    s1(r, arrival)
+    s2(r, duration)
+    s3(r, demand)
+    s4(r, bandwidth)
+    s5(r, attrs)
+    return r

@@ -150,6 +150,37 @@ class ClusterState:
             vals[j] = v if v < cap[j] else cap[j]
         self.free[server] = vals
 
+    def server_ops(self) -> tuple[Callable[[int, list[float]], bool],
+                                  Callable[[int, list[float]], None]]:
+        """``(take_one, give_one)`` for the engine's hot path: with two resources, versions
+        unrolled over the two free columns (twice as fast; the same floats), else the
+        methods themselves."""
+        if self.free.shape[1] != 2:
+            return self.take_one, self.give_one
+        c0, c1 = self.free[:, 0], self.free[:, 1]
+        tol = self._abs_tol
+        cap = self._cap_rows
+
+        def take_one(server: int, demand: list[float]) -> bool:
+            d0, d1 = demand
+            v0 = c0.item(server) - d0
+            v1 = c1.item(server) - d1
+            if v0 < -tol or v1 < -tol:
+                return False
+            c0[server] = v0 if v0 > 0.0 else 0.0
+            c1[server] = v1 if v1 > 0.0 else 0.0
+            return True
+
+        def give_one(server: int, amount: list[float]) -> None:
+            a0, a1 = amount
+            k0, k1 = cap[server]
+            v0 = c0.item(server) + a0
+            v1 = c1.item(server) + a1
+            c0[server] = v0 if v0 < k0 else k0
+            c1[server] = v1 if v1 < k1 else k1
+
+        return take_one, give_one
+
     def _apply(self, p: Placement, sign: float) -> None:
         s = p.servers
         if s.size == 1 and not p.links.size:  # fast path: one server, no network

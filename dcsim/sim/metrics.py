@@ -127,6 +127,16 @@ class Meter:
         if self.open:
             self._add(amount, tier_bw, end - start)
 
+    def held(self, rid: int, start: float, end: float, amount: list[float]) -> None:
+        """:meth:`accepted` for a placement without links (one server, the engine's fused
+        path)."""
+        self.active[rid] = (start, end, amount, None)
+        used = self.used
+        for j, a in enumerate(amount):
+            used[j] += a
+        if self.open:
+            self._add(amount, None, end - start)
+
     def departed(self, rid: int) -> None:
         amount = self.active.pop(rid)[2]
         used = self.used

@@ -41,7 +41,7 @@ def request_columns(
     arrival: np.ndarray,
     accepted: np.ndarray,
     measured: np.ndarray,
-    placements: list[Placement | None],
+    placements: list[Placement | int | None],
     decisions: list[float],
     waits: np.ndarray | None,
 ) -> dict[str, Any]:
@@ -64,12 +64,15 @@ def request_columns(
         start = arrival + waits
     cols["start"] = np.where(accepted, start, np.nan)
     cols["end"] = np.where(accepted, start + duration, np.nan)
-    servers = [[] if p is None else p.servers.tolist() for p in placements]
+    # a placement, None (rejected) or a server index (the whole request on that server)
+    servers = [[] if p is None else [p] if type(p) is int else p.servers.tolist()
+               for p in placements]
     # defaults for the common case (one server, no network); others are fixed up below
     locality = np.where(accepted, 0, -1)
     footprint = np.where(accepted, 0.0, np.nan)
     for i, p in enumerate(placements):
-        if p is not None and (p.servers.shape[0] != 1 or p.links.shape[0]):
+        if p is not None and type(p) is not int and (p.servers.shape[0] != 1
+                                                     or p.links.shape[0]):
             locality[i] = topo.locality(p.servers)
             footprint[i] = p.footprint
     cols["n_servers"] = np.fromiter(map(len, servers), dtype=np.int64, count=n)
