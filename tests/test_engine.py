@@ -189,3 +189,50 @@ def test_workload_attrs_become_request_columns():
     src = ListSource([1, 2], [1, 1], [[1, 1], [1, 1]], attrs={"N": [3, 4]})
     _, _, rec = run(topo, src, FirstFitAllocator())
     assert rec["N"] == [3, 4]
+
+
+def test_the_fused_path_gives_the_rows_of_the_general_one():
+    """A server index as an ``int`` takes the engine's fused path; the same index as a numpy
+    integer takes the general one (``_settle``): same summary, same request rows, and
+    ``released`` gets the same placements."""
+    from conftest import random_source, star_topology
+
+    from dcsim.allocators.builtin import BestFitAllocator
+    from dcsim.sim import Engine
+
+    class Rows:
+        def __init__(self):
+            self.rows = {}
+
+        def __call__(self, kind, cols):
+            if kind == "requests":
+                for k, v in cols.items():
+                    self.rows.setdefault(k, []).extend(list(v))
+
+    def run(as_numpy: bool):
+        released = []
+
+        class Alloc(BestFitAllocator):
+            def allocate(self, request, view):
+                c = super().allocate(request, view)
+                return np.int64(c) if (as_numpy and c is not None) else c
+
+            def released(self, request, placement, view):
+                released.append((request.id, placement.servers.tolist(),
+                                 placement.amounts.tolist(), view.now))
+
+        sink = Rows()
+        topo = star_topology(6)
+        out = Engine(topo, random_source(np.random.default_rng(3), 400), Alloc(),
+                     np.random.default_rng(0), sink=sink).run()
+        out.pop("mean_decision_s")
+        sink.rows.pop("decision_s")
+        return out, sink.rows, released
+
+    import pandas as pd
+
+    fused, general = run(False), run(True)
+    assert fused[0] == general[0]
+    pd.testing.assert_frame_equal(pd.DataFrame(fused[1]), pd.DataFrame(general[1]))
+    assert not all(fused[1]["accepted"])
+    assert fused[2] == general[2] and len(fused[2]) > 100
