@@ -11,7 +11,7 @@ import itertools
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from dcsim.config_files import (  # noqa: F401  (their old home; re-exported)
     MAX_EXPANDED_VALUES,
@@ -85,14 +85,16 @@ class ExperimentSpec(StrictModel):
     mode: Literal["loss", "queue", "reschedule", "vm_online"] = "loss"
     seed: Annotated[int, Field(ge=0)] = 0
     seeds: Annotated[int, Field(ge=1)] = 1
-    topology: dict[str, Any] | None = None
-    workload: dict[str, Any] | None = None
+    # the mode's sections: mappings in the file; in a sweep point, the mode's typed models
+    # (Mode.sections: TopologySpec, WorkloadSpec or a job source, StaticSpec, OnlineSpec)
+    topology: dict[str, Any] | BaseModel | None = None
+    workload: dict[str, Any] | BaseModel | None = None
     allocators: list[str | AllocatorSpec] = Field(default_factory=list)
     schedulers: list[str | AllocatorSpec] = Field(default_factory=list)
     reschedulers: list[str | AllocatorSpec] = Field(default_factory=list)
     placers: list[str | AllocatorSpec] = Field(default_factory=list)
     queue: QueueSpec = Field(default_factory=QueueSpec)
-    vm: dict[str, Any] | None = None
+    vm: dict[str, Any] | BaseModel | None = None
     capacity: Literal["reject", "wait"] = "reject"  # lack of total cpu/mem: drop or hold
     # requests ending at t: released before the arrival at t, or after its first step
     departures: Literal["before_arrivals", "after_first_step"] = "before_arrivals"

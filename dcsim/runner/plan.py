@@ -77,8 +77,7 @@ def load_experiment(
     base_dir = str(path.resolve().parent)
     runs: list[RunPlan] = []
     for params, data in sweep_points(spec, raw, source):
-        point = validate_spec(data, source)
-        _check_point(point, data, source, base_dir)
+        point = _check_point(validate_spec(data, source), data, source, base_dir)
         labels: dict[str, int] = {}
         key_name, kind = point.plugin_key, point.plugin_kind
         for i, a in enumerate(point.allocator_specs()):
@@ -118,15 +117,20 @@ def load_experiment(
     return Experiment(spec.name, source, raw, spec, runs)
 
 
-def _check_point(point: ExperimentSpec, data: dict[str, Any], source: str, base_dir: str) -> None:
-    """Build what a run of this point needs once (its mode's checks), so that errors surface
-    before anything runs."""
+def _check_point(point: ExperimentSpec, data: dict[str, Any], source: str, base_dir: str
+                 ) -> ExperimentSpec:
+    """The point with its mode's sections typed (:meth:`Mode.sections`), after building what
+    a run of it needs once (its mode's checks), so that errors surface before anything
+    runs."""
     from dcsim.runner.modes import MODES
 
+    mode = MODES[point.mode]
     try:
-        MODES[point.mode].check(point, base_dir)
+        point = point.model_copy(update=mode.sections(point))
+        mode.check(point, base_dir)
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from None
+    return point
 
 
 def _slug(label: str) -> str:

@@ -37,7 +37,11 @@ def execute_run(plan: RunPlan, out: str | Path) -> dict[str, Any]:
     from dcsim.runner.modes import MODES
 
     t0 = time.perf_counter()
-    spec = plan.spec if plan.spec is not None else validate_spec(plan.config, plan.experiment)
+    if plan.spec is not None:
+        spec = plan.spec
+    else:  # a plan built by hand: validate it as the planner does
+        spec = validate_spec(plan.config, plan.experiment)
+        spec = spec.model_copy(update=MODES[spec.mode].sections(spec))
     workload_rng, plugin_rng = run_rngs(spec.seed, plan.seed)
     built = MODES[spec.mode].build(spec, plan, workload_rng, plugin_rng)
     tables = {name: t.bind(flags=built.flags, **built.families)

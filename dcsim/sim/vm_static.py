@@ -104,7 +104,10 @@ class StaticSpec(StrictModel):
 
 def validate_section(model: type[BaseModel], raw: Any, where: str) -> Any:
     """``model`` validated from ``raw``; the first error as a :class:`ConfigError` naming
-    the field path under ``where`` (e.g. ``vm.reschedule.mnl: Input should be ...``)."""
+    the field path under ``where`` (e.g. ``vm.reschedule.mnl: Input should be ...``); an
+    instance of ``model`` (a section parsed already) is returned as it is."""
+    if isinstance(raw, model):
+        return raw
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a mapping of settings, got {raw!r}")
     try:

@@ -47,6 +47,12 @@ class Mode(ABC):
     #: resolved ``experiment.yaml``)
     unused: frozenset[str] = frozenset()
 
+    def sections(self, spec) -> dict[str, Any]:
+        """The mode's own sections of ``spec`` parsed into their typed models (a
+        :class:`~dcsim.errors.ConfigError` names the field): what a sweep point carries
+        into :meth:`check` and :meth:`build` in place of the file's mappings."""
+        return {}
+
     @abstractmethod
     def check(self, point, base_dir: str) -> None:
         """Build what a run of this sweep point needs once, so that a bad file or value is

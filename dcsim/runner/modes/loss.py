@@ -16,6 +16,13 @@ class LossMode(Mode):
     name = "loss"
     unused = frozenset({"queue", "vm"})
 
+    def sections(self, spec) -> dict[str, Any]:
+        from dcsim.model.topologies import parse_topology_spec
+        from dcsim.workload.spec import parse_workload
+
+        return {"topology": parse_topology_spec(spec.topology),
+                "workload": parse_workload(spec.workload)}
+
     def check(self, point, base_dir: str) -> None:
         from dcsim.model.topologies import build_topology
         from dcsim.runner.config import RESERVED_COLUMNS
@@ -23,14 +30,13 @@ class LossMode(Mode):
 
         topology = build_topology(point.topology, base_dir)
         build_source(point.workload, topology, Path(base_dir))
-        n = point.workload.get("requests")
-        if (isinstance(n, int) and not isinstance(n, bool) and "trace" not in point.workload
-                and point.warmup.requests >= n):
+        n = point.workload.requests
+        if n is not None and point.workload.trace is None and point.warmup.requests >= n:
             raise ConfigError(f"warmup.requests: {point.warmup.requests} is not below "
                               f"workload.requests ({n}): no request would be measured")
         if point.failures is not None:  # a bad trace or tier name fails here, not in a run
             failure_schedule(point.failures, topology, np.random.default_rng(0), base_dir)
-        attrs = point.workload.get("attrs") or {}
+        attrs = point.workload.attrs
         taken = [a for a in attrs if a in RESERVED_COLUMNS or a in topology.resources]
         if taken:
             raise ConfigError(f"workload.attrs.{taken[0]}: the name is a results column; "

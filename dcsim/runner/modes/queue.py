@@ -25,14 +25,21 @@ class QueueMode(Mode):
     name = "queue"
     unused = frozenset({"vm"})
 
+    def sections(self, spec) -> dict[str, Any]:
+        from dcsim.model.topologies import parse_topology_spec
+        from dcsim.queue.spec import parse_jobs
+
+        return {"topology": parse_topology_spec(spec.topology),
+                "workload": parse_jobs(spec.workload)}
+
     def check(self, point, base_dir: str) -> None:
         from dcsim.model.topologies import build_topology
-        from dcsim.queue.spec import build_jobsets, parse_jobs
+        from dcsim.queue.spec import build_jobsets
 
         topology = build_topology(point.topology, base_dir)
-        jobs = parse_jobs(point.workload)
+        jobs = point.workload
         if jobs.kind == "trace":  # load it once (one job set): path and columns checked
-            build_jobsets({**point.workload, "jobsets": 1}, tuple(topology.resources),
+            build_jobsets(jobs.model_copy(update={"jobsets": 1}), tuple(topology.resources),
                           float(topology.total_capacity().max()), np.random.default_rng(0),
                           Path(base_dir))
 

@@ -15,6 +15,11 @@ class RescheduleMode(Mode):
     name = "reschedule"
     unused = VM_UNUSED
 
+    def sections(self, spec) -> dict[str, Any]:
+        from dcsim.sim.vm_static import parse_static
+
+        return {"vm": parse_static(spec.vm, where="vm")}
+
     def check(self, point, base_dir: str) -> None:
         from dcsim.sim.vm_static import check_static
 

@@ -14,6 +14,11 @@ class VMOnlineMode(Mode):
     name = "vm_online"
     unused = VM_UNUSED
 
+    def sections(self, spec) -> dict[str, Any]:
+        from dcsim.sim.vm_online_spec import parse_online
+
+        return {"vm": parse_online(spec.vm, where="vm")}
+
     def check(self, point, base_dir: str) -> None:
         from dcsim.sim.vm_online_spec import check_online
 
