@@ -506,3 +506,47 @@ def test_a_bad_failure_trace_is_one_clear_error(tmp_path):
     (tmp_path / "q.yaml").write_text(yaml.safe_dump(cfg))
     r = invoke("run", tmp_path / "q.yaml", "--out", tmp_path / "q")
     assert r.exit_code != 0 and "failures: only modes loss and vm_online" in r.output
+
+
+def test_a_link_failure_under_a_virtual_cluster_by_hand(tmp_path):
+    """OKTOPUS embeds a 2-VM cluster (6 CU each on 8-CU hosts: two hosts, a link each);
+    the link carrying the most of it fails: the cluster is re-embedded whole, off that link,
+    and keeps its departure time; the repair restores the link."""
+    from conftest import vc_tree
+
+    from dcsim.plugins import get_plugin_class
+
+    topo, _ = vc_tree(1, 2, 2)   # 4 hosts, 2 racks
+    cls = get_plugin_class("oktopus", "allocator")
+    choices = []
+
+    class Recording(cls):
+        def allocate(self, request, view):
+            p = super().allocate(request, view)
+            choices.append((view.now, p))
+            return p
+
+    def run(failures, src):
+        choices.clear()
+        alloc = Recording(cls.parse_options({}), rng=np.random.default_rng(0), topology=topo)
+        return run_loss(topo, src, alloc, failures)
+
+    vc = {"N": [2, 1], "S": [6, 1], "B": [2.0, 0.0]}
+    src = ListSource([0.0, 9.0], [10.0, 0.5], [[12], [1]], attrs=vc)
+    # where it goes without failures (a failure long after the run ends changes nothing)
+    run({"trace": {"path": str(trace_file(tmp_path, [(50, "link", 0, 1)]))}}, src)
+    first = choices[0][1]
+    assert first.servers.size == 2 and first.links.size >= 2
+    failed = int(first.links[np.argmax(first.bandwidth)])
+    eng, out, tables = run({"trace": {"path": str(trace_file(tmp_path, [(4, "link", failed, 2)]))},
+                            "on_failure": "reallocate"}, src)
+    assert (out["interrupted"], out["reallocated"]) == (1, 1)
+    (t0, p0), (t1, p1) = choices[0], choices[1]
+    assert (t0, t1) == (0.0, 4.0)
+    np.testing.assert_array_equal(p0.servers, first.servers)
+    assert failed in p0.links.tolist() and failed not in p1.links.tolist()
+    # the re-embedded cluster departs at 10 as planned; everything is back at the end
+    assert tables["component_failures"]["time"] == [4.0, 6.0]
+    np.testing.assert_allclose(eng.state.link_free, eng.state.link_capacity)
+    np.testing.assert_allclose(eng.state.free, eng.state.capacity)
+    assert eng.released == eng.accepted == 2
