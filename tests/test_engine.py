@@ -236,3 +236,22 @@ def test_the_fused_path_gives_the_rows_of_the_general_one():
     pd.testing.assert_frame_equal(pd.DataFrame(fused[1]), pd.DataFrame(general[1]))
     assert not all(fused[1]["accepted"])
     assert fused[2] == general[2] and len(fused[2]) > 100
+
+
+def test_periodic_samples_run_until_the_last_arrival():
+    """``metrics.sample_interval``: a sample at 0, then every interval (the core's periodic
+    process), the last one not after the last arrival's time plus one interval."""
+    from conftest import ListSource, star_topology
+
+    from dcsim.allocators.builtin import FirstFitAllocator
+    from dcsim.sim import Engine, EngineConfig
+
+    rows = []
+    src = ListSource([0.5, 1.0, 3.2, 7.9], [1.0, 5.0, 1.0, 1.0], [[1, 1]] * 4)
+    eng = Engine(star_topology(2), src, FirstFitAllocator(), np.random.default_rng(0),
+                 EngineConfig(sample_interval=2.5),
+                 sink=lambda kind, cols: rows.append(cols) if kind == "timeseries" else None)
+    eng.run()
+    ts = rows[0]
+    assert ts["time"] == [0.0, 2.5, 5.0, 7.5]
+    assert ts["received"] == [0, 2, 3, 3] and ts["active"] == [0.0, 1.0, 1.0, 0.0]

@@ -1,13 +1,17 @@
-"""What the SimPy engines share: time averages of piecewise-constant quantities, and the
-component-failure process.
+"""The SimPy core both simulation engines are built on (:class:`SimCore`), time averages of
+piecewise-constant quantities, and the component-failure process.
 
 The loss engine (:mod:`dcsim.sim.engine`) and the VM online engine
-(:mod:`dcsim.sim.vm_online`) each keep their own domain state (a topology's free resources;
-a host × NUMA mapping). A *failure target* adapts that state to the failure process
-(:class:`FailureTarget`): it takes a component down, deals with what ran on it and brings it
-back. :class:`FailureProcess` walks a :class:`~dcsim.sim.failures.FailureSchedule`, calls
-the target at each failure and repair, writes the ``component_failures`` table and keeps the failure
-metrics and the time-averaged available capacity over the engine's measured window.
+(:mod:`dcsim.sim.vm_online`) are :class:`SimCore` subclasses: the core owns the SimPy
+environment, runs it with the garbage collector kept out of the way, schedules departures
+(a plain ``Timeout`` with a callback), periodic processes and the failure process, and
+opens and closes the failure metrics' window; each engine adds its domain state (a
+topology's free resources; a host × NUMA mapping) and its arrival process. A *failure
+target* adapts that state to the failure process (:class:`FailureTarget`): it takes a
+component down, deals with what ran on it and brings it back. :class:`FailureProcess` walks
+a :class:`~dcsim.sim.failures.FailureSchedule`, calls the target at each failure and repair,
+writes the ``component_failures`` table and keeps the failure metrics and the time-averaged
+available capacity over the engine's measured window.
 
 Event order: a failure or repair at time ``t`` is one SimPy timeout, scheduled when the
 previous one was handled; among the events of one instant SimPy keeps scheduling order, so
@@ -17,14 +21,59 @@ the same seed gives the same order, whatever else runs.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 import simpy
 
+from dcsim.sim.config import quiet_gc
 from dcsim.sim.failures import FailureSchedule
+
+
+class SimCore:
+    """A SimPy environment and what every engine does with it (see the module docstring).
+
+    ``_failures`` is the engine's failure adapter (it has a ``process``:
+    :class:`FailureProcess`), or None."""
+
+    def __init__(self) -> None:
+        self.env = simpy.Environment()
+        self._failures: Any = None
+
+    def simulate(self, until: simpy.Event | None = None) -> None:
+        """Run the environment until ``until`` fires (None: until no event is left), with
+        the garbage collector kept out of the way (:func:`~dcsim.sim.config.quiet_gc`)."""
+        with quiet_gc():
+            self.env.run(until=until)
+
+    def depart_after(self, delay: float, callback: Callable[[simpy.Event], None]) -> None:
+        """Call ``callback`` ``delay`` from now: a plain ``Timeout``, so among the events of
+        one instant it runs in the order it was scheduled."""
+        self.env.timeout(delay).callbacks.append(callback)
+
+    def every(self, period: float, action: Callable[[], None],
+              while_: Callable[[], bool]) -> simpy.Process:
+        """A periodic process: ``action()`` now, then every ``period``, as long as
+        ``while_()`` holds when it wakes."""
+        def run():
+            while while_():
+                action()
+                yield self.env.timeout(period)
+        return self.env.process(run())
+
+    def start_failures(self) -> None:
+        if self._failures is not None:
+            self._failures.process.start()
+
+    def failures_window(self, now: float, open_: bool) -> None:
+        """Open or close the failure metrics' window with the engine's measured one."""
+        if self._failures is not None:
+            if open_:
+                self._failures.process.open(now)
+            else:
+                self._failures.process.close(now)
 
 
 class TimeAverage:

@@ -44,7 +44,8 @@ from dcsim.errors import DcsimError, PluginError
 from dcsim.model import ClusterState, Placement, Request, StateView, Topology
 from dcsim.model.request import new_request
 from dcsim.model.state import EPS
-from dcsim.sim.config import EngineConfig, quiet_gc
+from dcsim.sim.config import EngineConfig
+from dcsim.sim.core import SimCore
 from dcsim.sim.engine_clock import HeldAndDeferred
 from dcsim.sim.metrics import AcceptanceLog, Meter
 from dcsim.sim.records import ColumnBuffer, request_columns, unpack_batch
@@ -59,7 +60,7 @@ _NO_ATTRS: MappingProxyType[str, Any] = MappingProxyType({})  # a request withou
 Sink = Callable[[str, dict[str, list]], None]
 
 
-class Engine(HeldAndDeferred):
+class Engine(HeldAndDeferred, SimCore):
     """Simulate one workload against one allocator on one topology."""
 
     def __init__(
@@ -78,7 +79,7 @@ class Engine(HeldAndDeferred):
         self.rng = rng
         self.config = config or EngineConfig()
         self.sink = sink
-        self.env = simpy.Environment()
+        SimCore.__init__(self)
         self.state = ClusterState(topology)
         self.view = StateView(self.state)
         self.view.workload = source
@@ -125,8 +126,7 @@ class Engine(HeldAndDeferred):
         """Run to completion (every accepted request departed); return the summary metrics."""
         self.start()
         # with failures the failure process never runs out: stop when every request is out
-        with quiet_gc():
-            self.env.run(until=self._failures.done if self._failures is not None else None)
+        self.simulate(until=self._failures.done if self._failures is not None else None)
         if not self._arrivals_done:  # cannot happen: a held request fits an empty cluster
             raise DcsimError(f"request {self.received} was held for capacity and never fitted")
         self._flush(final=True)
@@ -140,9 +140,9 @@ class Engine(HeldAndDeferred):
         self.allocator.setup(self.view)
         arrivals = self.env.process(self._arrivals())
         if self.config.sample_interval:
-            self.env.process(self._sampler(self.config.sample_interval))
-        if self._failures is not None:
-            self._failures.process.start()
+            self.every(self.config.sample_interval, self._sample,
+                       while_=lambda: not self._arrivals_done)
+        self.start_failures()
         return arrivals
 
     def _arrivals(self):
@@ -198,19 +198,13 @@ class Engine(HeldAndDeferred):
         if self._measured_received:  # the last request's per-request utilisation sample
             self.meter.decision_sample()
         self.meter.close_window(env.now)
+        self.failures_window(env.now, open_=False)
         if self._failures is not None:
-            self._failures.process.close(env.now)
             self._failures.check_done()
 
     def _open_window(self, now: float) -> None:
         self.meter.open_window(now)
-        if self._failures is not None:
-            self._failures.process.open(now)
-
-    def _sampler(self, interval: float):
-        while not self._arrivals_done:
-            self._sample()
-            yield self.env.timeout(interval)
+        self.failures_window(now, open_=True)
 
     # ------------------------------------------------------------------ decisions
     def _arrive(self, req: Request):
@@ -254,7 +248,7 @@ class Engine(HeldAndDeferred):
             self._decision_sum += decision
         cb = (partial(self._depart_server, s, req, amount) if self._fused_release
               else partial(self._on_depart, req, self._placement(s, req), amount))
-        self.env.timeout(dur).callbacks.append(cb)
+        self.env.timeout(dur).callbacks.append(cb)  # depart_after, inlined: the hot path
         return s, decision  # the records read a server index as its one-server placement
 
     def _placement(self, s: int, req: Request) -> Placement:
@@ -284,12 +278,12 @@ class Engine(HeldAndDeferred):
             if measured:
                 self._measured_accepted += 1
                 self._footprint_sum += placement.footprint
-            ev = self.env.timeout(req.duration)
             if self._failures is None:
-                ev.callbacks.append(partial(self._on_depart, req, placement, amount))
+                self.depart_after(req.duration, partial(self._on_depart, req, placement,
+                                                        amount))
             else:  # released by what it holds at its end (a failure may have moved it)
                 self._failures.hold(req, placement, amount, now + req.duration)
-                ev.callbacks.append(partial(self._failures.departure, req.id))
+                self.depart_after(req.duration, partial(self._failures.departure, req.id))
         if measured:
             self._decision_sum += decision
         return placement, decision

@@ -93,10 +93,9 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-import simpy
 
 from dcsim.errors import ConfigError, DcsimError, PluginError
-from dcsim.sim.core import TimeAverage
+from dcsim.sim.core import SimCore, TimeAverage
 from dcsim.sim.vm_online_spec import (
     OnlineSpec,
     _rescheduler,
@@ -115,7 +114,7 @@ REJECTED = -2
 
 
 # -- the engine -----------------------------------------------------------------------------
-class OnlineEngine:
+class OnlineEngine(SimCore):
     """One online run (see the module docstring); :meth:`run` returns the summary."""
 
     def __init__(self, spec: OnlineSpec, state: MappingState, stream: VMStream, placer,
@@ -127,7 +126,7 @@ class OnlineEngine:
         self.placer = placer
         self.rescheduler = rescheduler
         self.sink = sink
-        self.env = simpy.Environment()
+        SimCore.__init__(self)
         n0 = state.n_vms
         self.n0 = n0
         # per present VM, in index order: its serial (initial VMs 0..n0-1, arrival i n0+i);
@@ -199,10 +198,9 @@ class OnlineEngine:
     def run(self) -> dict[str, Any]:
         self.placer.setup(MappingView(self.state))
         main = self.env.process(self._main())
-        if self._failures is not None:
-            self._failures.process.open(0.0)
-            self._failures.process.start()
-        self.env.run(until=main)
+        self.failures_window(0.0, open_=True)  # the whole run is measured
+        self.start_failures()
+        self.simulate(until=main)
         return self._finish()
 
     def _main(self):
@@ -237,8 +235,8 @@ class OnlineEngine:
         if env.now < end:
             yield env.timeout(end - env.now)
         self._advance(end)
+        self.failures_window(end, open_=False)
         if self._failures is not None:
-            self._failures.process.close(end)
             self._failures.process.stopped = True
         self._sample("end")
 
@@ -260,8 +258,7 @@ class OnlineEngine:
         self._changed()
         # a plain Timeout: it is created before the main process's next wake-up is, so at
         # an instant shared with an arrival, a sample or a rescheduling it runs first
-        self.env.timeout(float(st.duration[i])).callbacks.append(
-            partial(self._depart, self.n0 + i))
+        self.depart_after(float(st.duration[i]), partial(self._depart, self.n0 + i))
 
     def _validate(self, choice: Any, vm: VM) -> tuple[int, int]:
         label = self.placer.label
