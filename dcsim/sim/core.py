@@ -63,6 +63,67 @@ class SimCore:
                 yield self.env.timeout(period)
         return self.env.process(run())
 
+    def walk(self, times: list[float], arrive: Callable[[int, float], Any], *,
+             periodic: Sequence[tuple[float, Callable[[float], None]]] = (),
+             end: float = math.inf, shift: float = 0.0, tick: Callable[[float], None] | None
+             = None):
+        """The arrival process's clock, for ``yield from`` in an engine's arrival process:
+        waits until each arrival ``times[i]`` and calls ``arrive(i, t)``; returns the
+        total ``shift``.
+
+        ``arrive`` returns None, or a generator the clock runs (``yield from``) before the
+        next arrival: a request held for capacity or a stepwise decision; the time it
+        returns (held) shifts every later arrival, and ``times[i]`` is rewritten with the
+        shifted time. ``periodic`` are ``(period, action)`` pairs: ``action(t)`` at
+        ``period``, 2·``period``, … merged with the arrivals; at one instant the periodic
+        actions come first, in the order given, then the arrival (events scheduled before,
+        like departures, before all of them). The clock stops before an event later than
+        ``end``; ``tick(t)`` (optional) runs before each event.
+        """
+        env = self.env
+        if not periodic:  # the loss engine's hot path: arrivals only
+            for i, t in enumerate(times):
+                if shift:
+                    t = times[i] = t + shift
+                if t > end:
+                    break
+                if t > env.now:
+                    yield env.timeout(t - env.now)
+                if tick is not None:
+                    tick(t)
+                held = arrive(i, t)
+                if held is not None:
+                    held = yield from held
+                    if held:
+                        shift += held
+            return shift
+        n = len(times)
+        ks = [1] * len(periodic)
+        i = 0
+        while True:
+            due = [k * p if p else math.inf for k, (p, _a) in zip(ks, periodic, strict=True)]
+            t_arr = times[i] + shift if i < n else math.inf
+            t = min(min(due), t_arr)
+            if t > end or t == math.inf:
+                return shift
+            if t > env.now:
+                yield env.timeout(t - env.now)
+            if tick is not None:
+                tick(env.now)
+            j = next((j for j, d in enumerate(due) if d == t), None)
+            if j is not None:
+                periodic[j][1](t)
+                ks[j] += 1
+                continue
+            if shift:
+                times[i] = t
+            held = arrive(i, t)
+            if held is not None:
+                held = yield from held
+                if held:
+                    shift += held
+            i += 1
+
     def start_failures(self) -> None:
         if self._failures is not None:
             self._failures.process.start()

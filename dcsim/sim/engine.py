@@ -166,32 +166,28 @@ class Engine(HeldAndDeferred, SimCore):
             decisions: list[float] = []
             times = batch.arrival.tolist()
             waits = [0.0] * len(times) if wait else None
-            for i, t in enumerate(times):
-                if shift:
-                    t = times[i] = t + shift
-                if t > env.now:
-                    yield env.timeout(t - env.now)
+
+            def offer(i: int, t: float, demand=demand, duration=duration,
+                      bandwidth=bandwidth, attrs=attrs, placements=placements,
+                      decisions=decisions, waits=waits):
+                """Request i of the batch, at t: decided now, or a generator to run (a
+                hold for capacity, a stepwise decision) that returns the time held."""
                 if every and self.received % every == 0:
                     self._sample()
                 req = new_request(
-                    self.received,
-                    t,
-                    duration[i],
-                    demand[i],
-                    bandwidth[i],
+                    self.received, t, duration[i], demand[i], bandwidth[i],
                     (MappingProxyType({k: v[i] for k, v in attrs.items()}) if attrs
-                     else _NO_ATTRS),
-                )
+                     else _NO_ATTRS))
                 if wait:
-                    held = yield from self._hold(req)
-                    shift += held
-                    waits[i] = held
+                    return self._held_arrival(req, i, placements, decisions, waits)
                 r = arrive(req)
                 if type(r) is not tuple:  # a stepwise allocator: run its decision here
-                    r = yield from r
-                p, dt = r
-                placements.append(p)
-                decisions.append(dt)
+                    return self._stepwise(r, placements, decisions)
+                placements.append(r[0])
+                decisions.append(r[1])
+                return None
+
+            shift = yield from self.walk(times, offer, shift=shift)
             self._finish_batch(batch, first_id, np.asarray(times, dtype=np.float64), placements,
                                decisions, None if waits is None else np.asarray(waits))
         self._arrivals_done = True
@@ -201,6 +197,26 @@ class Engine(HeldAndDeferred, SimCore):
         self.failures_window(env.now, open_=False)
         if self._failures is not None:
             self._failures.check_done()
+
+    def _held_arrival(self, req: Request, i: int, placements: list, decisions: list,
+                      waits: list[float]):
+        """``capacity: wait``: hold ``req`` until the cluster's total free resources cover
+        it, then offer it; returns the time held."""
+        held = yield from self._hold(req)
+        waits[i] = held
+        r = self._arrive(req)
+        if type(r) is not tuple:
+            r = yield from r
+        placements.append(r[0])
+        decisions.append(r[1])
+        return held
+
+    @staticmethod
+    def _stepwise(steps, placements: list, decisions: list):
+        p, dt = yield from steps
+        placements.append(p)
+        decisions.append(dt)
+        return 0.0
 
     def _open_window(self, now: float) -> None:
         self.meter.open_window(now)

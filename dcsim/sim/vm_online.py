@@ -204,34 +204,16 @@ class OnlineEngine(SimCore):
         return self._finish()
 
     def _main(self):
-        env, st = self.env, self.stream
-        arrival = st.arrival.tolist()
-        n = len(arrival)
+        env = self.env
         every = self.spec.reschedule.every if self.rescheduler is not None else None
-        sample = self.spec.sample_every
-        k_res, k_smp, i = 1, 1, 0
-        self._sample("start")
         end = self.end
-        while True:
-            t_res = k_res * every if every else math.inf
-            t_smp = k_smp * sample if sample else math.inf
-            t_arr = arrival[i] if i < n else math.inf
-            t = min(t_res, t_smp, t_arr)
-            if t > end or t == math.inf:
-                break
-            if t > env.now:
-                yield env.timeout(t - env.now)
-            self._advance(env.now)
-            if t_res == t:
-                if t < end:
-                    self._reschedule()
-                k_res += 1
-            elif t_smp == t:
-                self._sample("sample")
-                k_smp += 1
-            else:
-                self._arrive(i)
-                i += 1
+        self._sample("start")
+        # at one instant: departures, then the rescheduling, then the sample, then arrivals
+        yield from self.walk(
+            self.stream.arrival.tolist(), lambda i, t: self._arrive(i),
+            periodic=[(every, lambda t: self._reschedule() if t < end else None),
+                      (self.spec.sample_every, lambda t: self._sample("sample"))],
+            end=end, tick=self._advance)
         if env.now < end:
             yield env.timeout(end - env.now)
         self._advance(end)
