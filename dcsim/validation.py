@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
-__all__ = ["ConfigModel", "StrictModel", "first_error"]
+__all__ = ["ConfigModel", "StrictModel", "error_lines", "first_error"]
 
 
 def _takes_bool(annotation: Any) -> bool:
@@ -101,3 +101,35 @@ def _model_of(annotation: Any) -> Any:
         if found is not None:
             return found
     return None
+
+
+def error_lines(err: ValidationError, where: str, data: Any = None,
+                kinds: tuple[str, ...] = ()) -> str:
+    """Up to three of ``err``'s errors, as ``where.field.path: reason`` joined by ``; ``
+    (``(and N more)`` after them). Discriminated unions' tags are dropped from the path
+    (``demand.cpu.exponential.mean`` reads ``demand.cpu.mean``): a tag that ``data`` gives as
+    its ``dist`` or ``process``, or one of ``kinds`` (a union tagged by ``kind``, whose
+    unknown or missing tag reads ``where.kind: unknown kind ...; expected one of ...``)."""
+    lines = []
+    for e in err.errors()[:3]:
+        parts, node = [where] if where else [], data
+        loc = list(e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        if kinds and e["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            loc = ["kind"]
+            if e["type"] == "union_tag_invalid":
+                msg = (f"unknown kind {e['input'].get('kind')!r}; expected one of "
+                       + ", ".join(kinds))
+        elif kinds and loc and loc[0] in kinds:
+            loc = loc[1:]  # the union's branch, not a field
+        for key in loc:
+            if isinstance(node, dict) and key not in node and key in (node.get("dist"),
+                                                                        node.get("process")):
+                continue  # the union's tag, not a field
+            parts.append(f"[{key}]" if isinstance(key, int) else str(key))
+            node = node.get(key) if isinstance(node, dict) else (
+                node[key] if isinstance(node, list) and isinstance(key, int)
+                and key < len(node) else None)
+        lines.append(f"{'.'.join(parts).replace('.[', '[')}: {msg}")
+    more = len(err.errors()) - 3
+    return "; ".join(lines) + (f" (and {more} more)" if more > 0 else "")

@@ -48,7 +48,7 @@ from pydantic import (
 
 from dcsim.errors import ConfigError
 from dcsim.model.topology import Topology
-from dcsim.validation import ConfigModel
+from dcsim.validation import ConfigModel, error_lines
 
 TOPOLOGY_KINDS = ("fat_tree", "fabric", "optical", "flat", "file")
 
@@ -356,25 +356,7 @@ def parse_topology_spec(spec: Any, prefix: str = "topology") -> _Spec:
     try:
         return _ADAPTER.validate_python(spec)
     except ValidationError as exc:
-        raise ConfigError(validation_message(exc, prefix, tags=TOPOLOGY_KINDS)) from None
-
-
-def validation_message(exc: ValidationError, prefix: str, tags: tuple[str, ...] = ()) -> str:
-    """One line per pydantic error: ``prefix.field.sub: message``."""
-    lines = []
-    for err in exc.errors():
-        loc = list(err["loc"])
-        if loc and loc[0] in tags:  # the discriminated union's branch, not a field
-            loc = loc[1:]
-        if err["type"] == "union_tag_invalid" or err["type"] == "union_tag_not_found":
-            loc = ["kind"]
-        path = ".".join([prefix, *(str(p) for p in loc)])
-        msg = err["msg"]
-        if err["type"] == "union_tag_invalid":
-            msg = f"unknown kind {err['input'].get('kind')!r}; expected one of " + ", ".join(
-                tags)
-        lines.append(f"{path}: {msg}")
-    return "; ".join(lines)
+        raise ConfigError(error_lines(exc, prefix, spec, kinds=TOPOLOGY_KINDS)) from None
 
 
 #: the most servers a generated topology may have (a typo such as servers: 10**12 would

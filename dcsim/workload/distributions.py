@@ -28,6 +28,7 @@ from scipy import special, stats
 
 from dcsim.errors import ConfigError
 from dcsim.validation import ConfigModel
+from dcsim.validation import error_lines as validation_message
 from dcsim.workload.dist_base import _Dist, _Scalable
 
 __all__ = ["AttrProduct", "Constant", "Discrete", "Dist", "Distribution", "Empirical",
@@ -376,24 +377,3 @@ def parse_distribution(obj: Any, where: str) -> _Dist | AttrProduct:
         return _ADAPTER.validate_python(obj)
     except ValidationError as e:
         raise ConfigError(validation_message(e, where, obj)) from None
-
-
-def validation_message(err: ValidationError, where: str, data: Any = None) -> str:
-    """One line per pydantic error, as ``where.field.path: reason``; discriminator tags are
-    dropped from the path (``demand.cpu.exponential.mean`` reads ``demand.cpu.mean``)."""
-    lines = []
-    for e in err.errors()[:3]:
-        parts, node = [where] if where else [], data
-        for key in e["loc"]:
-            if isinstance(node, dict) and key not in node and node.get("dist") == key:
-                continue  # the union's tag, not a field
-            if isinstance(node, dict) and key not in node and node.get("process") == key:
-                continue
-            parts.append(f"[{key}]" if isinstance(key, int) else str(key))
-            node = node.get(key) if isinstance(node, dict) else (
-                node[key] if isinstance(node, list) and isinstance(key, int)
-                and key < len(node) else None)
-        msg = e["msg"].removeprefix("Value error, ")
-        lines.append(f"{'.'.join(parts).replace('.[', '[')}: {msg}")
-    more = len(err.errors()) - 3
-    return "; ".join(lines) + (f" (and {more} more)" if more > 0 else "")
