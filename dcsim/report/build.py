@@ -1,0 +1,186 @@
+"""``dcsim report``: tables, paired comparisons, figures and one HTML page from a results
+directory (:func:`make_report`)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from dcsim.errors import ConfigError
+from dcsim.report import figures as figs
+from dcsim.report.data import Results, load
+from dcsim.report.tables import describe, grid, markdown, paired, plain
+from dcsim.results.schema import _FAMILY, TABLES
+from dcsim.results.stats import HEADLINE
+
+#: per mode: (per-item columns worth a CDF, in order of preference)
+CDF_COLUMNS = {"queue": ("slowdown", "completion_time"),
+               "loss": ("footprint", "n_servers", "wait"),
+               "vm_online": ("migrations",)}
+#: per mode: the time-series column drawn
+TIMESERIES = {"loss": "util_cpu", "queue": "util_cpu", "vm_online": "fragment_rate"}
+NOT_METRICS = {"seed", "wall_time_s", "window_start", "window_end", "sim_time"}
+
+
+@dataclass
+class Report:
+    results: Results
+    metrics: list[str]
+    by: str | None
+    baseline: str | None
+    stats: dict[str, pd.DataFrame] = field(default_factory=dict)
+    paired: dict[str, pd.DataFrame] = field(default_factory=dict)
+    #: (title, [png, svg]) per figure
+    figures: list[tuple[str, list[Path]]] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+    note: str = ""
+
+    def text_tables(self, fmt=plain) -> list[tuple[str, str]]:
+        """(title, table text) per metric, then per paired comparison."""
+        r = self.results
+        out = [(f"{self.label(m)}: mean ± 95 % interval over seeds",
+                fmt(grid(self.stats[m], r.params, self.by))) for m in self.metrics]
+        for m, df in self.paired.items():
+            if len(df):
+                out.append((f"{self.label(m)}: paired difference against {self.baseline} "
+                            "(same seeds, same requests; * = the interval excludes 0)",
+                            fmt(grid(df, r.params, self.by, flag=True))))
+        return out
+
+    def label(self, metric: str) -> str:
+        unit = _unit(self.results.mode, metric)
+        return f"{metric} ({unit})" if unit and unit not in ("—", "") else metric
+
+
+def _unit(mode: str, metric: str) -> str | None:
+    """The unit the summary's declaration gives ``metric`` (a family such as
+    ``util_<resource>`` matches its expanded names)."""
+    table = TABLES.get(mode, {}).get("summary")
+    for c in table.columns if table else ():
+        if c.name == metric or (c.family and re.fullmatch(_FAMILY.sub(r"\\w+", c.name),
+                                                           metric)):
+            return c.unit
+    return None
+
+
+def metric_names(results: Results) -> list[str]:
+    """The summary's numeric metrics (what ``--metric`` may name)."""
+    s = results.summary
+    return [c for c in s.columns if c not in NOT_METRICS and c not in results.params
+            and c not in ("allocator", "experiment", "run_id")
+            and pd.api.types.is_numeric_dtype(s[c]) and not pd.api.types.is_bool_dtype(s[c])]
+
+
+def make_report(path: str | Path, metrics: list[str] | None = None, by: str | None = None,
+                baseline: str | None = None, out: str | Path | None = None,
+                draw: bool = True) -> Report:
+    """Compute the report of the results in ``path`` and write it into ``out`` (default
+    ``path/report``): ``tables.md``, ``stats.csv`` (and ``paired.csv``), ``figures/``
+    and ``report.html``. Bad names are a :class:`ConfigError` listing what exists."""
+    r = load(path)
+    known = metric_names(r)
+    if metrics:
+        bad = [m for m in metrics if m not in known]
+        if bad:
+            raise ConfigError(f"--metric: no metric {bad[0]!r} in {r.path}/summary.parquet; "
+                              f"the metrics are {', '.join(known)}")
+    else:
+        metrics = [m for m in HEADLINE if m in known and (r.summary[m].fillna(0) != 0).any()]
+        metrics = metrics or known[:4]
+    if by is not None and by not in r.params:
+        raise ConfigError(f"--by: {by!r} is not a swept parameter of {r.name}; "
+                          + (f"the swept ones are {', '.join(r.params)}" if r.params
+                             else "the experiment sweeps nothing"))
+    if by is None and r.params:
+        by = r.params[0]
+    if baseline is not None and baseline not in r.allocators:
+        raise ConfigError(f"--baseline: no allocator {baseline!r}; the allocators are "
+                          f"{', '.join(r.allocators)}")
+    rep = Report(r, list(metrics), by, baseline)
+    for m in metrics:
+        rep.stats[m] = describe(r.summary, m, r.params)
+        if baseline is not None:
+            rep.paired[m] = paired(r.summary, m, baseline, r.params)
+    out = Path(out) if out is not None else r.path / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    _write_tables(rep, out)
+    if draw and figs.available():
+        _draw(rep, out / "figures")
+    elif draw:
+        rep.note = ('figures need matplotlib: pip install "dcsim[plot]" (or, in a checkout, '
+                    'pip install -e ".[plot]")')
+    from dcsim.report.html import write_html
+
+    rep.files.append(write_html(rep, out / "report.html"))
+    return rep
+
+
+def _write_tables(rep: Report, out: Path) -> None:
+    md = [f"# {rep.results.name}: report", ""]
+    for title, text in rep.text_tables(markdown):
+        md += [f"## {title}", "", text, ""]
+    (out / "tables.md").write_text("\n".join(md))
+    pd.concat(rep.stats.values(), ignore_index=True).to_csv(out / "stats.csv", index=False)
+    rep.files += [out / "tables.md", out / "stats.csv"]
+    if rep.paired:
+        pd.concat(rep.paired.values(), ignore_index=True).to_csv(out / "paired.csv",
+                                                                 index=False)
+        rep.files.append(out / "paired.csv")
+
+
+def _last_point(r: Results, df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """``df`` at the last sweep point of the plan, and words saying which."""
+    if len(df) and "allocator" in df.columns:  # the plan's order of allocators
+        rank = {a: i for i, a in enumerate(r.allocators)}
+        df = df.iloc[df["allocator"].map(rank).fillna(len(rank)).to_numpy().argsort(
+            kind="stable")]
+    if not r.params or not len(df):
+        return df, ""
+    last = r.summary.iloc[-1]
+    keep = pd.Series(True, index=df.index)
+    words = []
+    for p in r.params:
+        v = last[p]
+        if p in df.columns:
+            keep &= df[p].isna() if _missing(v) else df[p] == v
+        words.append(f"{p}={figs._fmt(v)}")
+    return df[keep], "at " + ", ".join(words)
+
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _draw(rep: Report, out: Path) -> None:
+    r = rep.results
+    for m in rep.metrics:
+        rep.figures.append((f"{rep.label(m)} by {rep.by or 'allocator'}",
+                            figs.metric_figure(rep.stats[m], m, rep.label(m), rep.by,
+                                               r.params, out)))
+    items = r.requests if r.mode in CDF_COLUMNS else pd.DataFrame()
+    if len(items):
+        items, where = _last_point(r, items)
+        acc = items[items["accepted"]] if "accepted" in items.columns else items
+        for col in CDF_COLUMNS.get(r.mode, ()):
+            if col in acc.columns and acc[col].notna().any() and (acc[col].fillna(0) > 0).any() \
+                    and acc[col].nunique() > 1:
+                rep.figures.append((f"distribution of {col} {where}",
+                                    figs.cdf_figure(acc, col, col, out, where)))
+                break
+        pair = next(((x, y) for x, y in (("N", "S"), ("N", "B"), ("cpu", "mem"))
+                     if x in items.columns and y in items.columns), None)
+        if pair and "accepted" in items.columns and r.mode in ("loss", "vm_online"):
+            rep.figures.append((f"acceptance by {pair[0]} and {pair[1]} {where}",
+                                figs.heatmap_figure(items, *pair, out, where)))
+    col = TIMESERIES.get(r.mode)
+    ts = r.timeseries if col else pd.DataFrame()
+    if col and len(ts) and col in ts.columns:
+        ts, where = _last_point(r, ts)
+        rep.figures.append((f"{col} over time {where}",
+                            figs.timeseries_figure(ts, col, col, out, where)))
+    for _, paths in rep.figures:
+        rep.files += paths

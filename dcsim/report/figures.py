@@ -1,0 +1,243 @@
+"""The report's figures (matplotlib, the ``plot`` extra), each written as PNG and SVG.
+
+A colour-blind-safe palette (Okabe & Ito) with a marker and a line style per series, so
+lines stay apart in grey print too; axis labels carry units where the column has one
+(:mod:`dcsim.results.schema`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dcsim.results.stats import mean_ci
+
+#: Okabe & Ito's palette, black last
+COLOURS = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442",
+           "#000000"]
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+STYLES = ["-", "--", "-.", ":"]
+
+
+def available() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"font.size": 10, "axes.grid": True, "grid.alpha": 0.3,
+                         "svg.fonttype": "none", "figure.dpi": 110})
+    return plt
+
+
+def _style(i: int) -> dict:
+    return {"color": COLOURS[i % len(COLOURS)], "marker": MARKERS[i % len(MARKERS)],
+            "linestyle": STYLES[(i // len(COLOURS)) % len(STYLES)]}
+
+
+def _save(fig, out: Path, stem: str) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for ext in ("png", "svg"):
+        p = out / f"{stem}.{ext}"
+        fig.savefig(p, bbox_inches="tight")
+        paths.append(p)
+    _plt().close(fig)
+    return paths
+
+
+def _numeric(values: Sequence) -> bool:
+    return all(isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
+               and not (isinstance(v, float) and math.isnan(v)) for v in values)
+
+
+def metric_figure(stats: pd.DataFrame, metric: str, label: str, by: str | None,
+                  params: Sequence[str], out: Path) -> list[Path]:
+    """The metric against the swept parameter ``by`` (a line per allocator, the 95 %
+    interval as a band; grouped bars when ``by`` is not numeric), or bars per allocator
+    without a sweep."""
+    plt = _plt()
+    rest = [p for p in params if p != by]
+    series = list(stats.groupby([*rest, "allocator"], sort=False, dropna=False,
+                                observed=True))
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    xs = list(dict.fromkeys(stats[by])) if by else []
+    if by and _numeric(xs):
+        for i, (key, g) in enumerate(series):
+            g = g.sort_values(by)
+            st = _style(i)
+            x, m, h = g[by].to_numpy(float), g["mean"].to_numpy(), g["half_width"].to_numpy()
+            ax.plot(x, m, label=_name(key, rest), **st)
+            ok = ~np.isnan(h)
+            ax.fill_between(x[ok], (m - h)[ok], (m + h)[ok], color=st["color"], alpha=0.15,
+                            linewidth=0)
+        ax.set_xlabel(by)
+    else:
+        groups = [_fmt(x) for x in xs] if by else [""]
+        width = 0.8 / max(len(series), 1)
+        for i, (key, g) in enumerate(series):
+            st = _style(i)
+            means, halves = [], []
+            for x in (xs if by else [None]):
+                sel = g if not by else g[_same(g[by], x)]
+                means.append(sel["mean"].iloc[0] if len(sel) else np.nan)
+                halves.append(sel["half_width"].iloc[0] if len(sel) else np.nan)
+            pos = np.arange(len(groups)) + (i - (len(series) - 1) / 2) * width
+            ax.bar(pos, means, width * 0.95, yerr=np.nan_to_num(halves), capsize=3,
+                   color=st["color"], label=_name(key, rest), edgecolor="black",
+                   linewidth=0.5)
+        ax.set_xticks(np.arange(len(groups)), groups, rotation=20 if by else 0)
+        if by:
+            ax.set_xlabel(by)
+    ax.set_ylabel(label)
+    _legend(ax)
+    ax.set_title(f"{label}: mean and 95 % interval over seeds", fontsize=10)
+    return _save(fig, out, f"metric_{metric}")
+
+
+def cdf_figure(items: pd.DataFrame, column: str, label: str, out: Path,
+               where: str) -> list[Path]:
+    """The empirical CDF of a per-request (job, VM) column, one line per allocator, all
+    seeds pooled."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for i, (alloc, g) in enumerate(items.groupby("allocator", sort=False)):
+        v = np.sort(g[column].dropna().to_numpy(float))
+        if not v.size:
+            continue
+        st = _style(i)
+        ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", label=str(alloc),
+                color=st["color"], linestyle=st["linestyle"])
+    ax.set_xlabel(label)
+    ax.set_ylabel("fraction ≤ x")
+    ax.set_ylim(0, 1.01)
+    _legend(ax)
+    ax.set_title(f"distribution of {column} {where}", fontsize=10)
+    return _save(fig, out, f"cdf_{column}")
+
+
+def timeseries_figure(ts: pd.DataFrame, column: str, label: str, out: Path, where: str,
+                      bins: int = 50) -> list[Path]:
+    """A time-series column over simulated time: per allocator, each seed's samples
+    averaged in equal time bins (at most ``bins``, and no more than a run has samples, so
+    each bin holds a sample of most seeds), then the mean over seeds with its 95 % band."""
+    plt = _plt()
+    per_run = ts.groupby(["allocator", "seed"], sort=False).size()
+    bins = max(2, min(bins, int(per_run.median()) if len(per_run) else bins))
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    t = ts["time"].to_numpy(float)
+    edges = np.linspace(np.nanmin(t), np.nanmax(t), bins + 1) if t.size else np.zeros(2)
+    if edges[-1] <= edges[0]:
+        edges = np.array([edges[0], edges[0] + 1.0])
+    mids = (edges[:-1] + edges[1:]) / 2
+    for i, (alloc, g) in enumerate(ts.groupby("allocator", sort=False)):
+        b = np.clip(np.searchsorted(edges, g["time"].to_numpy(float), side="right") - 1,
+                    0, len(mids) - 1)
+        per = g.assign(_bin=b).groupby(["seed", "_bin"])[column].mean().unstack("_bin")
+        stats = [mean_ci(per[c]) if c in per.columns else (np.nan, np.nan, 0)
+                 for c in range(len(mids))]
+        m = np.array([s[0] for s in stats])
+        h = np.array([s[1] for s in stats])
+        st = _style(i)
+        ok = ~np.isnan(m)
+        ax.plot(mids[ok], m[ok], label=str(alloc), color=st["color"],
+                linestyle=st["linestyle"])
+        band = ok & ~np.isnan(h)
+        ax.fill_between(mids[band], (m - h)[band], (m + h)[band], color=st["color"],
+                        alpha=0.15, linewidth=0)
+    ax.set_xlabel("simulated time")
+    ax.set_ylabel(label)
+    _legend(ax)
+    ax.set_title(f"{column} over time {where} (mean over seeds, 95 % band)", fontsize=10)
+    return _save(fig, out, f"timeseries_{column}")
+
+
+def heatmap_figure(items: pd.DataFrame, x: str, y: str, out: Path, where: str,
+                   bins: int = 6) -> list[Path]:
+    """Acceptance by request size: the accepted share in bins of ``x`` (columns) and
+    ``y`` (rows), one panel per allocator (AHAB's Fig. 4/5)."""
+    plt = _plt()
+    allocs = list(dict.fromkeys(items["allocator"]))[:8]
+    xe, ye = _edges(items[x], bins), _edges(items[y], bins)
+    ncol = min(len(allocs), 4)
+    nrow = math.ceil(len(allocs) / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.4 * ncol, 3.2 * nrow), squeeze=False,
+                             layout="constrained")
+    im = None
+    for ax, alloc in zip(axes.flat, allocs, strict=False):
+        g = items[items["allocator"] == alloc]
+        xi = np.clip(np.searchsorted(xe, g[x].to_numpy(float), side="right") - 1, 0,
+                     len(xe) - 2)
+        yi = np.clip(np.searchsorted(ye, g[y].to_numpy(float), side="right") - 1, 0,
+                     len(ye) - 2)
+        acc = np.full((len(ye) - 1, len(xe) - 1), np.nan)
+        frame = pd.DataFrame({"x": xi, "y": yi, "a": g["accepted"].to_numpy(float)})
+        for (yy, xx), v in frame.groupby(["y", "x"])["a"].mean().items():
+            acc[yy, xx] = v
+        im = ax.imshow(acc, origin="lower", vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        ax.set_title(str(alloc), fontsize=9)
+        ax.set_xticks(range(len(xe) - 1), [_span(xe, k) for k in range(len(xe) - 1)],
+                      rotation=45, fontsize=7)
+        ax.set_yticks(range(len(ye) - 1), [_span(ye, k) for k in range(len(ye) - 1)],
+                      fontsize=7)
+        ax.set_xlabel(x)
+        ax.set_ylabel(y)
+        ax.grid(False)
+    for ax in list(axes.flat)[len(allocs):]:
+        ax.axis("off")
+    if im is not None:
+        fig.colorbar(im, ax=axes, shrink=0.8, label="accepted share")
+    fig.suptitle(f"acceptance by {x} and {y} {where}", fontsize=10)
+    return _save(fig, out, f"heatmap_{x}_{y}")
+
+
+def _legend(ax) -> None:
+    """The legend beside the plot, where it hides nothing."""
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+
+
+def _same(col: pd.Series, v) -> pd.Series:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return col.isna()
+    return col == v
+
+
+def _edges(col: pd.Series, bins: int) -> np.ndarray:
+    v = col.dropna().to_numpy(float)
+    if not v.size:
+        return np.array([0.0, 1.0])
+    u = np.unique(v)
+    if u.size <= bins:  # one bin per value
+        mids = (u[:-1] + u[1:]) / 2
+        return np.concatenate([[u[0] - 0.5], mids, [u[-1] + 0.5]])
+    e = np.unique(np.quantile(v, np.linspace(0, 1, bins + 1)))
+    e[-1] = np.nextafter(e[-1], np.inf)
+    return e
+
+
+def _span(e: np.ndarray, k: int) -> str:
+    return f"{e[k]:.3g}–{e[k + 1]:.3g}"
+
+
+def _name(key, rest: Sequence[str]) -> str:
+    key = key if isinstance(key, tuple) else (key,)
+    extra = [f"{p}={_fmt(v)}" for p, v in zip(rest, key[:-1], strict=True)]
+    return ", ".join([str(key[-1]), *extra])
+
+
+def _fmt(v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "none"
+    return f"{v:g}" if isinstance(v, float) else str(v)
