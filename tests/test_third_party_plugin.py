@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -85,6 +86,11 @@ def test_its_experiment_runs_and_reports_it(site, tmp_path):
     assert {"first_fit", "random", "power_of_d(d=2)"} <= set(summary["allocator"])
     ratio = summary.loc[summary["allocator"] == "power_of_d(d=2)", "acceptance_ratio"]
     assert len(ratio) > 0 and ratio.between(0, 1).all() and ratio.gt(0).all()
+    # dcsim report needs nothing from the plugin: its rows are reported like the others'
+    rep = run(site, "-m", "dcsim", "report", str(out), "--baseline", "first_fit",
+              "--no-figures", DCSIM_PLUGINS="")
+    assert rep.returncode == 0, rep.stderr
+    assert re.search(r"^power_of_d\(d=2\)\s+-?\d", rep.stdout, re.M), rep.stdout
 
 
 def test_its_own_tests_pass_against_the_installed_copy(site):

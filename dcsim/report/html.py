@@ -17,7 +17,9 @@ body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto;
        padding: 0 1em; color: #222; line-height: 1.45; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 1.8em; }
 table { border-collapse: collapse; margin: 0.6em 0 1.2em; font-size: 0.9em; }
-th, td { border: 1px solid #bbb; padding: 0.25em 0.6em; text-align: right; }
+th, td { border: 1px solid #bbb; padding: 0.25em 0.6em; text-align: right;
+         white-space: nowrap; }
+.wide { overflow-x: auto; }
 th:first-child, td:first-child { text-align: left; }
 thead th { background: #eef2f7; }
 tbody tr:nth-child(even) { background: #f7f7f7; }
@@ -28,12 +30,18 @@ pre { background: #f5f5f5; padding: 0.8em; overflow-x: auto; font-size: 0.85em; 
 """
 
 
-def _table(rows: list[list[str]], cls: str = "") -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
+def _table(rows: list[list[str]], cls: str = "", head: bool = True) -> str:
+    """A table (its first row the header unless ``head`` is false), in a box that scrolls
+    sideways when it is wider than the page."""
+    top = ""
+    if head:
+        top = "<thead><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in rows[0]) + \
+            "</tr></thead>"
+        rows = rows[1:]
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
-                   for r in rows[1:])
-    return (f'<table class="{cls}"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table>")
+                   for r in rows)
+    return f'<div class="wide"><table class="{cls}">{top}<tbody>{body}</tbody></table></div>'
+
 
 
 def write_html(rep, path: Path) -> Path:
@@ -48,7 +56,7 @@ def write_html(rep, path: Path) -> Path:
             ["finished", str(m.get("finished", "unknown"))],
             ["results", str(r.path.resolve())]]
     parts = [f"<h1>{html.escape(r.name)}: report</h1>",
-             _table([["", ""], *meta], "meta")]
+             _table(meta, "meta", head=False)]
     if rep.note:
         parts.append(f"<p><strong>{html.escape(rep.note)}</strong></p>")
     parts.append("<h2>Tables</h2>")
