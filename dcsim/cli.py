@@ -235,42 +235,20 @@ def report(results: Path, metrics: tuple[str, ...], by: str | None, baseline: st
     """Tables (mean and 95 % interval over seeds), paired differences, figures and one HTML
     page from the output directory RESULTS of `dcsim run`."""
     from dcsim.report import make_report
-    from dcsim.report.tables import plain
+    from dcsim.report.terminal import print_tables
 
     rep = make_report(results, list(metrics) or None, by, baseline, out,
                       draw=not no_figures)
     r = rep.results
     click.echo(f"{r.name}: {len(r.summary)} runs, {len(r.allocators)} allocators, "
                f"{r.seeds} seeds" + (f", swept: {', '.join(r.params)}" if r.params else ""))
-    _print_report_tables(rep, plain)
+    print_tables(rep, click.echo)
     where = rep.files[-1].parent
     click.echo(f"\nreport: {where / 'report.html'} (tables.md, stats.csv"
                + (", paired.csv" if rep.paired else "")
                + (f", {len(rep.figures)} figures in figures/" if rep.figures else "") + ")")
     if rep.note:
         click.echo(rep.note)
-
-
-def _print_report_tables(rep, plain) -> None:
-    """The report's tables: with rich on a terminal, plain text otherwise (a pipe, a file,
-    a terminal without the ``plot`` extra)."""
-    try:
-        if not sys.stdout.isatty():
-            raise ImportError
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:
-        for title, text in rep.text_tables(plain):
-            click.echo(f"\n{title}\n{text}")
-        return
-    console = Console()
-    for title, rows in rep.text_tables(lambda rows: rows):
-        table = Table(title=title, title_justify="left")
-        for i, head in enumerate(rows[0]):
-            table.add_column(head, justify="left" if i == 0 else "right")
-        for row in rows[1:]:
-            table.add_row(*row)
-        console.print(table)
 
 
 @main.command("import-trace")

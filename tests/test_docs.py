@@ -162,11 +162,14 @@ def test_readme_first_commands_are_what_ci_runs():
     root = DOCS.parent
     block = (root / "README.md").read_text().split("```bash\n")[1].split("```")[0]
     install_run, test_cmd = block.strip().splitlines()
-    install, run = (part.strip() for part in install_run.split("&&"))
+    install, run, report = (part.strip() for part in install_run.split("&&"))
     ci = (root / ".ci" / "run").read_text().replace("\\\n", " ")
     ci = re.sub(r"\s+", " ", ci)
-    assert install == 'pip install -e ".[dev]"' and f"python -m {install}" in ci
+    assert install == 'pip install -e ".[dev,plot]"' and f"python -m {install}" in ci
     assert "experiments/ahab_lambda12.yaml" in run
     main_args = run.split(" --out ")[0]  # CI writes to a temporary directory instead
     assert main_args in ci
+    out = run.split(" --out ")[1].split()[0]
+    assert report.startswith(f"dcsim report {out} ")  # the report of the same results
+    assert report.replace(out, '"$out/ahab_lambda12_small"') in ci
     assert test_cmd == "python -m pytest" and ci.rstrip().endswith(test_cmd)

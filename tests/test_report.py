@@ -125,6 +125,7 @@ def test_load_returns_the_tables_with_the_sweep_parameters(outputs):
 
 
 def test_figures_and_the_html_page(outputs, tmp_path):
+    pytest.importorskip("matplotlib")
     rep = make_report(outputs["loss"], out=tmp_path / "rep", baseline="random")
     names = {p.name for _t, paths in rep.figures for p in paths}
     assert {"metric_acceptance_ratio.png", "metric_acceptance_ratio.svg"} <= names
@@ -175,6 +176,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 def test_the_html_page_in_headless_chromium(outputs, tmp_path):
     """Every image of the page decodes in a real browser and every table is there; the
     screenshot is kept for checking by eye (report-screenshot.png)."""
+    pytest.importorskip("matplotlib")
     rep = make_report(outputs["queue"], out=tmp_path / "rep", baseline="sjf")
     page = (tmp_path / "rep" / "report.html").read_text()
     probe = tmp_path / "rep" / "probe.html"

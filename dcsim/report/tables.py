@@ -93,7 +93,7 @@ def grid(stats: pd.DataFrame, params: Sequence[str], by: str | None, digits: int
         out = [head + [f"{by}={_fmt(v)}" for v in cols]]
     else:
         cols = [None]
-        out = [head + ["value"]]
+        out = [head + ["mean ± 95 % interval"]]
     for key, g in stats.groupby([*rest, "allocator"], sort=False, dropna=False,
                                 observed=True):
         key = key if isinstance(key, tuple) else (key,)
