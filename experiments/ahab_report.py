@@ -1,6 +1,6 @@
 """Tables and Fig. 3a of the AHAB reproduction, made from the Parquet results.
 
-    python experiments/ahab_report.py [--results results] [--png docs/img/ahab_fig3a.png]
+    python experiments/ahab_report.py [--results results] [--figures docs/img]
 
 Reads ``results/ahab_lambda{4,12,20}/summary.parquet`` (whichever exist) and, if present,
 ``results/ahab_lookahead`` (Fig. 6a), ``results/ahab_sequences`` (Fig. 6b) and
@@ -8,9 +8,10 @@ Reads ``results/ahab_lambda{4,12,20}/summary.parquet`` (whichever exist) and, if
 confidence interval over seeds (Student t) of used-CU fraction, footprint, concurrent VCs
 and acceptance; the acceptance by VC size of Fig. 4 (N in the paper's bins 3-8, 9-14, ...)
 and by S/B of Fig. 5 at lambda = 20, with the values the paper's text states beside them;
-and draws Fig. 3a (used CU against lambda, one line per configuration) to the PNG (needs
-matplotlib: ``pip install -e ".[plot]"``). ``--heat-only`` prints just Fig. 4/5 (for
-``results/ahab_lambda20`` or ``--heat DIR``).
+and, with ``--figures DIR``, draws Fig. 3a/3b/3c (used CU, footprint and concurrent VCs
+against lambda, one line per configuration with its 95 % band) as
+``DIR/ahab_fig3{a,b,c}.png`` and ``.svg`` (needs matplotlib: ``pip install -e ".[plot]"``).
+``--heat-only`` prints just Fig. 4/5 (for ``results/ahab_lambda20`` or ``--heat DIR``).
 """
 
 from __future__ import annotations
@@ -30,11 +31,15 @@ METRICS = {"util_cpu": "used CU", "mean_footprint": "footprint (BU)",
 
 
 def load(results: Path) -> pd.DataFrame:
+    """The three λ experiments' summaries (:func:`dcsim.report.load`), with a ``lam``
+    column."""
+    from dcsim.report import load as load_results
+
     frames = []
     for lam in (4, 12, 20):
-        p = results / f"ahab_lambda{lam}" / "summary.parquet"
-        if p.exists():
-            frames.append(pd.read_parquet(p).assign(lam=lam))
+        p = results / f"ahab_lambda{lam}"
+        if (p / "summary.parquet").exists():
+            frames.append(load_results(p).summary.assign(lam=lam))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -154,36 +159,33 @@ def _heat_value(g: pd.DataFrame, what: str) -> str:
     return f"{g[sel]['accepted'].mean():.2f}"
 
 
-def plot(df: pd.DataFrame, png: Path) -> None:
-    import matplotlib
+#: Fig. 3's panels: (metric, axis label)
+FIG3 = {"a": ("util_cpu", "fraction of used CUs"), "b": ("mean_footprint", "footprint (BU)"),
+        "c": ("mean_concurrent", "concurrent VCs")}
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    labels = [a for a in ORDER if a in set(df["allocator"])]
-    for label in labels:
-        pts = [(lam, *mean_ci(df[(df["allocator"] == label) & (df["lam"] == lam)]["util_cpu"])[:2])
-               for lam in sorted(df["lam"].unique())]
-        pts = [p for p in pts if not np.isnan(p[1])]
-        if pts:
-            x, y, e = zip(*pts, strict=True)
-            ax.errorbar(x, y, yerr=np.nan_to_num(e), marker="o", capsize=3, label=label,
-                        linestyle="--" if label.startswith("ahab") else "-")
-    ax.set_xlabel("arrival rate λ")
-    ax.set_ylabel("fraction of used CUs")
-    ax.set_title("AHAB Fig. 3a reproduced with dcsim (mean, 95 % CI over seeds)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    png.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(png, dpi=120)
+def figures(df: pd.DataFrame, out: Path) -> list[Path]:
+    """Fig. 3a/3b/3c: used CUs, footprint and concurrent VCs against λ, a line per
+    configuration with its 95 % band (:func:`dcsim.report.figures.metric_figure`)."""
+    from dcsim.report import describe
+    from dcsim.report.figures import metric_figure
+
+    order = {a: i for i, a in enumerate(ORDER)}
+    df = df.iloc[df["allocator"].map(order).fillna(len(order)).argsort(kind="stable")]
+    paths = []
+    for panel, (metric, label) in FIG3.items():
+        paths += metric_figure(describe(df, metric, ["lam"]), metric, label, "lam", ["lam"],
+                               out, stem=f"ahab_fig3{panel}", xlabel="arrival rate λ",
+                               title=f"AHAB Fig. 3{panel} with dcsim (mean, 95 % band over "
+                                     "seeds)")
+    return paths
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=Path("results"))
-    ap.add_argument("--png", type=Path, default=None)
+    ap.add_argument("--figures", type=Path, default=None,
+                    help="draw Fig. 3a/3b/3c into this folder (e.g. docs/img)")
     ap.add_argument("--heat", type=Path, default=None,
                     help="results folder for Fig. 4/5 (default: <results>/ahab_lambda20)")
     ap.add_argument("--heat-only", action="store_true", help="print only Fig. 4/5")
@@ -208,9 +210,9 @@ def main() -> None:
     if heat is not None:
         print("\n### Fig. 4/5: acceptance by VC size (all requests of all runs)")
         print(heat_tables(heat))
-    if args.png:
-        plot(df, args.png)
-        print(f"\nwrote {args.png}")
+    if args.figures:
+        for p in figures(df, args.figures):
+            print(f"wrote {p}")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,17 @@
 """Slowdown table of the DeepRM load sweep, and the papers' qualitative claims checked.
 
-    python experiments/deeprm_report.py [--results results]
+    python experiments/deeprm_report.py [--results results/deeprm_load_sweep]
+                                        [--figures docs/img]
 
-Reads ``results/deeprm_load_sweep/summary.parquet`` and prints, per scheduler and
+Reads the load sweep's results (:func:`dcsim.report.load`) and prints, per scheduler and
 ``new_job_rate`` (offered load = 1.845 × rate), the mean slowdown over seeds with its 95 %
 Student-t half-width (each seed's value already averages every finished job of its 100 job
 sets), then whether each claim holds at each rate: SJF beats Packer; the learned policy
 (``deeprm``, when present) is at least as good as SJF at high load (rate ≥ 0.7), judged by
-the means and by whether the intervals separate.
+the means and by whether the intervals separate. With ``--figures DIR``, draws Fig. 4
+(mean slowdown against offered load, one line per scheduler, 95 % band) as
+``DIR/deeprm_fig4.png`` and ``.svg`` (:func:`dcsim.report.figures.metric_figure`; the
+``plot`` extra).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from dcsim.queue.jobs import offered_load
+from dcsim.report import describe, load
 from dcsim.results.stats import ci_cell, mean_ci
 
 ORDER = ["deeprm", "deeprm_greedy", "sjf", "tetris_star", "packer", "fifo", "random"]
@@ -57,14 +62,31 @@ def compare(df: pd.DataFrame, better: str, worse: str, rates) -> list[str]:
     return out
 
 
+def figure(df: pd.DataFrame, out: Path) -> list[Path]:
+    """Fig. 4: mean slowdown against offered load."""
+    from dcsim.report.figures import metric_figure
+
+    df = df.assign(offered_load=df["new_job_rate"].map(offered_load).round(3))
+    order = {a: i for i, a in enumerate(ORDER)}
+    df = df.iloc[df["allocator"].map(order).fillna(len(order)).argsort(kind="stable")]
+    stats = describe(df, "mean_slowdown", ["offered_load"])
+    return metric_figure(stats, "mean_slowdown", "mean job slowdown", "offered_load",
+                         ["offered_load"], out, stem="deeprm_fig4",
+                         xlabel="offered load (1.845 × new_job_rate)",
+                         title="DeepRM Fig. 4 with dcsim (mean, 95 % band over seeds)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", type=Path, default=Path("results"))
+    ap.add_argument("--results", type=Path, default=Path("results/deeprm_load_sweep"))
+    ap.add_argument("--figures", type=Path, default=None,
+                    help="draw Fig. 4 into this folder (e.g. docs/img)")
     args = ap.parse_args()
-    p = args.results / "deeprm_load_sweep" / "summary.parquet"
-    if not p.exists():
-        raise SystemExit(f"no {p}: run `dcsim run experiments/deeprm_load_sweep.yaml --jobs 2`")
-    df = pd.read_parquet(p)
+    try:
+        df = load(args.results).summary
+    except Exception as e:  # noqa: BLE001 - one line for the reader
+        raise SystemExit(f"{e}\nrun `dcsim run experiments/deeprm_load_sweep.yaml --jobs 2` "
+                         "first") from None
     print("### Mean slowdown (mean ± 95 % CI over seeds)\n")
     print(slowdown_table(df))
     rates = sorted(df["new_job_rate"].unique())
@@ -73,6 +95,9 @@ def main() -> None:
     if "deeprm" in set(df["allocator"]):
         print("\n### The learned policy at least matches SJF at high load\n")
         print("\n".join(compare(df, "deeprm", "sjf", [r for r in rates if r >= 0.7])))
+    if args.figures:
+        for p in figure(df, args.figures):
+            print(f"wrote {p}")
 
 
 if __name__ == "__main__":

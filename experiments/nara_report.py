@@ -1,6 +1,6 @@
 """Tables of the Nara baseline reproduction (2021 paper, Tables 1 and 2), from Parquet results.
 
-    python experiments/nara_report.py [--results results]
+    python experiments/nara_report.py [--results results] [--figures docs/img]
 
 Reads ``results/nara_table1/summary.parquet`` and prints Markdown tables of mean ± 95 %
 Student-t half-width over seeds: Table 1, the acceptance ratio the paper reports (the running
@@ -180,9 +180,29 @@ def spread(df: pd.DataFrame, paper: pd.DataFrame, rollouts: int = 5,
     return "\n".join(lines)
 
 
+def table1_figures(df: pd.DataFrame, out: Path) -> list[Path]:
+    """Table 1 as grouped bars: per request set, acceptance per topology, a bar per
+    baseline with its 95 % interval (:func:`dcsim.report.figures.metric_figure`)."""
+    from dcsim.report import describe
+    from dcsim.report.figures import metric_figure
+
+    paths = []
+    for name, g in df.groupby("workload", sort=False):
+        stats = describe(g, "acceptance_last20", ["preset"])
+        paths += metric_figure(stats, "acceptance_last20", "acceptance (last 20 %)",
+                               "preset", ["preset"], out, stem=f"nara_table1_{name}",
+                               xlabel="topology",
+                               title=f"Nara 2021 Table 1 with dcsim: the {name} set "
+                                     "(mean, 95 % interval over seeds)")
+    return paths
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=Path("results"))
+    ap.add_argument("--figures", type=Path, default=None,
+                    help="draw Table 1 as grouped bars into this folder (e.g. docs/img): "
+                         "nara_table1_<set>.png and .svg, one per request set")
     ap.add_argument("--ablation", action="store_true",
                     help="the authors' behaviours one at a time (nara_authors_ablation*)")
     ap.add_argument("--spread", action="store_true",
@@ -228,6 +248,9 @@ def main() -> None:
             print(f"\n### Table 1{what}: acceptance (running ratio over the last 20 % of "
                   "requests)\n")
             print(table1(df))
+            if args.figures and name == "nara_table1":
+                for p in table1_figures(df, args.figures):
+                    print(f"wrote {p}")
             if "util_cpu_last50" in df.columns:
                 print(f"\n### Table 2{what}: utilisation on alpha (per-request, last 50 % "
                       "of requests, as the paper)\n")

@@ -44,7 +44,7 @@ def _plt():
 
 def _style(i: int) -> dict:
     return {"color": COLOURS[i % len(COLOURS)], "marker": MARKERS[i % len(MARKERS)],
-            "linestyle": STYLES[(i // len(COLOURS)) % len(STYLES)]}
+            "linestyle": STYLES[i % len(STYLES)]}
 
 
 def _save(fig, out: Path, stem: str) -> list[Path]:
@@ -64,10 +64,12 @@ def _numeric(values: Sequence) -> bool:
 
 
 def metric_figure(stats: pd.DataFrame, metric: str, label: str, by: str | None,
-                  params: Sequence[str], out: Path) -> list[Path]:
+                  params: Sequence[str], out: Path, *, stem: str | None = None,
+                  title: str | None = None, xlabel: str | None = None) -> list[Path]:
     """The metric against the swept parameter ``by`` (a line per allocator, the 95 %
     interval as a band; grouped bars when ``by`` is not numeric), or bars per allocator
-    without a sweep."""
+    without a sweep; ``stats`` as :func:`dcsim.report.describe` gives it. Written as
+    ``out/<stem>.png`` and ``.svg`` (default stem ``metric_<metric>``)."""
     plt = _plt()
     rest = [p for p in params if p != by]
     series = list(stats.groupby([*rest, "allocator"], sort=False, dropna=False,
@@ -83,7 +85,7 @@ def metric_figure(stats: pd.DataFrame, metric: str, label: str, by: str | None,
             ok = ~np.isnan(h)
             ax.fill_between(x[ok], (m - h)[ok], (m + h)[ok], color=st["color"], alpha=0.15,
                             linewidth=0)
-        ax.set_xlabel(by)
+        ax.set_xlabel(xlabel or by)
     else:
         groups = [_fmt(x) for x in xs] if by else [""]
         width = 0.8 / max(len(series), 1)
@@ -100,11 +102,11 @@ def metric_figure(stats: pd.DataFrame, metric: str, label: str, by: str | None,
                    linewidth=0.5)
         ax.set_xticks(np.arange(len(groups)), groups, rotation=20 if by else 0)
         if by:
-            ax.set_xlabel(by)
+            ax.set_xlabel(xlabel or by)
     ax.set_ylabel(label)
     _legend(ax)
-    ax.set_title(f"{label}: mean and 95 % interval over seeds", fontsize=10)
-    return _save(fig, out, f"metric_{metric}")
+    ax.set_title(title or f"{label}: mean and 95 % interval over seeds", fontsize=10)
+    return _save(fig, out, stem or f"metric_{metric}")
 
 
 def cdf_figure(items: pd.DataFrame, column: str, label: str, out: Path,
