@@ -12,7 +12,7 @@ import pandas as pd
 
 from dcsim.errors import ConfigError
 from dcsim.report import figures as figs
-from dcsim.report.data import Results, load
+from dcsim.report.data import ITEM_TABLE, Results, load
 from dcsim.report.tables import describe, grid, markdown, paired, plain
 from dcsim.results.schema import _FAMILY, TABLES
 from dcsim.results.stats import HEADLINE
@@ -51,15 +51,16 @@ class Report:
                             fmt(grid(df, r.params, self.by, flag=True))))
         return out
 
-    def label(self, metric: str) -> str:
-        unit = _unit(self.results.mode, metric)
+    def label(self, metric: str, table: str = "summary") -> str:
+        """``metric (unit)``, the unit from the table's declaration."""
+        unit = _unit(self.results.mode, metric, table)
         return f"{metric} ({unit})" if unit and unit not in ("—", "") else metric
 
 
-def _unit(mode: str, metric: str) -> str | None:
-    """The unit the summary's declaration gives ``metric`` (a family such as
-    ``util_<resource>`` matches its expanded names)."""
-    table = TABLES.get(mode, {}).get("summary")
+def _unit(mode: str, metric: str, table_name: str = "summary") -> str | None:
+    """The unit a table's declaration gives a column (a family such as ``util_<resource>``
+    matches its expanded names)."""
+    table = TABLES.get(mode, {}).get(table_name)
     for c in table.columns if table else ():
         if c.name == metric or (c.family and re.fullmatch(_FAMILY.sub(r"\\w+", c.name),
                                                            metric)):
@@ -169,7 +170,8 @@ def _draw(rep: Report, out: Path) -> None:
             if col in acc.columns and acc[col].notna().any() and (acc[col].fillna(0) > 0).any() \
                     and acc[col].nunique() > 1:
                 rep.figures.append((f"distribution of {col} {where}",
-                                    figs.cdf_figure(acc, col, col, out, where)))
+                                    figs.cdf_figure(acc, col, rep.label(col, ITEM_TABLE[r.mode]),
+                                                    out, where)))
                 break
         pair = next(((x, y) for x, y in (("N", "S"), ("N", "B"), ("cpu", "mem"))
                      if x in items.columns and y in items.columns), None)
@@ -181,6 +183,7 @@ def _draw(rep: Report, out: Path) -> None:
     if col and len(ts) and col in ts.columns:
         ts, where = _last_point(r, ts)
         rep.figures.append((f"{col} over time {where}",
-                            figs.timeseries_figure(ts, col, col, out, where)))
+                            figs.timeseries_figure(ts, col, rep.label(col, "timeseries"), out,
+                                                   where)))
     for _, paths in rep.figures:
         rep.files += paths
