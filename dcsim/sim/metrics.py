@@ -119,23 +119,19 @@ class Meter:
         """
         if amount is None:
             amount = p.amounts.sum(axis=0).tolist()
-        tier_bw = self._tier_bw(p) if p.links.shape[0] else None
+        self.held(rid, start, end, amount, self._tier_bw(p) if p.links.shape[0] else None)
+
+    def held(self, rid: int, start: float, end: float, amount: list[float],
+             tier_bw: np.ndarray | None = None) -> None:
+        """Count ``amount`` (and ``tier_bw``, the bandwidth per link tier) from ``start`` to
+        ``end``: :meth:`accepted` once the placement is read, and the engine's fused path
+        for one server without links."""
         self.active[rid] = (start, end, amount, tier_bw)
         used = self.used
         for j, a in enumerate(amount):
             used[j] += a
         if self.open:
             self._add(amount, tier_bw, end - start)
-
-    def held(self, rid: int, start: float, end: float, amount: list[float]) -> None:
-        """:meth:`accepted` for a placement without links (one server, the engine's fused
-        path)."""
-        self.active[rid] = (start, end, amount, None)
-        used = self.used
-        for j, a in enumerate(amount):
-            used[j] += a
-        if self.open:
-            self._add(amount, None, end - start)
 
     def departed(self, rid: int) -> None:
         amount = self.active.pop(rid)[2]
