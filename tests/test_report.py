@@ -117,6 +117,21 @@ def test_the_report_runs_on_every_mode(outputs, tmp_path, mode):
             assert p in r.timeseries.columns
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("mode, expect", [
+    ("queue", {"metric_mean_slowdown", "cdf_slowdown", "timeseries_util_cpu"}),
+    ("vm_online", {"metric_mean_fragment_rate", "timeseries_fragment_rate",
+                   "heatmap_cpu_mem"}),
+    ("reschedule", {"metric_fr_after", "metric_migrations"}),
+])
+def test_every_mode_gets_its_figures(outputs, tmp_path, mode, expect):
+    pytest.importorskip("matplotlib")
+    rep = make_report(outputs[mode], out=tmp_path / "rep")
+    stems = {p.stem for _t, paths in rep.figures for p in paths}
+    assert expect <= stems, stems
+    assert all(p.stat().st_size > 1000 for _t, paths in rep.figures for p in paths)
+
+
 def test_load_returns_the_tables_with_the_sweep_parameters(outputs):
     r = load(outputs["queue"])
     assert r.params and r.params[0] in r.requests.columns   # jobs/, with the swept load
