@@ -550,3 +550,40 @@ def test_a_link_failure_under_a_virtual_cluster_by_hand(tmp_path):
     np.testing.assert_allclose(eng.state.link_free, eng.state.link_capacity)
     np.testing.assert_allclose(eng.state.free, eng.state.capacity)
     assert eng.released == eng.accepted == 2
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                               HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 15), st.integers(1, 24),
+                               st.integers(1, 150)), min_size=1, max_size=40),
+       reallocate=st.booleans(), resched=st.booleans(), seed=st.integers(0, 1000))
+def test_vm_online_invariants_with_host_failures(tmp_path, rows, reallocate, resched, seed):
+    """Random VMs, random host failures, with and without rescheduling: the mapping's
+    invariants hold after every event (check_invariants), nothing sits on a failed host,
+    and every VM is accounted for (placed, departed, or dropped by a failure, once)."""
+    import pandas as pd
+
+    from dcsim.placers.builtin import BestFit
+    from dcsim.sim.vm_online import run_online
+
+    vms = sorted(((i, a, d, c, m) for i, (a, d, c, m) in enumerate(rows)), key=lambda r: r[1])
+    p = tmp_path / "vms.csv"
+    pd.DataFrame(vms, columns=["id", "arrival", "duration", "cpu", "mem"]).to_csv(p,
+                                                                                index=False)
+    spec = {"mapping": {"hosts": 3, "numa_cpu": 20, "numa_mem": 100},
+            "workload": {"trace": {"path": p.name, "mem_unit_mb": 1}},
+            "check_invariants": True, "until": 60.0, "sample_every": 5.0}
+    if resched:
+        spec["reschedule"] = {"every": 7.0, "mnl": 3, "algorithm": "greedy"}
+    sink = Tables()
+    out = run_online(spec, BestFit(), None, np.random.default_rng(0), sink,
+                     base_dir=tmp_path, failures=parse_failures(
+                         {"on_failure": "reallocate" if reallocate else "drop",
+                          "servers": {"ttf": {"dist": "exponential", "mean": 15},
+                                      "ttr": {"dist": "exponential", "mean": 4}}}),
+                     failure_rng=failure_rng(seed, 0))
+    assert out["reallocated"] <= out["interrupted"]
+    assert (np.asarray(sink.tables["vms"]["interruptions"]) >= 0).all()
+    assert 0.0 <= out["final_util_cpu"] <= 1.0 and 0.0 < out["avail_cpu"] <= 1.0
+    if not reallocate:
+        assert out["reallocated"] == 0

@@ -393,3 +393,17 @@ def test_medium_set_mip_beats_heuristics_and_meets_its_bound():
     assert m.fr_after <= min(g.fr_after, a.fr_after) + 1e-12
     assert m.bound == pytest.approx(m.fr_after)
     assert g.fr_after < g.fr_before and a.fr_after < a.fr_before
+
+
+def test_an_empty_mapping_is_no_candidate_for_every_rescheduler():
+    """An online mapping whose VMs have all left is rescheduled to nothing (hypothesis
+    found greedy's argmax over no VMs)."""
+    from dcsim.plugins import get_plugin_class
+    from dcsim.vm.model import Host, MappingState
+
+    state = MappingState([Host("h0", (20, 20), (100, 100))], [], [])
+    for name in ("greedy", "alpha_vbpp", "mip"):
+        cls = get_plugin_class(name, "rescheduler")
+        res = cls().run(state, 5)
+        assert res.migrations == [] and res.status == "no_candidate"
+        assert res.fr_after == res.fr_before

@@ -92,7 +92,8 @@ class Rescheduler(Configurable, ABC):
             raise PluginError(f"the migration number limit must be >= 0, got {mnl}")
         work = state.copy()
         t0 = time.perf_counter()
-        plan = self.reschedule(work, mnl)
+        # nothing to move (an online mapping whose VMs have all left): no plugin is asked
+        plan = self.reschedule(work, mnl) if state.n_vms else Plan([], status="no_candidate")
         seconds = time.perf_counter() - t0
         after = state.copy()
         try:
