@@ -61,9 +61,13 @@ def _unit(mode: str, metric: str, table_name: str = "summary") -> str | None:
     """The unit a table's declaration gives a column (a family such as ``util_<resource>``
     matches its expanded names)."""
     table = TABLES.get(mode, {}).get(table_name)
-    for c in table.columns if table else ():
-        if c.name == metric or (c.family and re.fullmatch(_FAMILY.sub(r"\\w+", c.name),
-                                                           metric)):
+    cols = table.columns if table else ()
+    for c in cols:  # a column's own name first
+        if c.name == metric:
+            return c.unit
+    for c in cols:  # then a family with a fixed part (util_<resource>, not <resource>)
+        if c.family and _FAMILY.sub("", c.name) and re.fullmatch(
+                _FAMILY.sub(r"\\w+", c.name), metric):
             return c.unit
     return None
 
