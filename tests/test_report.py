@@ -68,6 +68,23 @@ def test_only_seeds_both_ran_are_paired():
     assert p.iloc[0]["mean"] == pytest.approx((0.05 + 0.08) / 2)
 
 
+def test_keys_a_matrix_entry_sets_together_key_the_rows_once():
+    """Nara's matrix sets the topology and its episode length together: the table's rows
+    are keyed by the topology alone, the request set on the columns."""
+    from dcsim.report.tables import grid, row_params
+
+    rows = [{"allocator": a, "seed": s, "set": w, "preset": p, "requests": n, "m": 0.1 * s}
+            for a in ("x", "y") for s in range(2) for w in ("u", "z")
+            for p, n in (("alpha", 128), ("gamma", 896))]
+    f = pd.DataFrame(rows)
+    params = ["set", "preset", "requests"]
+    assert row_params(f, params, "set") == ["preset"]
+    assert row_params(f, params, "requests") == ["set"]   # preset follows requests
+    g = grid(describe(f, "m", params), params, "set", rows=row_params(f, params, "set"))
+    assert g[0] == ["preset", "allocator", "set=u", "set=z"] and len(g) == 5
+    assert "—" not in {c for r in g for c in r}
+
+
 # ------------------------------------------------------------------------------ every mode
 def reduced(tmp_path: Path, name: str, sets: dict, keep: int = 2) -> Path:
     raw = yaml.safe_load((ROOT / "experiments" / f"{name}.yaml").read_text())

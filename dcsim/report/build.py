@@ -13,7 +13,7 @@ import pandas as pd
 from dcsim.errors import ConfigError
 from dcsim.report import figures as figs
 from dcsim.report.data import ITEM_TABLE, Results, load
-from dcsim.report.tables import describe, grid, markdown, paired, plain
+from dcsim.report.tables import describe, grid, markdown, paired, plain, row_params
 from dcsim.results.schema import _FAMILY, TABLES
 from dcsim.results.stats import HEADLINE
 
@@ -32,6 +32,8 @@ class Report:
     metrics: list[str]
     by: str | None
     baseline: str | None
+    #: the sweep parameters keying the tables' rows (:func:`~dcsim.report.tables.row_params`)
+    rows: list[str] = field(default_factory=list)
     stats: dict[str, pd.DataFrame] = field(default_factory=dict)
     paired: dict[str, pd.DataFrame] = field(default_factory=dict)
     #: (title, [png, svg]) per figure
@@ -43,12 +45,13 @@ class Report:
         """(title, table text) per metric, then per paired comparison."""
         r = self.results
         out = [(f"{self.label(m)}: mean ± 95 % interval over seeds",
-                fmt(grid(self.stats[m], r.params, self.by))) for m in self.metrics]
+                fmt(grid(self.stats[m], r.params, self.by, rows=self.rows)))
+               for m in self.metrics]
         for m, df in self.paired.items():
             if len(df):
                 out.append((f"{self.label(m)}: paired difference against {self.baseline} "
                             "(same seeds, same requests; * = the interval excludes 0)",
-                            fmt(grid(df, r.params, self.by, flag=True))))
+                            fmt(grid(df, r.params, self.by, flag=True, rows=self.rows))))
         return out
 
     def label(self, metric: str, table: str = "summary") -> str:
@@ -105,7 +108,7 @@ def make_report(path: str | Path, metrics: list[str] | None = None, by: str | No
     if baseline is not None and baseline not in r.allocators:
         raise ConfigError(f"--baseline: no allocator {baseline!r}; the allocators are "
                           f"{', '.join(r.allocators)}")
-    rep = Report(r, list(metrics), by, baseline)
+    rep = Report(r, list(metrics), by, baseline, rows=row_params(r.summary, r.params, by))
     for m in metrics:
         rep.stats[m] = describe(r.summary, m, r.params)
         if baseline is not None:
@@ -165,7 +168,8 @@ def _draw(rep: Report, out: Path) -> None:
     for m in rep.metrics:
         rep.figures.append((f"{rep.label(m)} by {rep.by or 'allocator'}",
                             figs.metric_figure(rep.stats[m], m, rep.label(m), rep.by,
-                                               r.params, out)))
+                                               [*rep.rows, *([rep.by] if rep.by else [])],
+                                               out)))
     items = r.requests if r.mode in CDF_COLUMNS else pd.DataFrame()
     if len(items):
         items, where = _last_point(r, items)

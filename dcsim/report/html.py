@@ -63,14 +63,14 @@ def write_html(rep, path: Path) -> Path:
     for metric in rep.metrics:
         parts.append(f"<h3>{html.escape(rep.label(metric))}: mean ± 95 % interval over "
                      "seeds</h3>")
-        parts.append(_table(grid(rep.stats[metric], r.params, rep.by)))
+        parts.append(_table(grid(rep.stats[metric], r.params, rep.by, rows=rep.rows)))
     for metric, df in rep.paired.items():
         if len(df):
             parts.append(f"<h3>{html.escape(rep.label(metric))}: paired difference against "
                          f"{html.escape(str(rep.baseline))}</h3><p>Same seed, same requests: "
                          "the difference is taken seed by seed; * marks an interval that "
                          "excludes 0.</p>")
-            parts.append(_table(grid(df, r.params, rep.by, flag=True)))
+            parts.append(_table(grid(df, r.params, rep.by, flag=True, rows=rep.rows)))
     if rep.figures:
         parts.append("<h2>Figures</h2>")
         for title, paths in rep.figures:

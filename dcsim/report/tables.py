@@ -82,11 +82,28 @@ def _cell(row, digits: int, flag: bool = False) -> str:
     return text
 
 
-def grid(stats: pd.DataFrame, params: Sequence[str], by: str | None, digits: int = 3,
-         flag: bool = False) -> list[list[str]]:
-    """A table of text cells: a row per allocator (and values of the sweep parameters other
-    than ``by``), a column per value of ``by`` (one ``value`` column without it)."""
+def row_params(summary: pd.DataFrame, params: Sequence[str], by: str | None) -> list[str]:
+    """The sweep parameters that key a table's rows: those other than ``by``, less the ones
+    the others determine (a matrix entry that sets several keys together, such as Nara's
+    topology with its episode length, varies them as one: only the first keys the rows)."""
     rest = [p for p in params if p != by]
+    for q in reversed(list(rest)):
+        others = [p for p in ([by] if by else []) + rest if p != q]
+        if not others:
+            continue
+        n = summary.groupby(others, dropna=False, sort=False, observed=True)[q].nunique(
+            dropna=False)
+        if len(n) and n.max() <= 1:
+            rest.remove(q)
+    return rest
+
+
+def grid(stats: pd.DataFrame, params: Sequence[str], by: str | None, digits: int = 3,
+         flag: bool = False, rows: Sequence[str] | None = None) -> list[list[str]]:
+    """A table of text cells: a row per allocator (and values of the sweep parameters
+    ``rows``, by default those other than ``by``), a column per value of ``by`` (one column
+    without it)."""
+    rest = list(rows) if rows is not None else [p for p in params if p != by]
     head = [*rest, "allocator"]
     if by is not None:
         cols = list(dict.fromkeys(stats[by]))
