@@ -166,10 +166,11 @@ class Engine(HeldAndDeferred, SimCore):
             decisions: list[float] = []
             times = batch.arrival.tolist()
             waits = [0.0] * len(times) if wait else None
+            amounts = demand.tolist()  # each request's demand as floats, once per batch
 
             def offer(i: int, t: float, demand=demand, duration=duration,
                       bandwidth=bandwidth, attrs=attrs, placements=placements,
-                      decisions=decisions, waits=waits):
+                      decisions=decisions, waits=waits, amounts=amounts):
                 """Request i of the batch, at t: decided now, or a generator to run (a
                 hold for capacity, a stepwise decision) that returns the time held."""
                 if every and self.received % every == 0:
@@ -180,7 +181,7 @@ class Engine(HeldAndDeferred, SimCore):
                      else _NO_ATTRS))
                 if wait:
                     return self._held_arrival(req, i, placements, decisions, waits)
-                r = arrive(req)
+                r = arrive(req, amounts[i])
                 if type(r) is not tuple:  # a stepwise allocator: run its decision here
                     return self._stepwise(r, placements, decisions)
                 placements.append(r[0])
@@ -223,10 +224,11 @@ class Engine(HeldAndDeferred, SimCore):
         self.failures_window(now, open_=True)
 
     # ------------------------------------------------------------------ decisions
-    def _arrive(self, req: Request):
+    def _arrive(self, req: Request, amount: list[float] | None = None):
         """Offer ``req`` to the allocator: (placement or None, decision seconds), or, for an
         allocator whose ``allocate()`` returns a generator, a generator the arrival process
-        runs (``yield from``) to get that pair."""
+        runs (``yield from``) to get that pair. ``amount``: its demand as floats, if the
+        caller has it."""
         now = self.env.now
         measured = req.id >= self._warm_requests and req.arrival >= self._warm_time
         if measured and not self.meter.open:
@@ -243,17 +245,18 @@ class Engine(HeldAndDeferred, SimCore):
         choice = self.allocator.allocate(req, self.view)
         decision = time.perf_counter() - t0
         if type(choice) is int and self._fused:
-            return self._take_server(req, choice, now, measured, decision)
+            return self._take_server(req, choice, now, measured, decision, amount)
         if type(choice) is GeneratorType:
             return self._arrive_steps(req, choice, now, measured, decision)
         return self._settle(req, choice, now, measured, decision)
 
-    def _take_server(self, req: Request, s: int, now: float, measured: bool, decision: float
-                     ) -> tuple[Placement | None, float]:
+    def _take_server(self, req: Request, s: int, now: float, measured: bool, decision: float,
+                     amount: list[float] | None = None) -> tuple[Placement | None, float]:
         """``_settle`` for a server index, fused for speed (neither failures nor the
         authors' clock): what ``_admit`` and ``_settle`` do, in one call; a bad choice
         goes the long way, which raises the error."""
-        amount = req.demand.tolist()
+        if amount is None:
+            amount = req.demand.tolist()
         if not (0 <= s < self._n_servers and self._take_one(s, amount)):
             return self._settle(req, s, now, measured, decision)
         dur = req.duration
