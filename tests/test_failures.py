@@ -278,11 +278,15 @@ def test_invariants_with_server_failures(seed, reallocate, name, ttf, ttr):
         assert out["reallocated"] == 0
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), reallocate=st.booleans(),
        name=st.sampled_from(["tetris", "nalb", "nulb", "random_multi",
-                             "best_fit_multi"]))
-def test_invariants_with_server_and_link_failures_on_a_fabric(seed, reallocate, name):
+                             "best_fit_multi"]),
+       authors_env=st.booleans())
+def test_invariants_with_server_and_link_failures_on_a_fabric(seed, reallocate, name,
+                                                              authors_env):
+    """...also in the Nara authors' environment (capacity: wait, departures:
+    after_first_step), as experiments/failures_fabric.yaml runs it."""
     from dcsim.model.topologies import build_topology
     from dcsim.plugins import get_plugin_class
     from dcsim.workload.spec import build_source
@@ -296,10 +300,12 @@ def test_invariants_with_server_and_link_failures_on_a_fabric(seed, reallocate, 
     cls = get_plugin_class(name, "allocator")
     alloc = Counting(cls(cls.parse_options({}), rng=np.random.default_rng(seed),
                          topology=topo))
+    env = {"capacity": "wait", "departures": "after_first_step"} if authors_env else {}
     eng, out, _ = run_loss(topo, src, alloc, {
         "on_failure": "reallocate" if reallocate else "drop",
         "servers": {"ttf": {"dist": "exponential", "mean": 100}, "ttr": 5},
-        "links": {"ttf": {"dist": "exponential", "mean": 100}, "ttr": 5}}, seed=seed)
+        "links": {"ttf": {"dist": "exponential", "mean": 100}, "ttr": 5}}, seed=seed,
+        **env)
     alloc.check_released_once()
     assert eng.released == eng.accepted
     np.testing.assert_allclose(eng.state.link_free[eng.view.link_up],
