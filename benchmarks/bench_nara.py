@@ -2,11 +2,14 @@
 
     python benchmarks/bench_nara.py [--requests 200] [--allocators tetris,nulb]
                                     [--topologies alpha,gamma] [--seed 0] [--authors]
+                                    [--plot docs/img/nara_scaling.png]
 
 Runs the uniform request set of experiments/nara_table1.yaml (one arrival per tick, cpu and
 mem ~ U{1..50}, bw ~ U(0.1, 1.0), holding ~ U{1..H} with H = 30 x servers / 40, as the
 paper's 30 / 480 / 1920) under ``capacity: wait`` on alpha (40 servers), gamma (640), delta
-(2,560) and a ~10k-server Fabric (delta with 64 racks per pod: 10,240 servers). Each cell is
+(2,560), a ~10k-server Fabric (delta with 64 racks per pod: 10,240 servers) and, with
+``--topologies ...,fabric40k``, 40,960 servers (256 racks per pod; not in the default set:
+a few minutes). Each cell is
 one episode of ``--requests`` requests (default: the paper's episodes, 128 on alpha, 896 on
 gamma, 2,048 on delta, and 1,024 on fabric10k; about a minute in all), timed by the
 engine (``mean_decision_s``: the allocator's own time per request). Prints decisions/s per
@@ -15,7 +18,9 @@ measured in the same run (random_multi on alpha, or the first cell), so that gro
 is visible: a ratio of 64 means a decision costs 64 times the baseline's. With ``--authors``
 each allocator also runs with the options nara_table1.yaml gives it (the Nara authors'
 behaviours: ``<name>+authors`` rows), so the cost of reproducing them is measured beside
-dcsim's defaults.
+dcsim's defaults. With ``--plot PATH`` the cost per decision against servers is drawn on
+log-log axes (PNG, and SVG beside it), and the growth exponent between the two largest
+topologies is printed per allocator (cost ∝ servers^exponent; issue #19 asks for < 0.3).
 """
 
 from __future__ import annotations
@@ -45,9 +50,10 @@ TOPOLOGIES = {
     "gamma": {"kind": "fabric", "preset": "gamma"},
     "delta": {"kind": "fabric", "preset": "delta"},
     "fabric10k": {"kind": "fabric", "preset": "delta", "racks": 64},
+    "fabric40k": {"kind": "fabric", "preset": "delta", "racks": 256},
 }
-#: default requests per episode: the paper's episode lengths (fabric10k: shortened)
-EPISODE = {"alpha": 128, "gamma": 896, "delta": 2048, "fabric10k": 1024}
+#: default requests per episode: the paper's episode lengths (fabric10k/40k: shortened)
+EPISODE = {"alpha": 128, "gamma": 896, "delta": 2048, "fabric10k": 1024, "fabric40k": 512}
 
 
 def cell(topo_spec: dict, allocator: str, requests: int, seed: int,
@@ -76,6 +82,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--authors", action="store_true",
                     help="also run each allocator with nara_table1.yaml's options")
+    ap.add_argument("--plot", type=Path, default=None,
+                    help="draw cost per decision against servers (log-log) to this PNG")
     args = ap.parse_args()
     allocators = [a for a in args.allocators.split(",") if a]
     topologies = [t for t in args.topologies.split(",") if t]
@@ -88,10 +96,11 @@ def main() -> None:
     if args.authors:
         variants += [(f"{a}+authors", a, AUTHORS[a]) for a in allocators if a in AUTHORS]
     rate: dict[tuple[str, str], float] = {}
+    servers: dict[str, int] = {}
     print(f"{'allocator':<22}{'topology':<11}{'servers':>8}{'requests':>9}"
           f"{'decisions/s':>13}{'wall s':>8}")
     for t in topologies:
-        n_servers = build_topology(TOPOLOGIES[t]).n_servers
+        n_servers = servers[t] = build_topology(TOPOLOGIES[t]).n_servers
         n = args.requests or EPISODE[t]
         for label, a, opts in variants:
             rate[label, t], wall = cell(TOPOLOGIES[t], a, n, args.seed, opts)
@@ -103,6 +112,42 @@ def main() -> None:
     for label, _, _ in variants:
         print(f"{label:<22}" + "".join(f"{rate[base] / rate[label, t]:>11.1f}"
                                        for t in topologies))
+    if len(topologies) >= 2:
+        a, b = sorted(topologies, key=servers.get)[-2:]
+        print(f"\ngrowth exponent of the cost per decision, {a} -> {b} "
+              f"({servers[a]:,} -> {servers[b]:,} servers):")
+        for label, _, _ in variants:
+            e = np.log(rate[label, a] / rate[label, b]) / np.log(servers[b] / servers[a])
+            print(f"{label:<22}{e:>6.2f}")
+    if args.plot:
+        plot(rate, servers, [v[0] for v in variants], topologies, args.plot)
+        print(f"wrote {args.plot} (and .svg)")
+
+
+def plot(rate, servers, labels, topologies, png: Path) -> None:
+    """Cost per decision (µs) against servers, log-log, a line per allocator."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dcsim.report.figures import _legend, _style
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    ts = sorted(topologies, key=servers.get)
+    for i, label in enumerate(labels):
+        ax.plot([servers[t] for t in ts], [1e6 / rate[label, t] for t in ts], label=label,
+                **_style(i))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("servers (Fabric)")
+    ax.set_ylabel("cost per decision (µs, allocator only)")
+    ax.set_title("Nara baselines: decision cost against cluster size", fontsize=10)
+    _legend(ax)
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, bbox_inches="tight")
+    fig.savefig(png.with_suffix(".svg"), bbox_inches="tight")
+    plt.close(fig)
 
 
 if __name__ == "__main__":
