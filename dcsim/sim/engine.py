@@ -114,7 +114,7 @@ class Engine(HeldAndDeferred, SimCore):
             a.flags.writeable = False
         # component failures (dcsim.sim.loss_failures.LossFailures), built on this engine
         self._failures = failures(self) if failures is not None else None
-        # the common case, fused (_take_server): a server index, released by _depart_server
+        # the common case, fused (in _arrive): a server index, released by _depart_server
         self._fused = not self._defer and self._failures is None
         self._fused_release = self._fused and not self._wait
         self._take_one, self._give_one = self.state.server_ops()
@@ -244,31 +244,24 @@ class Engine(HeldAndDeferred, SimCore):
         t0 = time.perf_counter()
         choice = self.allocator.allocate(req, self.view)
         decision = time.perf_counter() - t0
-        if type(choice) is int and self._fused:
-            return self._take_server(req, choice, now, measured, decision, amount)
+        if type(choice) is int and self._fused:  # _take_server's common case, inlined
+            if amount is None:
+                amount = req.demand.tolist()
+            if 0 <= choice < self._n_servers and self._take_one(choice, amount):
+                dur = req.duration
+                self.meter.held(req.id, now, now + dur, amount)
+                self.accepted += 1
+                if measured:  # a single-server placement's footprint is 0
+                    self._measured_accepted += 1
+                    self._decision_sum += decision
+                self.env.timeout(dur).callbacks.append(
+                    partial(self._depart_server, choice, req, amount) if self._fused_release
+                    else partial(self._on_depart, req, self._placement(choice, req), amount))
+                return choice, decision  # the records read an index as its placement
+            return self._settle(req, choice, now, measured, decision)  # raises the error
         if type(choice) is GeneratorType:
             return self._arrive_steps(req, choice, now, measured, decision)
         return self._settle(req, choice, now, measured, decision)
-
-    def _take_server(self, req: Request, s: int, now: float, measured: bool, decision: float,
-                     amount: list[float] | None = None) -> tuple[Placement | None, float]:
-        """``_settle`` for a server index, fused for speed (neither failures nor the
-        authors' clock): what ``_admit`` and ``_settle`` do, in one call; a bad choice
-        goes the long way, which raises the error."""
-        if amount is None:
-            amount = req.demand.tolist()
-        if not (0 <= s < self._n_servers and self._take_one(s, amount)):
-            return self._settle(req, s, now, measured, decision)
-        dur = req.duration
-        self.meter.held(req.id, now, now + dur, amount)
-        self.accepted += 1
-        if measured:  # a single-server placement's footprint is 0
-            self._measured_accepted += 1
-            self._decision_sum += decision
-        cb = (partial(self._depart_server, s, req, amount) if self._fused_release
-              else partial(self._on_depart, req, self._placement(s, req), amount))
-        self.env.timeout(dur).callbacks.append(cb)  # depart_after, inlined: the hot path
-        return s, decision  # the records read a server index as its one-server placement
 
     def _placement(self, s: int, req: Request) -> Placement:
         return Placement(self._server_ids[s], req.demand[None])
@@ -356,7 +349,7 @@ class Engine(HeldAndDeferred, SimCore):
 
     def _depart_server(self, s: int, req: Request, amount: list[float],
                        _event: simpy.Event) -> None:
-        """``_depart`` of a request that ``_take_server`` put on server ``s``."""
+        """``_depart`` of a request the fused path of ``_arrive`` put on server ``s``."""
         self._give_one(s, amount)
         self.meter.departed(req.id)
         self.released += 1

@@ -128,10 +128,18 @@ class Meter:
         for one server without links."""
         self.active[rid] = (start, end, amount, tier_bw)
         used = self.used
-        for j, a in enumerate(amount):
-            used[j] += a
-        if self.open:
-            self._add(amount, tier_bw, end - start)
+        if self.open:  # _add, inlined: once per accepted request
+            span = end - start
+            area = self._area
+            for j, a in enumerate(amount):
+                used[j] += a
+                area[j] += a * span
+            if tier_bw is not None:
+                self._tier_area += tier_bw * span
+            self._active_area += span
+        else:
+            for j, a in enumerate(amount):
+                used[j] += a
 
     def departed(self, rid: int) -> None:
         amount = self.active.pop(rid)[2]
