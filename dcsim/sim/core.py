@@ -286,9 +286,6 @@ class FailureProcess:
     def close(self, t: float) -> None:
         self.avail.close(t, self.target.availability())
 
-    def is_down(self, kind: str, comp: int) -> bool:
-        return (kind, comp) in self._down
-
     def columns(self) -> dict[str, list]:
         return self.rows
 
