@@ -51,6 +51,7 @@ class LossFailures:
         self.on_server: list[set[int]] = [set() for _ in range(topo.n_servers)]
         self.on_link: list[set[int]] = [set() for _ in range(topo.n_links)]
         self._server_up = np.ones(topo.n_servers, dtype=bool)
+        self._n_down = 0  # components down now (a release checks them only when some are)
         self._link_up = np.ones(topo.n_links, dtype=bool)
         view = engine.view
         view.server_up = self._server_up.view()
@@ -99,7 +100,7 @@ class LossFailures:
     def released(self, placement: Placement) -> None:
         """After the engine released ``placement``: a failed component stays at 0 (a release
         deferred past its failure under ``departures: after_first_step``); the run may end."""
-        if not (self._server_up.all() and self._link_up.all()):
+        if self._n_down:
             st = self.engine.state
             s = placement.servers[~self._server_up[placement.servers]]
             if s.size:
@@ -162,6 +163,7 @@ class LossFailures:
             if e._notify_release:
                 e.view.now = now
                 e.allocator.released(req, placement, e.view)
+        self._n_down += 1
         if kind == "server":
             e.state.free[comp] = 0.0
             self._server_up[comp] = False
@@ -202,6 +204,7 @@ class LossFailures:
 
     def repair(self, kind: str, comp: int) -> None:
         e = self.engine
+        self._n_down -= 1
         if kind == "server":
             e.state.free[comp] = e.state.capacity[comp]
             self._server_up[comp] = True
