@@ -445,3 +445,35 @@ def test_weighted_paths_skip_leaf_servers_without_changing_any_path(seed, pair):
                 node = v if node == u else u
                 seen.append(node)
             assert node == dst and len(set(seen)) == len(seen)
+
+
+@pytest.mark.parametrize("preset, seed", [("alpha", 0), ("alpha", 1), ("gamma", 2)])
+def test_best_fit_multi_searches_racks_first_with_the_same_choices(preset, seed):
+    """BestFitMulti looks at the chosen servers' racks, then pods, before the whole
+    cluster; every request goes where the full search would put it."""
+    from dcsim.workload.spec import build_source
+
+    class FullSearch(BestFitMulti):
+        def choose(self, partial, view):
+            return self._best(partial, view, np.flatnonzero(partial.eligible()))
+
+    topo = build_topology({"kind": "fabric", "preset": preset})
+    rows = []
+    for cls in (BestFitMulti, FullSearch):
+        placed = []
+
+        class Rec(cls):
+            def allocate(self, request, view):
+                p = super().allocate(request, view)
+                placed.append(None if p is None else (p.servers.tolist(), p.links.tolist()))
+                return p
+
+        src = build_source({"requests": 300, "arrival": {"process": "tick"},
+                            "demand": {"cpu": {"dist": "uniform_int", "low": 1, "high": 50},
+                                       "mem": {"dist": "uniform_int", "low": 1, "high": 50}},
+                            "duration": {"dist": "uniform_int", "low": 1, "high": 30},
+                            "bandwidth": {"dist": "uniform", "low": 0.1, "high": 1.0}}, topo)
+        Engine(topo, src, Rec(), np.random.default_rng(seed)).run()
+        rows.append(placed)
+    assert rows[0] == rows[1]
+    assert sum(p is not None and len(p[0]) > 1 for p in rows[0]) > 20   # multi-server ones

@@ -143,6 +143,18 @@ class Partial:
         """Per server and resource, what it would give now: ``min(free, remaining)``."""
         return np.minimum(self.view.free, self.remaining)
 
+    def eligible_at(self, idx: np.ndarray) -> np.ndarray:
+        """:meth:`eligible` at the servers ``idx`` only (a chooser that searches a rack
+        before the cluster computes no more than it needs; the same test)."""
+        if self._eligible is not None:
+            return self._eligible[idx]
+        if not self.servers and not np.any(self.remaining > 0):
+            return np.ones(idx.shape[0], dtype=bool)
+        free = self.view.free[idx]
+        if self.eligibility != "any_free":
+            free = np.minimum(free, self.remaining)
+        return np.any(free > self._tol[idx], axis=1) & ~self.chosen[idx]
+
     def eligible(self) -> np.ndarray:
         """Servers a chooser may pick: unchosen, giving something the request still needs
         (``eligibility="any_free"``: with a free amount of any resource).

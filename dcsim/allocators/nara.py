@@ -370,9 +370,28 @@ class BestFitMulti(MultiServerAllocator):
         super().setup(view)
         self._incident, self._no_link = server_links(view.topology)
         self._flat = path_service(view.topology).is_flat
+        self._rack_members = _members(view.topology.server_rack)
+        self._pod_members = _members(view.topology.server_pod)
 
     def choose(self, partial: Partial, view: StateView) -> int | None:
-        idx = np.flatnonzero(partial.eligible())
+        if partial.servers:
+            # the nearest servers rank first: search the chosen servers' racks, then their
+            # pods, before the whole cluster (the same choice, a fraction of the work)
+            topo = view.topology
+            for group, members in ((topo.server_rack, self._rack_members),
+                                   (topo.server_pod, self._pod_members)):
+                ids = {int(g) for g in group[partial.servers] if g >= 0}
+                if not ids:
+                    break
+                idx = np.concatenate([members[g] for g in sorted(ids)])
+                idx = np.sort(idx[partial.eligible_at(idx)])
+                found = self._best(partial, view, idx)
+                if found is not None:
+                    return found
+        return self._best(partial, view, np.flatnonzero(partial.eligible()))
+
+    def _best(self, partial: Partial, view: StateView, idx: np.ndarray) -> int | None:
+        """The best of the eligible servers ``idx`` (ascending), or None."""
         if idx.size == 0:
             return None
         rem = partial.remaining
@@ -400,6 +419,14 @@ class BestFitMulti(MultiServerAllocator):
         key = np.where(fits, leftover, -given)
         order = np.lexsort((idx, key, ~fits, near))
         return int(idx[order[0]])
+
+
+def _members(group: np.ndarray) -> dict[int, np.ndarray]:
+    """The servers of each rack (or pod), ascending; -1 (unknown) left out."""
+    order = np.argsort(group, kind="stable")
+    keys, starts = np.unique(group[order], return_index=True)
+    parts = np.split(order, starts[1:])
+    return {int(k): p for k, p in zip(keys.tolist(), parts, strict=True) if k >= 0}
 
 
 NARA_ALLOCATORS = (Tetris, NALB, NULB, RandomMulti, BestFitMulti)
