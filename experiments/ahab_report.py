@@ -169,9 +169,9 @@ def figures(df: pd.DataFrame, out: Path) -> list[Path]:
     configuration with its 95 % band (:func:`dcsim.report.figures.metric_figure`)."""
     from dcsim.report import describe
     from dcsim.report.figures import metric_figure
+    from dcsim.report.tables import in_order
 
-    order = {a: i for i, a in enumerate(ORDER)}
-    df = df.iloc[df["allocator"].map(order).fillna(len(order)).argsort(kind="stable")]
+    df = in_order(df, ORDER)
     paths = []
     for panel, (metric, label) in FIG3.items():
         paths += metric_figure(describe(df, metric, ["lam"]), metric, label, "lam", ["lam"],

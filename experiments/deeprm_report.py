@@ -65,10 +65,10 @@ def compare(df: pd.DataFrame, better: str, worse: str, rates) -> list[str]:
 def figure(df: pd.DataFrame, out: Path) -> list[Path]:
     """Fig. 4: mean slowdown against offered load."""
     from dcsim.report.figures import metric_figure
+    from dcsim.report.tables import in_order
 
     df = df.assign(offered_load=df["new_job_rate"].map(offered_load).round(3))
-    order = {a: i for i, a in enumerate(ORDER)}
-    df = df.iloc[df["allocator"].map(order).fillna(len(order)).argsort(kind="stable")]
+    df = in_order(df, ORDER)
     stats = describe(df, "mean_slowdown", ["offered_load"])
     return metric_figure(stats, "mean_slowdown", "mean job slowdown", "offered_load",
                          ["offered_load"], out, stem="deeprm_fig4",

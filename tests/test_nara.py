@@ -463,7 +463,7 @@ def test_best_fit_multi_searches_racks_first_with_the_same_choices(preset, seed)
         placed = []
 
         class Rec(cls):
-            def allocate(self, request, view):
+            def allocate(self, request, view, placed=placed):
                 p = super().allocate(request, view)
                 placed.append(None if p is None else (p.servers.tolist(), p.links.tolist()))
                 return p

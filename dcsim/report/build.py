@@ -3,7 +3,6 @@ directory (:func:`make_report`)."""
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +12,17 @@ import pandas as pd
 from dcsim.errors import ConfigError
 from dcsim.report import figures as figs
 from dcsim.report.data import ITEM_TABLE, Results, load
-from dcsim.report.tables import describe, grid, markdown, paired, plain, row_params
+from dcsim.report.tables import (
+    describe,
+    fmt,
+    grid,
+    in_order,
+    markdown,
+    paired,
+    plain,
+    row_params,
+    same,
+)
 from dcsim.results.schema import _FAMILY, TABLES
 from dcsim.results.stats import HEADLINE
 
@@ -143,9 +152,7 @@ def _write_tables(rep: Report, out: Path) -> None:
 def _last_point(r: Results, df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """``df`` at the last sweep point of the plan, and words saying which."""
     if len(df) and "allocator" in df.columns:  # the plan's order of allocators
-        rank = {a: i for i, a in enumerate(r.allocators)}
-        df = df.iloc[df["allocator"].map(rank).fillna(len(rank)).to_numpy().argsort(
-            kind="stable")]
+        df = in_order(df, r.allocators)
     if not r.params or not len(df):
         return df, ""
     last = r.summary.iloc[-1]
@@ -154,13 +161,9 @@ def _last_point(r: Results, df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     for p in r.params:
         v = last[p]
         if p in df.columns:
-            keep &= df[p].isna() if _missing(v) else df[p] == v
-        words.append(f"{p}={figs._fmt(v)}")
+            keep &= same(df[p], v)
+        words.append(f"{p}={fmt(v)}")
     return df[keep], "at " + ", ".join(words)
-
-
-def _missing(v) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def _draw(rep: Report, out: Path) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dcsim.report.tables import fmt, same
 from dcsim.results.stats import mean_ci
 
 #: Okabe & Ito's palette, black last
@@ -87,13 +88,13 @@ def metric_figure(stats: pd.DataFrame, metric: str, label: str, by: str | None,
                             linewidth=0)
         ax.set_xlabel(xlabel or by)
     else:
-        groups = [_fmt(x) for x in xs] if by else [""]
+        groups = [fmt(x) for x in xs] if by else [""]
         width = 0.8 / max(len(series), 1)
         for i, (key, g) in enumerate(series):
             st = _style(i)
             means, halves = [], []
             for x in (xs if by else [None]):
-                sel = g if not by else g[_same(g[by], x)]
+                sel = g if not by else g[same(g[by], x)]
                 means.append(sel["mean"].iloc[0] if len(sel) else np.nan)
                 halves.append(sel["half_width"].iloc[0] if len(sel) else np.nan)
             pos = np.arange(len(groups)) + (i - (len(series) - 1) / 2) * width
@@ -210,12 +211,6 @@ def _legend(ax) -> None:
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
 
 
-def _same(col: pd.Series, v) -> pd.Series:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return col.isna()
-    return col == v
-
-
 def _edges(col: pd.Series, bins: int) -> np.ndarray:
     v = col.dropna().to_numpy(float)
     if not v.size:
@@ -235,11 +230,5 @@ def _span(e: np.ndarray, k: int) -> str:
 
 def _name(key, rest: Sequence[str]) -> str:
     key = key if isinstance(key, tuple) else (key,)
-    extra = [f"{p}={_fmt(v)}" for p, v in zip(rest, key[:-1], strict=True)]
+    extra = [f"{p}={fmt(v)}" for p, v in zip(rest, key[:-1], strict=True)]
     return ", ".join([str(key[-1]), *extra])
-
-
-def _fmt(v) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "none"
-    return f"{v:g}" if isinstance(v, float) else str(v)

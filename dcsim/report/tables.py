@@ -107,7 +107,7 @@ def grid(stats: pd.DataFrame, params: Sequence[str], by: str | None, digits: int
     head = [*rest, "allocator"]
     if by is not None:
         cols = list(dict.fromkeys(stats[by]))
-        out = [head + [f"{by}={_fmt(v)}" for v in cols]]
+        out = [head + [f"{by}={fmt(v)}" for v in cols]]
     else:
         cols = [None]
         out = [head + ["mean ± 95 % interval"]]
@@ -116,24 +116,35 @@ def grid(stats: pd.DataFrame, params: Sequence[str], by: str | None, digits: int
         key = key if isinstance(key, tuple) else (key,)
         cells = []
         for c in cols:
-            sel = g if c is None else g[_same(g[by], c)]
+            sel = g if c is None else g[same(g[by], c)]
             cells.append(_cell(sel.iloc[0], digits, flag) if len(sel) else "—")
-        out.append([*(_fmt(k) for k in key), *cells])
+        out.append([*(fmt(k) for k in key), *cells])
     return out
 
 
-def _same(col: pd.Series, v) -> pd.Series:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return col.isna()
-    return col == v
+def missing(v) -> bool:
+    """Whether a sweep value is absent (None, or NaN as a column reads it back)."""
+    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
-def _fmt(v) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
+def same(col: pd.Series, v) -> pd.Series:
+    """Where ``col`` holds the sweep value ``v`` (an absent value matches absent ones)."""
+    return col.isna() if missing(v) else col == v
+
+
+def fmt(v) -> str:
+    """A sweep value as a table or legend shows it (``none`` when absent)."""
+    if missing(v):
         return "none"
-    if isinstance(v, float):
-        return f"{v:g}"
-    return str(v)
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def in_order(df: pd.DataFrame, labels: Sequence[str]) -> pd.DataFrame:
+    """``df``'s rows with the allocators in the order of ``labels`` (others after them),
+    each allocator's rows in their own order: groupby(sort=False) then follows it."""
+    rank = {a: i for i, a in enumerate(labels)}
+    return df.iloc[df["allocator"].map(rank).fillna(len(rank)).to_numpy().argsort(
+        kind="stable")]
 
 
 def plain(rows: list[list[str]]) -> str:
