@@ -36,7 +36,6 @@ import numpy as np
 from pydantic import Field
 
 from dcsim.allocators.base import Choice
-from dcsim.allocators.kraken import hose_loads_batch
 from dcsim.allocators.vc_base import (
     VCAllocator,
     embedder_label_extra,
@@ -46,6 +45,7 @@ from dcsim.allocators.vc_base import (
 from dcsim.errors import ConfigError
 from dcsim.hookspecs import hookimpl
 from dcsim.model import Request, StateView
+from dcsim.model.vc import TreeLevels, host_link_vms
 
 
 class Ahab(VCAllocator):
@@ -146,7 +146,8 @@ class Ahab(VCAllocator):
         """Mean reward of the with-R and without-R sequences, all advanced together.
 
         Rows 0..q-1 are the with-R sequences (R embedded first), rows q..2q-1 the others;
-        at each lookahead step one batched embed places that step's VC in every row.
+        at each lookahead step one batched embed places that step's VC in every row, and
+        only the hosts and links it uses are updated.
         """
         (n1, s1, b1), (n0, s0, b0) = futures
         q = n1.shape[0]
@@ -161,17 +162,46 @@ class Ahab(VCAllocator):
         lf[:q] -= self.levels.hose_loads(counts, n, b, self.host_link)
         if self.options.count_new:
             reward[:q] += n * s
+        embed = getattr(self.embedder, "embed_sparse", None) or self._sparse_from_dense
         for j in range(ns.shape[1]):
-            c, ok = self.embedder.embed_batch(cpu, lf, ns[:, j], ss[:, j], bs[:, j])
-            r = np.flatnonzero(ok)  # under load about half the futures' VCs do not fit
-            if r.size == 0:
-                continue
-            if r.size < ok.size:
-                c = c[r]
-            cpu[r] -= c * ss[r, j, None]
-            lf[r] -= hose_loads_batch(self.levels, c, ns[r, j], bs[r, j], self.host_link)
-            reward[r] += ns[r, j] * ss[r, j]
+            nj, sj, bj = ns[:, j], ss[:, j], bs[:, j]
+            ok, r, h, m = embed(cpu, lf, nj, sj, bj)
+            if r.size:  # under load about half the futures' VCs do not fit
+                reserve_rows(self.levels, cpu, lf, r, h, m, nj, sj, bj, self.host_link)
+            reward[ok] += nj[ok] * sj[ok]
         return float(reward[:q].mean()), float(reward[q:].mean())
+
+    def _sparse_from_dense(self, cpu, lf, n, s, b):
+        """The embedder's ``embed_batch`` as (ok, rows, hosts, VMs) triples."""
+        c, ok = self.embedder.embed_batch(cpu, lf, n, s, b)
+        r, h = np.nonzero(c)
+        keep = ok[r]  # a row without an embedding reserves nothing
+        if not keep.all():
+            r, h = r[keep], h[keep]
+        return ok, r, h, c[r, h]
+
+
+def reserve_rows(levels: TreeLevels, cpu: np.ndarray, lf: np.ndarray, r: np.ndarray,
+                 h: np.ndarray, m: np.ndarray, n: np.ndarray, s: np.ndarray, b: np.ndarray,
+                 host_link: str = "hose") -> None:
+    """Reserve, in K states at once, the VCs (n, s, b per row) that put m[i] VMs on host
+    h[i] of row r[i] (each (row, host) once): compute on those hosts, and the hose loads
+    (:meth:`TreeLevels.hose_loads`) on the links with VMs below them, in place.
+
+    The same floats as subtracting ``hose_loads_batch`` of the dense counts from every
+    link of those rows (a link without VMs below reserves 0, and x - 0.0 is x).
+    """
+    cpu[r, h] -= m * s[r]
+    nr, br = n[r], b[r]
+    lf[r, levels.uplink[0][h]] -= host_link_vms(m, nr, host_link) * br
+    K = cpu.shape[0]
+    for k in range(1, levels.height):
+        size = levels.size[k]
+        mk = np.bincount(r * size + levels.group[k][h], weights=m, minlength=K * size)
+        mk = mk.reshape(K, size)
+        loads = np.minimum(mk, n[:, None] - mk)
+        loads *= b[:, None]
+        lf[:, levels.uplink_cols[k]] -= loads
 
 
 @hookimpl

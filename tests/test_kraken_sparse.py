@@ -1,0 +1,115 @@
+"""The sparse batched KRAKEN (issue #19) embeds exactly as the dense level-by-level version
+it replaced (``tests/kraken_reference.py``) and as the one-row embedder, row by row.
+
+The fast version scores every centre of every level at once and hands the VMs down only to
+subtrees that get some; these tests drive regular trees (strided child sums, uplinks as
+slices) and uneven ones with shuffled links (``reduceat``, gathered uplinks), every
+``host_link`` rule, sizes that are powers of two (multiplied by the reciprocal) and not,
+zero S or B, and loaded states with many rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kraken_reference import kraken_embed_batch_reference
+from test_oktopus_speed_equiv import fat_tree, uneven_tree
+
+from dcsim.allocators.kraken import (
+    hose_loads_batch,
+    kraken_embed,
+    kraken_embed_batch,
+    kraken_embed_sparse,
+)
+from dcsim.model.vc import HOST_LINK_RULES, TreeLevels
+
+SIZES = {"pow2": [0.0, 1.0, 2.0, 4.0, 8.0], "any": [0.0, 0.5, 1.0, 1.5, 3.0, 2.5]}
+
+
+def random_rows(levels, rng, k, sizes, full=False):
+    topo = levels.topology
+    free = rng.integers(0, 9, (k, topo.n_servers)).astype(float)
+    if not full:
+        free *= rng.random((k, 1)) < 0.7  # some rows nearly empty of free compute
+        free = np.where(rng.random(free.shape) < 0.4, 0.0, free)
+    lf = np.floor(topo.link_capacity * rng.random((k, topo.n_links)))
+    n = rng.integers(1, 3 * topo.n_servers // 2 + 2, k)
+    s = rng.choice(SIZES[sizes], k)
+    b = rng.choice(SIZES[sizes], k)
+    return free, lf, n, s, b
+
+
+def check(levels, free, lf, n, s, b, host_link):
+    counts, ok = kraken_embed_batch(levels, free, lf, n, s, b, host_link)
+    want, want_ok = kraken_embed_batch_reference(levels, free, lf, n, s, b, host_link)
+    assert np.array_equal(ok, want_ok)
+    assert np.array_equal(counts, want)
+    ok2, r, h, m = kraken_embed_sparse(levels, free, lf, n, s, b, host_link)
+    assert np.array_equal(ok2, ok) and (m > 0).all()
+    dense = np.zeros_like(counts)
+    np.add.at(dense, (r, h), m)  # each (row, host) once: add.at would expose a repeat
+    assert np.array_equal(dense, counts)
+    assert (counts[ok].sum(axis=1) == n[ok]).all() and not counts[~ok].any()
+    for i in range(len(n)):  # the one-row embedder (a batch of one) agrees
+        one = kraken_embed(levels, free[i], lf[i], int(n[i]), float(s[i]), float(b[i]),
+                           host_link)
+        assert (one is None) == (not ok[i])
+        if one is not None:
+            assert np.array_equal(one, counts[i])
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 12),
+       host_link=st.sampled_from(HOST_LINK_RULES), sizes=st.sampled_from(sorted(SIZES)),
+       shape=st.sampled_from([(2, 2, 3), (3, 2, 2), (1, 1, 4), (2, 3, 1)]))
+def test_regular_trees(seed, k, host_link, sizes, shape):
+    _, levels = fat_tree(*shape)
+    assert all(a is not None for a in levels.arity)
+    rng = np.random.default_rng(seed)
+    check(levels, *random_rows(levels, rng, k, sizes), host_link)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 12),
+       host_link=st.sampled_from(HOST_LINK_RULES), sizes=st.sampled_from(sorted(SIZES)))
+def test_uneven_trees_with_scattered_uplinks(seed, k, host_link, sizes):
+    rng = np.random.default_rng(seed)
+    _, levels = uneven_tree(rng)
+    check(levels, *random_rows(levels, rng, k, sizes), host_link)
+
+
+@pytest.mark.parametrize("host_link", HOST_LINK_RULES)
+def test_many_rows_on_the_ahab_fat_tree(host_link):
+    """40 rows (AHAB's lookahead) on the paper's k = 12 fat-tree, loaded and not."""
+    from dcsim.model.topologies import build_topology
+
+    levels = TreeLevels(build_topology({"kind": "fat_tree", "preset": "ahab_k12"}))
+    rng = np.random.default_rng(12)
+    for full in (True, False):
+        free, lf, n, s, b = random_rows(levels, rng, 40, "pow2", full=full)
+        n = rng.integers(3, 61, 40)
+        check(levels, free, lf, n, s, b, host_link)
+
+
+def test_child_sum_equals_reduceat():
+    """TreeLevels.child_sum (strided adds on regular trees) = np.add.reduceat."""
+    rng = np.random.default_rng(1)
+    for levels in (fat_tree(3, 4, 5)[1], uneven_tree(rng)[1]):
+        for k in range(levels.height):
+            x = rng.integers(0, 50, (7, levels.size[k])).astype(np.int32)
+            got = levels.child_sum(x, k)
+            assert got.dtype == x.dtype
+            assert np.array_equal(got, np.add.reduceat(x, levels.starts[k], axis=1))
+
+
+def test_hose_loads_of_the_sparse_result():
+    """The loads AHAB reserves from the triples equal hose_loads_batch of the dense counts."""
+    _, levels = fat_tree(2, 3, 4)
+    rng = np.random.default_rng(5)
+    free, lf, n, s, b = random_rows(levels, rng, 9, "pow2", full=True)
+    counts, ok = kraken_embed_batch(levels, free, lf, n, s, b)
+    loads = hose_loads_batch(levels, counts, n, b)
+    for i in np.flatnonzero(ok):
+        np.testing.assert_array_equal(loads[i], levels.hose_loads(counts[i], int(n[i]), b[i]))
