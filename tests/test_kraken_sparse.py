@@ -22,10 +22,12 @@ from dcsim.allocators.kraken import (
     kraken_embed,
     kraken_embed_batch,
     kraken_embed_sparse,
+    plain_sizes,
 )
 from dcsim.model.vc import HOST_LINK_RULES, TreeLevels
 
-SIZES = {"pow2": [0.0, 1.0, 2.0, 4.0, 8.0], "any": [0.0, 0.5, 1.0, 1.5, 3.0, 2.5]}
+SIZES = {"pow2": [0.0, 1.0, 2.0, 4.0, 8.0], "any": [0.0, 0.5, 1.0, 1.5, 3.0, 2.5],
+         "plain": [0.5, 1.0, 2.0, 4.0, 8.0]}  # plain: AHAB's fast path (plain_sizes)
 
 
 def random_rows(levels, rng, k, sizes, full=False):
@@ -46,11 +48,12 @@ def check(levels, free, lf, n, s, b, host_link):
     want, want_ok = kraken_embed_batch_reference(levels, free, lf, n, s, b, host_link)
     assert np.array_equal(ok, want_ok)
     assert np.array_equal(counts, want)
-    ok2, r, h, m = kraken_embed_sparse(levels, free, lf, n, s, b, host_link)
-    assert np.array_equal(ok2, ok) and (m > 0).all()
-    dense = np.zeros_like(counts)
-    np.add.at(dense, (r, h), m)  # each (row, host) once: add.at would expose a repeat
-    assert np.array_equal(dense, counts)
+    for plain in {False, plain_sizes(levels, s, b)}:  # AHAB's hint, where it holds
+        ok2, r, h, m = kraken_embed_sparse(levels, free, lf, n, s, b, host_link, plain)
+        assert np.array_equal(ok2, ok) and (m > 0).all()
+        dense = np.zeros_like(counts)
+        np.add.at(dense, (r, h), m)  # each (row, host) once: add.at would expose a repeat
+        assert np.array_equal(dense, counts)
     assert (counts[ok].sum(axis=1) == n[ok]).all() and not counts[~ok].any()
     for i in range(len(n)):  # the one-row embedder (a batch of one) agrees
         one = kraken_embed(levels, free[i], lf[i], int(n[i]), float(s[i]), float(b[i]),
@@ -88,7 +91,7 @@ def test_many_rows_on_the_ahab_fat_tree(host_link):
     levels = TreeLevels(build_topology({"kind": "fat_tree", "preset": "ahab_k12"}))
     rng = np.random.default_rng(12)
     for full in (True, False):
-        free, lf, n, s, b = random_rows(levels, rng, 40, "pow2", full=full)
+        free, lf, n, s, b = random_rows(levels, rng, 40, "plain", full=full)
         n = rng.integers(3, 61, 40)
         check(levels, free, lf, n, s, b, host_link)
 
@@ -113,3 +116,13 @@ def test_hose_loads_of_the_sparse_result():
     loads = hose_loads_batch(levels, counts, n, b)
     for i in np.flatnonzero(ok):
         np.testing.assert_array_equal(loads[i], levels.hose_loads(counts[i], int(n[i]), b[i]))
+
+
+def test_plain_sizes_is_the_hint_it_claims():
+    """plain_sizes holds only for positive powers of two (the fast path's assumption)."""
+    _, levels = fat_tree(2, 2, 3)
+    one = np.array([1.0, 2.0, 0.5])
+    assert plain_sizes(levels, one, one)
+    assert not plain_sizes(levels, np.array([1.0, 3.0]), np.array([1.0, 1.0]))
+    assert not plain_sizes(levels, np.array([1.0, 1.0]), np.array([0.0, 1.0]))
+    assert not plain_sizes(levels, np.array([2.0**-40]), np.array([1.0]))  # int32 overflow

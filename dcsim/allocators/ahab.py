@@ -163,9 +163,12 @@ class Ahab(VCAllocator):
         if self.options.count_new:
             reward[:q] += n * s
         embed = getattr(self.embedder, "embed_sparse", None) or self._sparse_from_dense
+        hints = {}  # what the embedder can check once for every sampled VC
+        if hasattr(self.embedder, "plain_sizes"):
+            hints["plain"] = self.embedder.plain_sizes(ss, bs)
         for j in range(ns.shape[1]):
             nj, sj, bj = ns[:, j], ss[:, j], bs[:, j]
-            ok, r, h, m = embed(cpu, lf, nj, sj, bj)
+            ok, r, h, m = embed(cpu, lf, nj, sj, bj, **hints)
             if r.size:  # under load about half the futures' VCs do not fit
                 reserve_rows(self.levels, cpu, lf, r, h, m, nj, sj, bj, self.host_link)
             reward[ok] += nj[ok] * sj[ok]
@@ -191,10 +194,15 @@ def reserve_rows(levels: TreeLevels, cpu: np.ndarray, lf: np.ndarray, r: np.ndar
     The same floats as subtracting ``hose_loads_batch`` of the dense counts from every
     link of those rows (a link without VMs below reserves 0, and x - 0.0 is x).
     """
-    cpu[r, h] -= m * s[r]
-    nr, br = n[r], b[r]
-    lf[r, levels.uplink[0][h]] -= host_link_vms(m, nr, host_link) * br
-    K = cpu.shape[0]
+    if not (cpu.flags.c_contiguous and lf.flags.c_contiguous):
+        raise ValueError("reserve_rows updates C-contiguous arrays in place")
+    K, hosts = cpu.shape
+    at = r * hosts  # flat indices: cheaper than (row, host) pairs
+    at += h
+    cpu.ravel()[at] -= m * s[r]
+    at = r * lf.shape[1]
+    at += levels.uplink[0][h]
+    lf.ravel()[at] -= host_link_vms(m, n[r], host_link) * b[r]
     for k in range(1, levels.height):
         size = levels.size[k]
         mk = np.bincount(r * size + levels.group[k][h], weights=m, minlength=K * size)

@@ -58,9 +58,15 @@ class Kraken(VCAllocator):
     def embed_batch(self, free_cpu, link_free, n, s, b):
         return kraken_embed_batch(self.levels, free_cpu, link_free, n, s, b, self.host_link)
 
-    def embed_sparse(self, free_cpu, link_free, n, s, b):
-        """:meth:`embed_batch` as (ok, rows, hosts, VMs) triples (AHAB's lookahead)."""
-        return kraken_embed_sparse(self.levels, free_cpu, link_free, n, s, b, self.host_link)
+    def embed_sparse(self, free_cpu, link_free, n, s, b, plain=False):
+        """:meth:`embed_batch` as (ok, rows, hosts, VMs) triples (AHAB's lookahead);
+        ``plain``: the sizes passed :meth:`plain_sizes`."""
+        return kraken_embed_sparse(self.levels, free_cpu, link_free, n, s, b, self.host_link,
+                                   plain)
+
+    def plain_sizes(self, s, b) -> bool:
+        """:func:`plain_sizes` on this embedder's tree."""
+        return plain_sizes(self.levels, s, b)
 
 
 @hookimpl
@@ -79,9 +85,10 @@ class _Plan:
     Candidates are the nodes at levels j0..H, level by level in index order, so the first
     minimum of their costs is KRAKEN's tie-break (lowest level, then lowest index). The
     per-row values are gathered from ``CS`` (the levels' ``childsum`` side by side, then a
-    zero column), ``SUP`` (the levels' ``sup``, then a zero column) and the link counts;
-    a candidate's class k < its level reads the zero column, and a link below it is set
-    to ``UNLIMITED`` (``link_below``).
+    zero column and an ``UNLIMITED`` one), ``SUP`` (the levels' ``sup``, then a zero
+    column) and the link counts. A candidate's class k below its level reads the zero
+    column, a link below it is set to ``UNLIMITED`` (``link_below``), and the root's own
+    count reads the unlimited column (the root is always a candidate).
     """
 
     def __init__(self, levels: TreeLevels, j0: int):
@@ -89,7 +96,7 @@ class _Plan:
         self.level, self.anc = lvl, anc = levels.centres(j0)
         at = np.cumsum([0] + [levels.size[k] for k in range(j0, H + 1)])
         off_cs = {k: int(at[k - j0]) for k in range(j0, H + 1)}
-        zero_cs = int(at[-1])
+        zero_cs, unlimited_cs = int(at[-1]), int(at[-1]) + 1
         at = np.cumsum([0] + [levels.size[k] for k in range(j0, H)])
         off_sup = {k: int(at[k - j0]) for k in range(j0, H)}
         zero_sup = int(at[-1])
@@ -103,31 +110,29 @@ class _Plan:
         self.link_at = [levels.uplink[m][np.maximum(anc[m], 0)] for m in range(j0, H)]
         self.link_below = [np.flatnonzero(m < lvl) for m in range(j0, H)]
         self.weight = [(2 * k - lvl).astype(np.int32) for k in range(j0, H + 1)]
-        own_level = anc[lvl, np.arange(lvl.size)]  # the node's own index
-        self.own = np.array([off_cs[int(k)] for k in lvl]) + own_level
-        self.root = lvl == H
-        self._buffers: dict[tuple[int, ...], np.ndarray] = {}
+        own = anc[lvl, np.arange(lvl.size)]  # the node's own index
+        self.own = np.array([off_cs[int(k)] for k in lvl]) + own
+        self.own[lvl == H] = unlimited_cs
+        self._buffers: dict[tuple[str, tuple[int, ...]], np.ndarray] = {}
 
-    def buffer(self, shape: tuple[int, ...]) -> np.ndarray:
-        """A float64 scratch array of this shape, the same one on every call."""
-        buf = self._buffers.get(shape)
+    def buffer(self, shape: tuple[int, ...], name: str = "") -> np.ndarray:
+        """A float64 scratch array of this shape, the same one on every call (per name)."""
+        buf = self._buffers.get((name, shape))
         if buf is None:
-            buf = self._buffers[shape] = np.empty(shape)
+            buf = self._buffers[name, shape] = np.empty(shape)
         return buf
 
     def take(self, cols: np.ndarray) -> _Plan:
-        """The plan for the candidates ``cols`` only (a copy)."""
+        """The plan for the candidates ``cols`` only (sharing the buffers)."""
         out = object.__new__(_Plan)
+        out.__dict__.update(self.__dict__)
         out.level, out.anc = self.level[cols], self.anc[:, cols]
         out.cs_at = [a[cols] for a in self.cs_at]
         out.sup_at = [None] + [a[cols] for a in self.sup_at[1:]]
         out.link_at = [a[cols] for a in self.link_at]
         out.link_below = [np.flatnonzero(m < out.level) for m in range(self.j0, self.height)]
-        out.j0, out.height, out.cpu_top, out.link_top = (self.j0, self.height, self.cpu_top,
-                                                         self.link_top)
-        out._buffers = self._buffers
         out.weight = [w[cols] for w in self.weight]
-        out.own, out.root = self.own[cols], self.root[cols]
+        out.own = self.own[cols]
         return out
 
 
@@ -138,27 +143,43 @@ def _plan(levels: TreeLevels, j0: int) -> _Plan:
     return plans[j0]
 
 
+def plain_sizes(levels: TreeLevels, s: np.ndarray, b: np.ndarray) -> bool:
+    """Whether every VM size in ``s`` and ``b`` is a positive power of two whose quotients
+    stay below ``UNLIMITED``: :func:`kraken_embed_sparse` may then skip its per-call
+    checks (AHAB's lookahead checks all its sampled VCs once)."""
+    plan = _plan(levels, 1)
+    return bool(s.size == 0 or (
+        (s > 0).all() and (b > 0).all() and powers_of_two(s) and powers_of_two(b)
+        and plan.cpu_top / s.min() + 1.0 < UNLIMITED
+        and plan.link_top / b.min() + 1.0 < UNLIMITED))
+
+
 def _counts(free: np.ndarray, size: np.ndarray, top: float, q: np.ndarray,
-            cap: np.ndarray | None = None) -> np.ndarray:
+            cap: np.ndarray | None = None, plain: bool = False) -> np.ndarray:
     """:func:`dcsim.allocators.vc_batch.vm_counts` as int32: ⌊free / size + 1e-9⌋ per row,
     ``UNLIMITED`` where size[row] ≤ 0, at most ``cap`` (K, 1) if given. ``top`` bounds
     ``free`` (the capacity): below ``UNLIMITED`` quotients need no float cap. ``q`` is a
-    float buffer of free's shape, reused between calls: fresh pages for a large temporary
-    cost more than the arithmetic. Dividing by a power of two is multiplying by its exact
-    reciprocal, which is cheaper."""
-    pos = size > 0
-    every = pos.all()
-    sz = size if every else np.where(pos, size, 1.0)
-    if powers_of_two(sz):
-        np.multiply(free, (1.0 / sz)[:, None], out=q)
+    float buffer of free's shape, reused between calls. Dividing by a power of two is
+    multiplying by its exact reciprocal, which is cheaper; ``plain``: every size is one
+    (:func:`plain_sizes`)."""
+    if plain:
+        np.multiply(free, (1.0 / size)[:, None], out=q)
+        q += 1e-9
+        np.floor(q, out=q)
     else:
-        np.divide(free, sz[:, None], out=q)
-    q += 1e-9
-    np.floor(q, out=q)
-    if top / sz.min() + 1.0 >= UNLIMITED:  # a quotient may pass int32
-        np.minimum(q, UNLIMITED, out=q)
-    if not every:
-        q[~pos] = UNLIMITED
+        pos = size > 0
+        every = pos.all()
+        sz = size if every else np.where(pos, size, 1.0)
+        if powers_of_two(sz):
+            np.multiply(free, (1.0 / sz)[:, None], out=q)
+        else:
+            np.divide(free, sz[:, None], out=q)
+        q += 1e-9
+        np.floor(q, out=q)
+        if top / sz.min() + 1.0 >= UNLIMITED:  # a quotient may pass int32
+            np.minimum(q, UNLIMITED, out=q)
+        if not every:
+            q[~pos] = UNLIMITED
     out = q.astype(np.int32)
     if cap is not None:
         np.minimum(out, cap, out=out)
@@ -166,30 +187,46 @@ def _counts(free: np.ndarray, size: np.ndarray, top: float, q: np.ndarray,
 
 
 def kraken_embed_sparse(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray,
-                        n: np.ndarray, s: np.ndarray, b: np.ndarray, host_link: str = "hose"):
+                        n: np.ndarray, s: np.ndarray, b: np.ndarray, host_link: str = "hose",
+                        plain: bool = False):
     """Embed K VCs, one per row of K independent states: the embeddings of
     :func:`kraken_embed` row by row (tested), as (row, host, VMs) triples.
 
-    ``free_cpu`` (K, hosts), ``link_free`` (K, links), ``n``/``s``/``b`` (K,). Returns the
-    feasibility mask (K,) and three arrays: the rows, hosts and VM counts (> 0) of the
-    embeddings, in no particular order. For AHAB's lookahead, whose cost is the fixed cost
-    of numpy calls on small arrays, so every centre of every level is scored at once and
-    the VMs are handed down only to the subtrees that get some.
+    ``free_cpu`` (K, hosts), ``link_free`` (K, links), ``n``/``s``/``b`` (K,); ``plain``:
+    the sizes passed :func:`plain_sizes`. Returns the feasibility mask (K,) and three
+    arrays: the rows, hosts and VM counts (> 0) of the embeddings, in no particular order.
+    Made for AHAB's lookahead, whose cost is the fixed cost of numpy calls on small
+    arrays: every centre of every level is scored at once, and the VMs are handed down
+    only to the subtrees that get some.
     """
     H = levels.height
     K = free_cpu.shape[0]
-    n32 = n.astype(np.int32)
-    nn = n32[:, None]
+    nn = n.astype(np.int32)[:, None]
     plan = _plan(levels, 0 if host_link == "hose" else 1)
-    slots = _counts(free_cpu, s, plan.cpu_top, plan.buffer(free_cpu.shape), nn)
-    lcap = _counts(link_free, b, plan.link_top, plan.buffer(link_free.shape))
+    up0 = levels.uplink_cols[0]
+    if plain and host_link == "per_vm_strict" and isinstance(up0, slice):
+        # hosts are never centres: only min(slots, host link slots) is needed, and
+        # ⌊min(x, y) + ε⌋ = min(⌊x + ε⌋, ⌊y + ε⌋), so the host level is one pass fewer each
+        q = plan.buffer(free_cpu.shape)
+        np.multiply(free_cpu, (1.0 / s)[:, None], out=q)
+        q2 = np.multiply(link_free[:, up0], (1.0 / b)[:, None],
+                         out=plan.buffer(free_cpu.shape, "host links"))
+        np.minimum(q, q2, out=q)
+        q += 1e-9
+        np.floor(q, out=q)
+        slots = None
+        lcap = _counts(link_free, b, plan.link_top, plan.buffer(link_free.shape), None, True)
+        sup = [q.astype(np.int32)]
+        np.minimum(sup[0], nn, out=sup[0])
+    else:
+        slots = _counts(free_cpu, s, plan.cpu_top, plan.buffer(free_cpu.shape), nn, plain)
+        lcap = _counts(link_free, b, plan.link_top, plan.buffer(link_free.shape), None, plain)
+        sup = [np.minimum(slots, lcap[:, up0])]
     cs = [slots]
-    sup = [np.minimum(slots, lcap[:, levels.uplink_cols[0]])]
     for k in range(1, H + 1):
         cs.append(levels.child_sum(sup[k - 1], k - 1))
         if k < H:
             sup.append(np.minimum(cs[k], lcap[:, levels.uplink_cols[k]]))
-    zero = np.zeros((K, 1), dtype=np.int32)
     half = (nn + 1) // 2
     if host_link == "hose":
         j0 = 0  # a host may be the centre; only those that can hold N/2 somewhere are tried
@@ -197,16 +234,15 @@ def kraken_embed_sparse(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
         plan = plan.take(np.concatenate([hosts, np.arange(levels.n_hosts, plan.level.size)]))
     else:
         j0 = 1  # per_vm: a host is a centre only for the whole VC (below)
-    CS = np.concatenate(cs[j0:] + [zero], axis=1)
-    SUP = np.concatenate(sup[j0:] + [zero], axis=1)
-    C = plan.level.size
+    edge = np.empty((K, 2), dtype=np.int32)
+    edge[:, 0], edge[:, 1] = 0, UNLIMITED
+    CS = np.concatenate(cs[j0:] + [edge], axis=1)
+    SUP = np.concatenate(sup[j0:] + [edge[:, :1]], axis=1)
     # A centre of gravity below the root has >= N/2 of the VMs in its subtree: other
-    # centres cannot be strictly cheaper, so only centres that can hold N/2 are kept
-    # (``out``: the others, and those that cannot hold all N).
-    cost = np.zeros((K, C), dtype=np.int32)
-    out = CS[:, plan.own] < half
-    out &= ~plan.root
-    rest = np.repeat(nn, C, axis=1)
+    # centres cannot be strictly cheaper, so only centres that can hold N/2 are kept; the
+    # others start UNLIMITED VMs short, so that none of them places all N.
+    rest = np.where(CS[:, plan.own] < half, UNLIMITED, nn)
+    cost = np.zeros(rest.shape, dtype=np.int32)
     res = [lcap[:, at] for at in plan.link_at]  # links m = j0.., unlimited below a centre
     for r, below in zip(res, plan.link_below, strict=True):
         if below.size:
@@ -227,61 +263,84 @@ def kraken_embed_sparse(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
             for r in res[:i]:
                 r -= t
         takes.append(t)
-    out |= rest != 0
-    cost[out] = _BIG
+    cost[rest != 0] = _BIG
     rows = np.arange(K)
     best = cost.argmin(axis=1)
     ok = cost[rows, best] < _BIG
+    cls = np.zeros((H + 1, K), dtype=np.int32)  # the best centre's VMs per class
+    for k, t in enumerate(takes, start=j0):
+        cls[k] = t[rows, best]
+    cls *= ok
+    path = plan.anc[:, best]  # (H + 1, K): the centre's ancestors, -1 below it
     if host_link == "per_vm":  # a host holding the whole VC costs 0: the first one wins
         whole = slots >= nn
         one = whole.any(axis=1)
         if one.any():
-            _, r, h, m = _hand_down(levels, ok & ~one, best, plan, takes, sup, j0)
             on = np.flatnonzero(one)
-            return (ok | one, np.concatenate([r, on]),
-                    np.concatenate([h, whole[on].argmax(axis=1)]),
-                    np.concatenate([m, n32[on].astype(np.int64)]))
-    return _hand_down(levels, ok, best, plan, takes, sup, j0)
+            ok |= one
+            cls[:, on] = 0
+            cls[0, on] = nn[on, 0]
+            path[:, on] = -1
+            path[0, on] = whole[on].argmax(axis=1)
+            j0 = 0
+    return (ok,) + _hand_down(levels, cls, path, sup, j0)
 
 
-def _hand_down(levels: TreeLevels, ok: np.ndarray, best: np.ndarray, plan: _Plan,
-               takes: list[np.ndarray], sup: list[np.ndarray], j0: int):
-    """The VMs of each row's best centre handed down the tree, level by level, as
-    (row, node, VMs) triples of the subtrees that get some: (ok, rows, hosts, VMs).
+def _hand_down(levels: TreeLevels, cls: np.ndarray, path: np.ndarray, sup: list[np.ndarray],
+               j0: int):
+    """The VMs of each row's centre handed down the tree: (rows, hosts, VMs) of the hosts
+    that get some. ``cls`` (H + 1, K): the VMs of each class (0 for a row without an
+    embedding); ``path`` (H + 1, K): the centre's ancestor at each level (-1 below it, and
+    at every level below ``j0``).
 
     At each level a node's VMs go to its children in index order, each up to its ``sup``
     (what its subtree can take through its uplink), except that the child on the path to
-    the centre takes its own class instead (the VMs within it, counted separately)."""
+    the centre takes its own class instead. Above the racks every node's amount is kept
+    (small arrays); the racks' VMs go only to the hosts of racks that get some."""
     H = levels.height
-    rows = np.arange(ok.size)
-    lb = plan.level[best]
-    # the best centre's class-k VMs (0 below the centre's level or without a centre)
-    cls = np.zeros((H + 1, ok.size), dtype=np.int32)
-    for i, k in enumerate(range(j0, H + 1)):
-        cls[k] = np.where(ok, takes[i][rows, best], 0)
-    path = np.where(ok, plan.anc[:, best], -1)  # (H + 1, K): -1 below the centre
-    for lvl in range(H):  # the child on the path takes its own class, not its parent's
-        pr = np.flatnonzero(path[lvl] >= 0)
-        sup[lvl][pr, path[lvl][pr]] = 0
-    er = np.flatnonzero(cls[H])
-    eg = np.zeros(er.size, dtype=np.int64)
-    ea = cls[H][er]
-    for lvl in range(H - 1, -1, -1):
-        ch = levels.children[lvl + 1][eg]  # (E, W), padded with -1 unless regular
-        cap = sup[lvl][er[:, None], ch]
-        if levels.arity[lvl] is None:
-            cap[ch < 0] = 0
-        share = np.cumsum(cap, axis=1)
-        share -= cap  # before each child
-        np.subtract(ea[:, None], share, out=share)
+    on_path = [None] * H  # per level: flat indices of the centre's ancestor, and its rows
+    for lvl in range(j0, H):  # the child on the path takes its own class, not its parent's
+        pr = (path[lvl] >= 0).nonzero()[0]
+        flat = pr * levels.size[lvl]
+        flat += path[lvl][pr]
+        on_path[lvl] = flat, pr
+        sup[lvl].ravel()[flat] = 0
+    amount = cls[H][:, None]  # the root's
+    for lvl in range(H - 1, 0, -1):
+        cap = sup[lvl]
+        share = np.add.accumulate(cap, axis=1, dtype=cap.dtype)
+        share -= cap  # before each child: its earlier siblings' room
+        if levels.size[lvl + 1] > 1:
+            share -= share[:, levels.first_child[lvl]]
+            amount = amount[:, levels.parent[lvl]]
+        np.subtract(amount, share, out=share)
         np.maximum(share, 0, out=share)
         np.minimum(share, cap, out=share)
-        i, w = np.nonzero(share)
-        pr = np.flatnonzero((lvl >= lb) & (cls[lvl] > 0))
-        er = np.concatenate([er[i], pr])
-        eg = np.concatenate([ch[i, w], path[lvl][pr]])
-        ea = np.concatenate([share[i, w], cls[lvl][pr]])
-    return ok, er, eg, ea.astype(np.int64)
+        if on_path[lvl] is not None:
+            flat, pr = on_path[lvl]
+            share.ravel()[flat] += cls[lvl][pr]
+        amount = share
+    flat = amount.ravel().nonzero()[0]  # the level-1 groups (racks) with VMs, then their hosts
+    er, eg = np.divmod(flat, amount.shape[1])
+    ea = amount.ravel()[flat]
+    ch = levels.children[1][eg]  # (E, W), padded with -1 unless regular
+    cap = sup[0][er[:, None], ch]
+    if levels.arity[0] is None:
+        cap[ch < 0] = 0
+    share = np.add.accumulate(cap, axis=1, dtype=cap.dtype)
+    share -= cap
+    np.subtract(ea[:, None], share, out=share)
+    np.maximum(share, 0, out=share)
+    np.minimum(share, cap, out=share)
+    i, w = np.nonzero(share)
+    r, h, m = er[i], ch[i, w], share[i, w]
+    if j0 == 0:  # hosts as centres
+        pr = np.flatnonzero((path[0] >= 0) & (cls[0] > 0))
+        if pr.size:
+            r = np.concatenate([r, pr])
+            h = np.concatenate([h, path[0][pr]])
+            m = np.concatenate([m, cls[0][pr]])
+    return r, h, m.astype(np.int64)
 
 
 def kraken_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray,
