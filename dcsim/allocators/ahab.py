@@ -166,12 +166,14 @@ class Ahab(VCAllocator):
         hints = {}  # what the embedder can check once for every sampled VC
         if hasattr(self.embedder, "plain_sizes"):
             hints["plain"] = self.embedder.plain_sizes(ss, bs)
-        for j in range(ns.shape[1]):
-            nj, sj, bj = ns[:, j], ss[:, j], bs[:, j]
+        ns, ss, bs = ns.T.copy(), ss.T.copy(), bs.T.copy()  # step by step, contiguous
+        gain = ns * ss
+        for j in range(ns.shape[0]):
+            nj, sj, bj = ns[j], ss[j], bs[j]
             ok, r, h, m = embed(cpu, lf, nj, sj, bj, **hints)
             if r.size:  # under load about half the futures' VCs do not fit
                 reserve_rows(self.levels, cpu, lf, r, h, m, nj, sj, bj, self.host_link)
-            reward[ok] += nj[ok] * sj[ok]
+            np.add(reward, gain[j], out=reward, where=ok)
         return float(reward[:q].mean()), float(reward[q:].mean())
 
     def _sparse_from_dense(self, cpu, lf, n, s, b):

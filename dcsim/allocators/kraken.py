@@ -114,6 +114,12 @@ class _Plan:
         self.own = np.array([off_cs[int(k)] for k in lvl]) + own
         self.own[lvl == H] = unlimited_cs
         self._buffers: dict[tuple[str, tuple[int, ...]], np.ndarray] = {}
+        cols = [levels.uplink_cols[k] for k in range(1, H)]
+        #: the uplinks of every level above the hosts as one slice, if they are one
+        self.upper = None
+        if cols and all(isinstance(c, slice) for c in cols) and all(
+                a.stop == b.start for a, b in zip(cols, cols[1:], strict=False)):
+            self.upper = slice(cols[0].start, cols[-1].stop)
 
     def buffer(self, shape: tuple[int, ...], name: str = "") -> np.ndarray:
         """A float64 scratch array of this shape, the same one on every call (per name)."""
@@ -215,7 +221,14 @@ def kraken_embed_sparse(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
         q += 1e-9
         np.floor(q, out=q)
         slots = None
-        lcap = _counts(link_free, b, plan.link_top, plan.buffer(link_free.shape), None, True)
+        upper = plan.upper  # the links above the hosts, when they are one slice
+        if upper is None:
+            lcap = _counts(link_free, b, plan.link_top, plan.buffer(link_free.shape), None,
+                           True)
+        else:  # the host links' counts are never read
+            lcap = np.empty(link_free.shape, dtype=np.int32)
+            up = link_free[:, upper]
+            lcap[:, upper] = _counts(up, b, plan.link_top, plan.buffer(up.shape), None, True)
         sup = [q.astype(np.int32)]
         np.minimum(sup[0], nn, out=sup[0])
     else:
