@@ -17,7 +17,8 @@ from dcsim.model.vc import UNLIMITED, TreeLevels, host_link_vms
 def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
                 link_free: np.ndarray, n: np.ndarray, s: np.ndarray, b: np.ndarray,
                 capacity: np.ndarray, counts: np.ndarray, ok: np.ndarray,
-                host_link: str = "hose", zero_bandwidth: str = "least_preferred") -> None:
+                host_link: str = "hose", zero_bandwidth: str = "least_preferred",
+                first: bool = True, start: int = 1) -> None:
     """The group levels of :func:`tetris_embed_batch` for rows ``live`` (no single host fits,
     no link overdrawn): fills their ``counts`` and ``ok`` in place.
 
@@ -26,18 +27,26 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
     total ≥ n, else the greedy dies); each row then takes its first group in TETRIS's order
     (most free compute first) whose placement passes the hose check.
 
+    ``first`` (the default): each row's greedy runs in its first candidate group only; a row
+    whose first group fails the hose check while it has other candidates at that level goes
+    on through the all-pairs version (``first=False``, from that level). The hose check
+    rarely fails (never, on AHAB's lookahead with ``per_vm_strict``, where the runs already
+    respect the host links), so this computes one greedy per row and level instead of one
+    per candidate group, and keys only for the hosts of those groups. Same results.
+
     Sparse: only the *active* hosts, with a feasible run of one VM or more
     (:func:`_feasible_runs`), take part, a few dozen per row on a loaded cluster; they are
     listed row by row, in host order, as flat indices into (K, hosts) (cheaper to find and
     gather with than (row, host) pairs). A host without a run has 0 ≤ min(slots, n) if its
     free CU is ≥ 0; if every active host also has min(slots, n) ≥ its run, a pair's runs
     total ≥ n implies the filter, which is computed (on all hosts) only for the rows where
-    that does not hold. A host's keys do not depend on the group it is tried in, so they
-    are computed, ironed and ranked once for all levels (:func:`_ironed_keys`,
-    :func:`_rank`); a pair's greedy then takes its first n VMs in rank order
-    (:func:`_pick_counts`). Sums over the active hosts of a group are bincounts of their
-    pair numbers ``row * groups + group``, which never decrease along the list (a group's
-    hosts are contiguous).
+    that does not hold. A host's keys do not depend on the group it is tried in, so in the
+    all-pairs version they are computed, ironed and ranked once for all levels
+    (:func:`_ironed_keys`, :func:`_rank`); a pair's greedy then takes its first n VMs in
+    rank order (:func:`_pick_counts`): only the order within a pair matters, so ranking the
+    keys of a subset of hosts gives the same picks. Sums over the active hosts of a group
+    are bincounts of their pair numbers ``row * groups + group``, which never decrease
+    along the list (a group's hosts are contiguous).
     """
     K, H = free_cpu.shape
     mask = np.zeros(K, dtype=bool)
@@ -69,29 +78,50 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
     on = np.flatnonzero((ln > 0) & alive[ar])
     if on.size == 0:
         return
-    flat, ar, ah, ln, ua, na, ba = flat[on], ar[on], ah[on], ln[on], ua[on], na[on], ba[on]
-    keys, owner = _ironed_keys(fa[on], ua, ln, na, sa[on], ba, host_link, zero_bandwidth)
-    rank = _rank(keys)
-    ua += _EPS
+    flat, ar, ah, ln, ua, na, ba, fa, sa = (flat[on], ar[on], ah[on], ln[on], ua[on], na[on],
+                                            ba[on], fa[on], sa[on])
+    if not first:
+        keys, owner = _ironed_keys(fa, ua, ln, na, sa, ba, host_link, zero_bandwidth)
+        rank = _rank(keys)
+    up_eps = ua + _EPS
     lnf = ln.astype(np.float64)
     nn, bb = n[:, None], b[:, None]
     group = [g[ah] for g in levels.group]  # each active host's group, per level
     pair = [ar * size + gk for gk, size in zip(group, levels.size, strict=True)]
     link = [None] * levels.height  # each row's level-j uplinks' free BU + eps, when needed
-    for k in range(1, levels.height + 1):
+    for k in range(start, levels.height + 1):
         size = levels.size[k]
         cand = np.bincount(pair[k], weights=lnf, minlength=K * size).reshape(K, size) >= nn
         cand &= alive[:, None]
         if room_rows.size:
             cand[room_rows] &= np.add.reduceat(room, host_starts[k], axis=1) >= nn[room_rows]
-        act = cand.ravel()[pair[k]]
+        rows = np.flatnonzero(cand.any(axis=1))
+        if rows.size == 0:
+            continue
+        order = None  # each row's candidates by free fraction, when needed
+        if size > 1:  # the first group by free fraction (ties: lowest index)
+            order = np.where(cand[rows], _free_fraction(levels, k, free_cpu[rows], capacity),
+                             -np.inf)
+        if first:  # only each row's first candidate
+            tried = np.zeros_like(cand)
+            tried[rows, 0 if order is None else np.argmax(order, axis=1)] = True
+        else:
+            tried = cand
+        act = tried.ravel()[pair[k]]
         if not act.any():
             continue
-        mi = _pick_counts(rank, owner, pair[k], na, act)
+        if first:  # the keys of those groups' hosts
+            sub = np.flatnonzero(act)
+            sk, sown = _ironed_keys(fa[sub], ua[sub], ln[sub], na[sub], sa[sub], ba[sub],
+                                    host_link, zero_bandwidth)
+            mi = np.zeros(act.size, dtype=np.int64)
+            mi[sub] = _pick_counts(_rank(sk), sown, pair[k][sub], na[sub], None)
+        else:
+            mi = _pick_counts(rank, owner, pair[k], na, act)
         m = mi.astype(np.float64)
         # hose check of the links inside the groups (a link above carries nothing); a link
         # without VMs below passes (none is overdrawn). bad: failing links per pair.
-        fail = ~(host_link_vms(m, na, host_link) * ba <= ua)
+        fail = ~(host_link_vms(m, na, host_link) * ba <= up_eps)
         bad = np.bincount(pair[1], weights=fail, minlength=K * levels.size[1])
         bad = bad.reshape(K, levels.size[1])
         for j in range(1, k):
@@ -101,17 +131,19 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
                 link[j] = link_free[:, levels.uplink[j]] + _EPS
             bad += ~(np.minimum(mj, nn - mj) * bb <= link[j])
             bad = np.add.reduceat(bad, levels.starts[j], axis=1)
-        passed = cand & (bad == 0)
+        passed = tried & (bad == 0)
+        if first:  # rows whose first group failed but that have others: all pairs
+            more = rows[~passed[rows].any(axis=1) & (cand[rows].sum(axis=1) > 1)]
+            if more.size:
+                alive[more] = False
+                _embed_rows(levels, more, free_cpu, link_free, n, s, b, capacity, counts,
+                            ok, host_link, zero_bandwidth, first=False, start=k)
         win = np.flatnonzero(passed.any(axis=1))
         if win.size == 0:
             continue
         gw = np.zeros(win.size, dtype=np.int64)
         if size > 1:  # the first passed group by free fraction (ties: lowest index)
-            g = levels.group[k]
-            free_g = groupsum(free_cpu[win], g, size)
-            cap_g = np.bincount(g, weights=capacity, minlength=size)
-            frac = np.divide(free_g, cap_g[None, :], out=np.zeros_like(free_g),
-                             where=cap_g[None, :] > 0)
+            frac = order[np.searchsorted(rows, win)]
             gw = np.argmax(np.where(passed[win], frac, -np.inf), axis=1)
         won = np.full(K, -1, dtype=np.int64)
         won[win] = gw
@@ -121,6 +153,17 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
         alive[win] = False
         if not alive.any():
             break
+
+
+def _free_fraction(levels: TreeLevels, k: int, free_cpu: np.ndarray,
+                   capacity: np.ndarray) -> np.ndarray:
+    """(R, groups): each level-k group's free CU over its capacity (0 where none), per row."""
+    size = levels.size[k]
+    g = levels.group[k]
+    free_g = groupsum(free_cpu, g, size)
+    cap_g = np.bincount(g, weights=capacity, minlength=size)
+    return np.divide(free_g, cap_g[None, :], out=np.zeros_like(free_g),
+                     where=cap_g[None, :] > 0)
 
 
 def _ironed_keys(fr: np.ndarray, up: np.ndarray, ln: np.ndarray, n: np.ndarray,
