@@ -39,9 +39,9 @@ def small():
     return topo, TreeLevels(topo)
 
 
-def check(levels, free, lf, n, s, b, opts=None):
+def check(levels, free, lf, n, s, b, opts=None, integral=False):
     opts = opts or {}
-    counts, ok = tetris_embed_batch(levels, free, lf, n, s, b, **opts)
+    counts, ok = tetris_embed_batch(levels, free, lf, n, s, b, **opts, integral=integral)
     for i in range(len(n)):
         want = tetris_embed(levels, free[i], lf[i], int(n[i]), float(s[i]), float(b[i]),
                             **opts)
@@ -88,3 +88,40 @@ def test_room_filter_edge_cases(seed, opts):
     mult = rng.integers(0, 4, (near.sum(), topo.n_servers))
     free[near] = s[near, None] * mult - rng.choice([0.0, 5e-10, 2e-9], (near.sum(), 1))
     check(levels, free, lf, n, s, b, opts)
+
+
+@pytest.mark.parametrize("opts", OPTIONS, ids=opts_id)
+@pytest.mark.parametrize("seed", range(3))
+def test_integral_hint(seed, opts):
+    """AHAB's hint (whole free CU and BU, sizes powers of two from 1): the shared exact
+    floors give the one-row embeddings, including rows whose first group fails the hose
+    check (thin rack and pod uplinks) and the single-host stage."""
+    topo, levels = k12()
+    rng = np.random.default_rng(200 + seed)
+    k = 40
+    free = rng.choice([0.0, 0.0, 1.0, 2.0, 3.0, 4.0, 8.0], (k, topo.n_servers))
+    lf = np.floor(topo.link_capacity * rng.random((k, topo.n_links)) ** 3)
+    n = rng.integers(2, 61, k)
+    n[:5] = rng.integers(1, 4, 5)  # some fit on one host
+    s = rng.choice([1.0, 2.0, 4.0, 8.0], k)
+    b = rng.choice([1.0, 2.0, 4.0], k)
+    from dcsim.allocators.vc_tetris import VCTetris
+
+    e = VCTetris(VCTetris.parse_options(opts))
+    e.levels = levels
+    assert e.lookahead_hints(free[0], lf[0], s, b) == {"integral": True}
+    check(levels, free, lf, n, s, b, opts, integral=True)
+
+
+def test_integral_hint_only_where_it_holds():
+    topo, levels = small()
+    from dcsim.allocators.vc_tetris import VCTetris
+
+    e = VCTetris(VCTetris.parse_options({}))
+    free, lf = np.full(topo.n_servers, 8.0), np.full(topo.n_links, 8.0)
+    one = np.array([1.0, 2.0])
+    assert e.lookahead_hints(free, lf, one, one)["integral"]
+    assert not e.lookahead_hints(free - 0.5, lf, one, one)["integral"]
+    assert not e.lookahead_hints(free, lf, np.array([0.5]), one)["integral"]  # 8 - 0.5 ...
+    assert not e.lookahead_hints(free, lf, one, np.array([3.0]))["integral"]
+    assert not e.lookahead_hints(free, lf * np.nan, one, one)["integral"]

@@ -163,9 +163,8 @@ class Ahab(VCAllocator):
         if self.options.count_new:
             reward[:q] += n * s
         embed = getattr(self.embedder, "embed_sparse", None) or self._sparse_from_dense
-        hints = {}  # what the embedder can check once for every sampled VC
-        if hasattr(self.embedder, "plain_sizes"):
-            hints["plain"] = self.embedder.plain_sizes(ss, bs)
+        # what the embedder can check once for every state the lookahead reaches
+        hints = self.embedder.lookahead_hints(free_cpu, link_free, ss, bs)
         ns, ss, bs = ns.T.copy(), ss.T.copy(), bs.T.copy()  # step by step, contiguous
         gain = ns * ss
         for j in range(ns.shape[0]):
@@ -176,9 +175,9 @@ class Ahab(VCAllocator):
             np.add(reward, gain[j], out=reward, where=ok)
         return float(reward[:q].mean()), float(reward[q:].mean())
 
-    def _sparse_from_dense(self, cpu, lf, n, s, b):
+    def _sparse_from_dense(self, cpu, lf, n, s, b, **hints):
         """The embedder's ``embed_batch`` as (ok, rows, hosts, VMs) triples."""
-        c, ok = self.embedder.embed_batch(cpu, lf, n, s, b)
+        c, ok = self.embedder.embed_batch(cpu, lf, n, s, b, **hints)
         r, h = np.nonzero(c)
         keep = ok[r]  # a row without an embedding reserves nothing
         if not keep.all():

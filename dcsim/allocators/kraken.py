@@ -60,13 +60,13 @@ class Kraken(VCAllocator):
 
     def embed_sparse(self, free_cpu, link_free, n, s, b, plain=False):
         """:meth:`embed_batch` as (ok, rows, hosts, VMs) triples (AHAB's lookahead);
-        ``plain``: the sizes passed :meth:`plain_sizes`."""
+        ``plain``: the sizes passed :func:`plain_sizes`."""
         return kraken_embed_sparse(self.levels, free_cpu, link_free, n, s, b, self.host_link,
                                    plain)
 
-    def plain_sizes(self, s, b) -> bool:
-        """:func:`plain_sizes` on this embedder's tree."""
-        return plain_sizes(self.levels, s, b)
+    def lookahead_hints(self, free_cpu, link_free, s, b):
+        """``plain`` (:func:`plain_sizes`) for :meth:`embed_sparse`."""
+        return {"plain": plain_sizes(self.levels, s, b)}
 
 
 @hookimpl

@@ -81,6 +81,13 @@ class VCAllocator(Allocator):
                 ok[i] = True
         return counts, ok
 
+    def lookahead_hints(self, free_cpu: np.ndarray, link_free: np.ndarray, s: np.ndarray,
+                        b: np.ndarray) -> dict[str, Any]:
+        """Keyword arguments for :meth:`embed_batch` that hold for every state a lookahead
+        reaches from (free_cpu, link_free) by embedding VCs whose sizes are among s and b
+        (checked once, where each call would check them). Default: none."""
+        return {}
+
     def allocate(self, request: Request, view: StateView) -> Choice:
         n, s, b = vc_size(request, self.label)
         counts = self.embed(view.free[:, self.cpu], view.link_free, n, s, b)

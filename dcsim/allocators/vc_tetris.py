@@ -71,7 +71,7 @@ from pydantic import Field
 
 from dcsim.allocators.vc_base import VCAllocator
 from dcsim.allocators.vc_batch import slots_rows
-from dcsim.allocators.vc_tetris_batch import _embed_rows
+from dcsim.allocators.vc_tetris_batch import _embed_first, _integral, _plain_steps, _runs
 from dcsim.allocators.vc_tetris_score import (  # noqa: F401  (the last two: re-exported)
     _EPS,
     ZERO_BANDWIDTH,
@@ -139,18 +139,22 @@ def tetris_embed(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray
 def tetris_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray,
                        n: np.ndarray, s: np.ndarray, b: np.ndarray,
                        capacity: np.ndarray | None = None, host_link: str = "hose",
-                       zero_bandwidth: str = "least_preferred"):
+                       zero_bandwidth: str = "least_preferred", integral: bool = False):
     """:func:`tetris_embed` for K VCs, one per row of K independent states, vectorised.
 
     ``free_cpu`` (K, hosts), ``link_free`` (K, links), ``n``/``s``/``b`` (K,). Returns VM
     counts (K, hosts) and a feasibility mask (K,): row by row exactly what
     :func:`tetris_embed` returns. A row with a link already below -1e-9 free (every hose
     check fails on it) goes through :func:`tetris_embed`; the rows that no single host
-    can hold through :func:`_embed_rows`.
+    can hold through :func:`_embed_first`.
 
     Single hosts: a host's VM slots grow with its free CU, so some host holds all N VMs iff
     one with the most free CU does (the first such, as the one-row code picks; free CU is
     finite).
+
+    ``integral``: the caller guarantees whole free CU and BU (below 2**31) and sizes that
+    are powers of two from 1 to 2**10 (:meth:`VCTetris.lookahead_hints`); then every VM
+    count is an exact floor of a quotient, computed once for the single hosts and the runs.
     """
     K, n_hosts = free_cpu.shape
     n = np.asarray(n, dtype=np.int64)
@@ -164,9 +168,20 @@ def tetris_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
     if K == 0:
         return counts, ok
     enough = ~(free_cpu.sum(axis=1) + _EPS < n * s)
-    if host_link == "per_vm_strict":  # the hosts with N slots and N·B on the uplink
+    pre = None  # (slots, runs) of every row, when they can be shared with _embed_first
+    if integral and host_link == "per_vm_strict" and zero_bandwidth in (
+            "least_preferred", "most_preferred"):
+        up0 = link_free[:, levels.uplink[0]]
+        slots = np.floor(free_cpu * (1.0 / s)[:, None])
+        nn = n[:, None]
+        fit = slots >= nn
+        fit &= nn * b[:, None] <= up0 + _EPS
+        pre = slots, _runs(free_cpu, up0, nn, s[:, None], b[:, None], host_link,
+                           zero_bandwidth, exact=True, slots=slots)
+    elif host_link == "per_vm_strict":  # the hosts with N slots and N·B on the uplink
         fit = _single_hosts(slots_rows(free_cpu, s), link_free[:, levels.uplink[0]],
                             n[:, None], b[:, None], host_link)
+    if host_link == "per_vm_strict":
         best = np.argmax(np.where(fit, free_cpu, -np.inf), axis=1)
         one = enough & fit.any(axis=1)
     else:
@@ -184,8 +199,9 @@ def tetris_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
             counts[i], ok[i] = c, True
     live = np.flatnonzero(todo & ~odd)
     if live.size:
-        _embed_rows(levels, live, free_cpu, link_free, n, s, b, capacity, counts, ok,
-                    host_link, zero_bandwidth)
+        _embed_first(levels, live, free_cpu, link_free, n, s, b, capacity, counts, ok,
+                     host_link, zero_bandwidth, integral,
+                     None if pre is None else (pre[0][live], pre[1][live]))
     return counts, ok
 
 
@@ -211,9 +227,16 @@ class VCTetris(VCAllocator):
         return tetris_embed(self.levels, free_cpu, link_free, n, s, b, self.capacity,
                             self.host_link, self.options.zero_bandwidth)
 
-    def embed_batch(self, free_cpu, link_free, n, s, b):
+    def embed_batch(self, free_cpu, link_free, n, s, b, integral=False):
         return tetris_embed_batch(self.levels, free_cpu, link_free, n, s, b, self.capacity,
-                                  self.host_link, self.options.zero_bandwidth)
+                                  self.host_link, self.options.zero_bandwidth, integral)
+
+    def lookahead_hints(self, free_cpu, link_free, s, b):
+        """``integral`` for :meth:`embed_batch` when every state stays integral: whole
+        free CU and BU now, and sizes that are powers of two from 1 to 2**10."""
+        steps = np.concatenate([np.ravel(s), np.ravel(b)])
+        whole = steps.size == 0 or (steps.min() >= 1 and _plain_steps(steps))
+        return {"integral": bool(whole and _integral(free_cpu) and _integral(link_free))}
 
 
 @hookimpl

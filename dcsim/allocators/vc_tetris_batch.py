@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dcsim.allocators.vc_batch import groupsum, slots_rows
+from dcsim.allocators.vc_batch import groupsum, powers_of_two, slots_rows
 from dcsim.allocators.vc_tetris_score import (
     _EPS,
     zero_bandwidth_blocked,
@@ -18,7 +18,7 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
                 link_free: np.ndarray, n: np.ndarray, s: np.ndarray, b: np.ndarray,
                 capacity: np.ndarray, counts: np.ndarray, ok: np.ndarray,
                 host_link: str = "hose", zero_bandwidth: str = "least_preferred",
-                first: bool = True, start: int = 1) -> None:
+                start: int = 1) -> None:
     """The group levels of :func:`tetris_embed_batch` for rows ``live`` (no single host fits,
     no link overdrawn): fills their ``counts`` and ``ok`` in place.
 
@@ -27,12 +27,8 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
     total ≥ n, else the greedy dies); each row then takes its first group in TETRIS's order
     (most free compute first) whose placement passes the hose check.
 
-    ``first`` (the default): each row's greedy runs in its first candidate group only; a row
-    whose first group fails the hose check while it has other candidates at that level goes
-    on through the all-pairs version (``first=False``, from that level). The hose check
-    rarely fails (never, on AHAB's lookahead with ``per_vm_strict``, where the runs already
-    respect the host links), so this computes one greedy per row and level instead of one
-    per candidate group, and keys only for the hosts of those groups. Same results.
+    Every candidate pair's greedy is computed, from level ``start`` on: the fallback of
+    :func:`_embed_first`, which tries each row's first candidate only.
 
     Sparse: only the *active* hosts, with a feasible run of one VM or more
     (:func:`_feasible_runs`), take part, a few dozen per row on a loaded cluster; they are
@@ -40,13 +36,12 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
     gather with than (row, host) pairs). A host without a run has 0 ≤ min(slots, n) if its
     free CU is ≥ 0; if every active host also has min(slots, n) ≥ its run, a pair's runs
     total ≥ n implies the filter, which is computed (on all hosts) only for the rows where
-    that does not hold. A host's keys do not depend on the group it is tried in, so in the
-    all-pairs version they are computed, ironed and ranked once for all levels
-    (:func:`_ironed_keys`, :func:`_rank`); a pair's greedy then takes its first n VMs in
-    rank order (:func:`_pick_counts`): only the order within a pair matters, so ranking the
-    keys of a subset of hosts gives the same picks. Sums over the active hosts of a group
-    are bincounts of their pair numbers ``row * groups + group``, which never decrease
-    along the list (a group's hosts are contiguous).
+    that does not hold. A host's keys do not depend on the group it is tried in, so they
+    are computed, ironed and ranked once for all levels (:func:`_ironed_keys`,
+    :func:`_rank`); a pair's greedy then takes its first n VMs in rank order
+    (:func:`_pick_counts`). Sums over the active hosts of a group are bincounts of their
+    pair numbers ``row * groups + group``, which never decrease along the list (a group's
+    hosts are contiguous).
     """
     K, H = free_cpu.shape
     mask = np.zeros(K, dtype=bool)
@@ -78,11 +73,9 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
     on = np.flatnonzero((ln > 0) & alive[ar])
     if on.size == 0:
         return
-    flat, ar, ah, ln, ua, na, ba, fa, sa = (flat[on], ar[on], ah[on], ln[on], ua[on], na[on],
-                                            ba[on], fa[on], sa[on])
-    if not first:
-        keys, owner = _ironed_keys(fa, ua, ln, na, sa, ba, host_link, zero_bandwidth)
-        rank = _rank(keys)
+    flat, ar, ah, ln, ua, na, ba = flat[on], ar[on], ah[on], ln[on], ua[on], na[on], ba[on]
+    keys, owner = _ironed_keys(fa[on], ua, ln, na, sa[on], ba, host_link, zero_bandwidth)
+    rank = _rank(keys)
     up_eps = ua + _EPS
     lnf = ln.astype(np.float64)
     nn, bb = n[:, None], b[:, None]
@@ -95,29 +88,10 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
         cand &= alive[:, None]
         if room_rows.size:
             cand[room_rows] &= np.add.reduceat(room, host_starts[k], axis=1) >= nn[room_rows]
-        rows = np.flatnonzero(cand.any(axis=1))
-        if rows.size == 0:
-            continue
-        order = None  # each row's candidates by free fraction, when needed
-        if size > 1:  # the first group by free fraction (ties: lowest index)
-            order = np.where(cand[rows], _free_fraction(levels, k, free_cpu[rows], capacity),
-                             -np.inf)
-        if first:  # only each row's first candidate
-            tried = np.zeros_like(cand)
-            tried[rows, 0 if order is None else np.argmax(order, axis=1)] = True
-        else:
-            tried = cand
-        act = tried.ravel()[pair[k]]
+        act = cand.ravel()[pair[k]]
         if not act.any():
             continue
-        if first:  # the keys of those groups' hosts
-            sub = np.flatnonzero(act)
-            sk, sown = _ironed_keys(fa[sub], ua[sub], ln[sub], na[sub], sa[sub], ba[sub],
-                                    host_link, zero_bandwidth)
-            mi = np.zeros(act.size, dtype=np.int64)
-            mi[sub] = _pick_counts(_rank(sk), sown, pair[k][sub], na[sub], None)
-        else:
-            mi = _pick_counts(rank, owner, pair[k], na, act)
+        mi = _pick_counts(rank, owner, pair[k], na, act)
         m = mi.astype(np.float64)
         # hose check of the links inside the groups (a link above carries nothing); a link
         # without VMs below passes (none is overdrawn). bad: failing links per pair.
@@ -131,19 +105,13 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
                 link[j] = link_free[:, levels.uplink[j]] + _EPS
             bad += ~(np.minimum(mj, nn - mj) * bb <= link[j])
             bad = np.add.reduceat(bad, levels.starts[j], axis=1)
-        passed = tried & (bad == 0)
-        if first:  # rows whose first group failed but that have others: all pairs
-            more = rows[~passed[rows].any(axis=1) & (cand[rows].sum(axis=1) > 1)]
-            if more.size:
-                alive[more] = False
-                _embed_rows(levels, more, free_cpu, link_free, n, s, b, capacity, counts,
-                            ok, host_link, zero_bandwidth, first=False, start=k)
+        passed = cand & (bad == 0)
         win = np.flatnonzero(passed.any(axis=1))
         if win.size == 0:
             continue
         gw = np.zeros(win.size, dtype=np.int64)
         if size > 1:  # the first passed group by free fraction (ties: lowest index)
-            frac = order[np.searchsorted(rows, win)]
+            frac = _free_fraction(levels, k, free_cpu[win], capacity)
             gw = np.argmax(np.where(passed[win], frac, -np.inf), axis=1)
         won = np.full(K, -1, dtype=np.int64)
         won[win] = gw
@@ -153,6 +121,153 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
         alive[win] = False
         if not alive.any():
             break
+
+
+def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
+                 link_free: np.ndarray, n: np.ndarray, s: np.ndarray, b: np.ndarray,
+                 capacity: np.ndarray, counts: np.ndarray, ok: np.ndarray,
+                 host_link: str = "hose", zero_bandwidth: str = "least_preferred",
+                 integral: bool = False, pre: tuple | None = None) -> None:
+    """:func:`_embed_rows` (same arguments, same results) trying each row's *first*
+    candidate group only, and the all-pairs version only for a row whose first group fails
+    the hose check while it has other candidates at that level.
+
+    TETRIS takes the first candidate (most free compute) whose greedy placement passes the
+    hose check, and that is almost always the first: on AHAB's lookahead with
+    ``per_vm_strict`` (whose runs already respect the host links) it always was. So every
+    row goes straight to its lowest level with a candidate (dense per-row sums of runs
+    and room, the one-row code's filter, per group), and one greedy
+    (:func:`_greedy_batch`) places every row in its first group there; a row whose only
+    candidate at that level fails goes on to the next level in another round.
+
+    ``integral``: :func:`tetris_embed_batch`'s; ``pre``: the live rows' slots (floats,
+    exact floors) and runs when it computed them.
+    """
+    H = levels.height
+    fr = free_cpu[live]
+    lf = link_free[live]
+    up0 = levels.uplink[0]
+    nl, sl, bl = n[live], s[live], b[live]
+    nn = nl[:, None]
+    uh = lf[:, up0]
+    exact = integral or (_plain_steps(sl) and _plain_steps(bl) and _integral(fr)
+                         and _integral(uh))
+    if pre is not None:
+        slots, runs = pre
+    else:
+        slots = np.floor(fr * (1.0 / sl)[:, None]) if exact else None
+        runs = _runs(fr, uh, nn, sl[:, None], bl[:, None], host_link, zero_bandwidth, exact,
+                     slots)
+    if exact:  # slots_rows: ⌊free / s + 1e-9⌋ is ⌊free / s⌋ here
+        room = np.minimum(slots, nn).astype(np.int64)
+    else:
+        room = np.minimum(slots_rows(fr, sl), nn)
+    cand = [None]  # per level: the groups that can hold the row's VC
+    run_g, room_g = runs, room
+    for k in range(1, H + 1):
+        run_g = levels.child_sum(run_g, k - 1)
+        room_g = levels.child_sum(room_g, k - 1)
+        c = run_g >= nn
+        c &= room_g >= nn
+        cand.append(c)
+    has = np.stack([c.any(axis=1) for c in cand[1:]])  # (H, L)
+    n_hosts = free_cpu.shape[1]
+    while True:
+        level = has.argmax(axis=0) + 1  # each row's lowest level with a candidate
+        rows = np.flatnonzero(has.any(axis=0))
+        if rows.size == 0:
+            return
+        level = level[rows]
+        # the hosts of each row's first group there, row by row (grouped by level):
+        # entries (pair, host) with pairs numbered in that order
+        parts, pair_rows, pair_level = [], [], []
+        for k in np.unique(level):
+            r = rows[level == k]
+            if levels.size[k] > 1:  # the first group by free fraction (ties: lowest index)
+                frac = _free_fraction(levels, k, fr[r], capacity)
+                g = np.argmax(np.where(cand[k][r], frac, -np.inf), axis=1)
+            else:
+                g = np.zeros(r.size, dtype=np.int64)
+            parts.append(levels.hosts_of[k][g])
+            pair_rows.append(r)
+            pair_level.append(np.full(r.size, k))
+        rows = np.concatenate(pair_rows)
+        level = np.concatenate(pair_level)
+        pp_parts, hh_parts, first = [], [], 0
+        for members in parts:
+            i, w = np.nonzero(members >= 0)
+            pp_parts.append(i + first)
+            hh_parts.append(members[i, w])
+            first += members.shape[0]
+        pp, hh = np.concatenate(pp_parts), np.concatenate(hh_parts)
+        rr = rows[pp]
+        np_, bp = nl[rows], bl[rows]
+        m = _greedy_flat(pp, hh, rr, fr, uh, runs, np_, sl[rows], bp, host_link,
+                         zero_bandwidth)
+        # hose check of the links inside each row's group (a link without VMs below
+        # passes: no row here has one overdrawn)
+        mf = m.astype(np.float64)
+        fail = ~(host_link_vms(mf, np_[pp], host_link) * bp[pp] <= uh[rr, hh] + _EPS)
+        P = rows.size
+        bad = np.bincount(pp, weights=fail, minlength=P) > 0
+        for j in range(1, int(level.max())):
+            size = levels.size[j]
+            mj = np.bincount(pp * size + levels.group[j][hh], weights=mf, minlength=P * size)
+            mj = mj.reshape(P, size)
+            link = lf[rows][:, levels.uplink[j]] + _EPS
+            over = (~(np.minimum(mj, np_[:, None] - mj) * bp[:, None] <= link)).any(axis=1)
+            bad |= over & (level > j)  # level-j links are inside groups above level j
+        won = ~bad
+        if won.any():
+            put = won[pp] & (m > 0)
+            counts.ravel()[live[rr[put]] * n_hosts + hh[put]] = m[put]
+            ok[live[rows[won]]] = True
+            has[:, rows[won]] = False
+        if not bad.any():
+            return
+        lost = np.flatnonzero(bad)  # their first group failed the hose check
+        fr_rows, fl = rows[lost], level[lost]
+        more = np.zeros(lost.size, dtype=bool)
+        for k in range(1, H + 1):
+            more = np.where(fl == k, cand[k][fr_rows].sum(axis=1) > 1, more)
+        for k in np.unique(fl[more]):  # other candidates: the all-pairs version from there
+            r = fr_rows[more & (fl == k)]
+            _embed_rows(levels, live[r], free_cpu, link_free, n, s, b, capacity, counts,
+                        ok, host_link, zero_bandwidth, start=int(k))
+        has[:, fr_rows[more]] = False
+        one = ~more  # the only candidate at that level failed: on to the next level
+        has[fl[one] - 1, fr_rows[one]] = False
+
+
+def _greedy_flat(pp: np.ndarray, hh: np.ndarray, rr: np.ndarray, free_cpu: np.ndarray,
+                 up_free: np.ndarray, runs: np.ndarray, n: np.ndarray, s: np.ndarray,
+                 b: np.ndarray, host_link: str, zero_bandwidth: str) -> np.ndarray:
+    """:func:`_greedy_batch` on a flat list of (pair, host) entries, pair by pair: ``pp``
+    the pair (non-decreasing), ``hh`` the host, ``rr`` the pair's row of ``free_cpu``,
+    ``up_free`` (each row's host uplinks' free BU) and ``runs``; n/s/b per pair. Returns
+    each entry's VMs."""
+    ln = runs[rr, hh]
+    on = np.flatnonzero(ln)
+    p, h, r, ln = pp[on], hh[on], rr[on], ln[on]
+    keys, owner = _ironed_keys(free_cpu[r, h], up_free[r, h], ln, n[p], s[p], b[p],
+                               host_link, zero_bandwidth)
+    m = np.zeros(pp.size, dtype=np.int64)
+    m[on] = _pick_counts(_rank(keys), owner, p, n[p], None)
+    return m
+
+
+def _plain_steps(step: np.ndarray) -> bool:
+    """Whether every step is a power of two in [2**-10, 2**10] (see :func:`_integral`)."""
+    return bool(step.size == 0 or (
+        step.min() >= 2.0**-10 and step.max() <= 2.0**10 and powers_of_two(step)))
+
+
+def _integral(x: np.ndarray) -> bool:
+    """Whether every value is a whole number of at most 2**31 in magnitude. With such bases
+    and :func:`_plain_steps` steps (and counts below 2**16), ``base - y * step`` is exact
+    in floating point, a multiple of 2**-10: it is ≥ -1e-9 iff it is ≥ 0, iff y ≤
+    ⌊base / step⌋, and :func:`_fit_count` needs no correction."""
+    return bool((x.astype(np.int32) == x).all())  # NaN, inf and |x| > 2**31 fail
 
 
 def _free_fraction(levels: TreeLevels, k: int, free_cpu: np.ndarray,
@@ -274,12 +389,18 @@ def _feasible_runs(free_cpu: np.ndarray, up_free: np.ndarray, n: np.ndarray, s: 
 
 def _runs(free: np.ndarray, up: np.ndarray, n: np.ndarray, s: np.ndarray,
           b: np.ndarray, host_link: str = "hose",
-          zero_bandwidth: str = "least_preferred") -> np.ndarray:
-    """:func:`_feasible_runs` elementwise (arguments broadcast together): int32."""
+          zero_bandwidth: str = "least_preferred", exact: bool = False,
+          slots: np.ndarray | None = None) -> np.ndarray:
+    """:func:`_feasible_runs` elementwise (arguments broadcast together): int32.
+    ``exact``: :func:`_fit_count`'s; then ``slots``, if given, is ⌊free / s⌋."""
     nn = n.astype(np.float64)
+    exact = exact and bool((nn < 2**16).all())
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        run = _fit_count(free, s, nn)
-        bw = _fit_count(up, b, nn)  # the hose of y VMs fits for 0 < y <= bw
+        if exact and slots is not None:
+            run = np.fmin(np.fmax(slots, 0.0), nn)
+        else:
+            run = _fit_count(free, s, nn, exact)
+        bw = _fit_count(up, b, nn, exact)  # the hose of y VMs fits for 0 < y <= bw
     if host_link == "hose":
         # VM m needs y = min(m, n - m): up to n/2 that is m; past it y shrinks again, and
         # VM n needs y = 0 (up >= -eps)
@@ -312,11 +433,19 @@ def _cut_zero_bandwidth(free, up, n, s, b, run, host_link: str,
     return out
 
 
-def _fit_count(base: np.ndarray, step: np.ndarray, cap: np.ndarray) -> np.ndarray:
+def _fit_count(base: np.ndarray, step: np.ndarray, cap: np.ndarray,
+               exact: bool = False) -> np.ndarray:
     """How many y = 1, 2, ... (at most ``cap``) pass ``base - y * step >= -1e-9``, the
     comparison the one-row code makes; it fails from some y on (step >= 0). As floats, of
     ``base``'s shape (``step`` and ``cap`` broadcast to it); in place where it can (large
-    temporaries are slow to allocate). Divides by 0: the caller ignores those warnings."""
+    temporaries are slow to allocate). Divides by 0: the caller ignores those warnings.
+    ``exact``: the bases are :func:`_integral`, the steps :func:`_plain_steps` and the caps
+    below 2**16, so the count is ⌊base / step⌋ clipped to 0..cap, with no correction."""
+    if exact:
+        q = np.multiply(base, 1.0 / step)
+        np.floor(q, out=q)
+        np.fmax(q, 0.0, out=q)
+        return np.fmin(q, cap, out=q)
     q = base + _EPS
     np.divide(q, step, out=q)
     np.floor(q, out=q)
