@@ -171,7 +171,7 @@ def tetris_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
     pre = None  # (slots, runs) of every row, when they can be shared with _embed_first
     if integral and host_link == "per_vm_strict" and zero_bandwidth in (
             "least_preferred", "most_preferred"):
-        up0 = link_free[:, levels.uplink[0]]
+        up0 = link_free[:, levels.uplink_cols[0]]
         slots = np.floor(free_cpu * (1.0 / s)[:, None])
         nn = n[:, None]
         fit = slots >= nn

@@ -146,10 +146,9 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
     H = levels.height
     fr = free_cpu[live]
     lf = link_free[live]
-    up0 = levels.uplink[0]
     nl, sl, bl = n[live], s[live], b[live]
     nn = nl[:, None]
-    uh = lf[:, up0]
+    uh = lf[:, levels.uplink_cols[0]]
     exact = integral or (_plain_steps(sl) and _plain_steps(bl) and _integral(fr)
                          and _integral(uh))
     if pre is not None:
@@ -158,11 +157,12 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
         slots = np.floor(fr * (1.0 / sl)[:, None]) if exact else None
         runs = _runs(fr, uh, nn, sl[:, None], bl[:, None], host_link, zero_bandwidth, exact,
                      slots)
-    if exact:  # slots_rows: ⌊free / s + 1e-9⌋ is ⌊free / s⌋ here
-        room = np.minimum(slots, nn).astype(np.int64)
+    if exact:  # slots_rows: ⌊free / s + 1e-9⌋ is ⌊free / s⌋ here (whole floats)
+        room = np.minimum(slots, nn)
     else:
         room = np.minimum(slots_rows(fr, sl), nn)
     cand = [None]  # per level: the groups that can hold the row's VC
+    free_g = [fr] if integral else None  # whole numbers: sums in any order are exact
     run_g, room_g = runs, room
     for k in range(1, H + 1):
         run_g = levels.child_sum(run_g, k - 1)
@@ -170,6 +170,8 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
         c = run_g >= nn
         c &= room_g >= nn
         cand.append(c)
+        if integral:
+            free_g.append(levels.child_sum(free_g[-1], k - 1))
     has = np.stack([c.any(axis=1) for c in cand[1:]])  # (H, L)
     n_hosts = free_cpu.shape[1]
     while True:
@@ -184,7 +186,8 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
         for k in np.unique(level):
             r = rows[level == k]
             if levels.size[k] > 1:  # the first group by free fraction (ties: lowest index)
-                frac = _free_fraction(levels, k, fr[r], capacity)
+                frac = _free_fraction(levels, k, fr[r], capacity,
+                                      None if free_g is None else free_g[k][r])
                 g = np.argmax(np.where(cand[k][r], frac, -np.inf), axis=1)
             else:
                 g = np.zeros(r.size, dtype=np.int64)
@@ -271,11 +274,13 @@ def _integral(x: np.ndarray) -> bool:
 
 
 def _free_fraction(levels: TreeLevels, k: int, free_cpu: np.ndarray,
-                   capacity: np.ndarray) -> np.ndarray:
-    """(R, groups): each level-k group's free CU over its capacity (0 where none), per row."""
+                   capacity: np.ndarray, free_g: np.ndarray | None = None) -> np.ndarray:
+    """(R, groups): each level-k group's free CU over its capacity (0 where none), per row;
+    ``free_g``: the groups' free CU, when the caller has it."""
     size = levels.size[k]
     g = levels.group[k]
-    free_g = groupsum(free_cpu, g, size)
+    if free_g is None:
+        free_g = groupsum(free_cpu, g, size)
     cap_g = np.bincount(g, weights=capacity, minlength=size)
     return np.divide(free_g, cap_g[None, :], out=np.zeros_like(free_g),
                      where=cap_g[None, :] > 0)

@@ -134,8 +134,8 @@ class TreeLevels:
         self._centres: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def child_sum(self, x: np.ndarray, k: int) -> np.ndarray:
-        """Row-wise sums of integer counts x (K, size[k]) over the children of each
-        level-(k+1) group: (K, size[k+1]), x's dtype.
+        """Row-wise sums of integer counts x (K, size[k]), or whole-number floats, over the
+        children of each level-(k+1) group: (K, size[k+1]), x's dtype.
 
         The same values as ``np.add.reduceat(x, starts[k], axis=1)`` (integers: any order
         of addition is exact), several times faster on regular trees: numpy reduces a short
