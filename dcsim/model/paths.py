@@ -113,14 +113,28 @@ class PathService:
         src = self.nodes[self.server_node[key[0]]]
         dst = self.nodes[self.server_node[key[1]]]
         li = self.topology._link_index
-        paths = tuple(
-            _frozen(np.fromiter((li[e] for e in pairwise(p)), dtype=np.int64, count=len(p) - 1))
-            for p in islice(nx.shortest_simple_paths(self.topology.graph, src, dst), k)
-        )
+        hub = self._hub(src)
+        if hub is not None and hub == self._hub(dst):
+            # two servers whose one link goes to the same switch (a rack's servers): the
+            # only simple path between them is through it (no search of the whole graph)
+            paths = (_frozen(np.array([li[(src, hub)], li[(hub, dst)]], dtype=np.int64)),)
+        else:
+            paths = tuple(
+                _frozen(np.fromiter((li[e] for e in pairwise(p)), dtype=np.int64,
+                                    count=len(p) - 1))
+                for p in islice(nx.shortest_simple_paths(self.topology.graph, src, dst), k)
+            )
         self._cache[key] = paths
         if len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
         return list(paths)
+
+    def _hub(self, node: Any) -> Any:
+        """The one neighbour of graph node ``node``, or None when it has another number."""
+        adj = self.topology.graph.adj[node]
+        if len(adj) != 1:
+            return None
+        return next(iter(adj))
 
     def cache_info(self) -> dict[str, int]:
         """Hits, misses and size of the k-paths cache."""
