@@ -57,7 +57,7 @@ import weakref
 from abc import abstractmethod
 from collections.abc import Callable, Generator
 from itertools import pairwise
-from math import isfinite
+from math import inf, isfinite
 from typing import Literal
 
 import networkx as nx
@@ -124,7 +124,7 @@ class Partial:
             if reservation == "per_pair_channel":
                 self.link_free = np.array(view.link_free, dtype=np.float64)
         self.scratch: dict = {}
-        self._tol = EPS * np.maximum(view.capacity, 1.0)
+        self._tol = view.server_tol
         self._eligible: np.ndarray | None = None
         self.eligibility = eligibility
 
@@ -154,6 +154,10 @@ class Partial:
         if self.eligibility != "any_free":
             free = np.minimum(free, self.remaining)
         return np.any(free > self._tol[idx], axis=1) & ~self.chosen[idx]
+
+    def is_eligible(self, server: int) -> bool:
+        """:meth:`eligible` of one server."""
+        return bool(self.eligible_at(np.array([server], dtype=np.int64))[0])
 
     def eligible(self) -> np.ndarray:
         """Servers a chooser may pick: unchosen, giving something the request still needs
@@ -246,7 +250,7 @@ def allocate_multi_steps(
         if s is None:
             return None
         s = int(s)
-        if not (0 <= s < part.chosen.shape[0]) or not part.eligible()[s]:
+        if not (0 <= s < part.chosen.shape[0]) or not part.is_eligible(s):
             raise PluginError(f"allocator {who!r} chose server {s}, which is not eligible "
                               "(already chosen, out of range, or has nothing still needed)")
         if needs_paths:
@@ -314,10 +318,11 @@ def _leaf_servers(paths: PathService) -> frozenset:
 
 
 def weighted_k_paths(paths: PathService, a: int, b: int, k: int,
-                     weight: np.ndarray) -> list[np.ndarray]:
+                     weight: np.ndarray | Callable[[int], float]) -> list[np.ndarray]:
     """Up to ``k`` shortest simple paths between servers ``a`` and ``b`` by link ``weight``.
 
-    ``weight`` has one entry per link; a NaN or infinite entry removes the link. Not cached
+    ``weight`` has one entry per link, or is a function of the link index (computing only
+    the links the search visits); a NaN or infinite weight removes the link. Not cached
     (the weights follow the state). Paths of equal weight come in a fixed, deterministic
     order.
     """
@@ -325,7 +330,7 @@ def weighted_k_paths(paths: PathService, a: int, b: int, k: int,
         return [np.zeros(0, dtype=np.int64)]
     topo = paths.topology
     li = topo._link_index
-    w = weight.tolist()
+    w = weight.tolist().__getitem__ if isinstance(weight, np.ndarray) else weight
     lo, hi = min(a, b), max(a, b)
     src = paths.nodes[paths.server_node[lo]]
     dst = paths.nodes[paths.server_node[hi]]
@@ -339,7 +344,7 @@ def weighted_k_paths(paths: PathService, a: int, b: int, k: int,
     def edge_weight(u, v, _d):
         if (v in leaves and v != src and v != dst) or (u in leaves and u != src and u != dst):
             return None
-        x = w[li[(u, v)]]
+        x = w(li[(u, v)])
         return x if isfinite(x) else None
     out = []
     try:
@@ -372,6 +377,22 @@ def link_weights(kind: PathWeight, link_free: np.ndarray, link_capacity: np.ndar
         w = np.asarray(link_capacity, dtype=np.float64) / link_free
     w[~(link_free > 0)] = np.inf
     return w
+
+
+def link_weight(kind: PathWeight, link_free: np.ndarray, link_capacity: np.ndarray
+                ) -> Callable[[int], float]:
+    """:func:`link_weights` as a function of one link index (the same floats), for a search
+    that visits a few links of a large network."""
+    free_at, cap_at = link_free.item, link_capacity.item
+    if kind == "free":
+        def weight(i: int) -> float:
+            x = free_at(i)
+            return x if x > 0.0 else 0.0
+    else:
+        def weight(i: int) -> float:
+            x = free_at(i)
+            return cap_at(i) / x if x > 0.0 else inf
+    return weight
 
 
 class MultiServerAllocator(Allocator):
@@ -407,12 +428,15 @@ class MultiServerAllocator(Allocator):
         kind = getattr(self.options, "path_weight", "hops")
         if kind == "hops":
             return self.path_service.k_paths(a, b, self.options.k_paths)
-        w = link_weights(kind, partial.link_free, partial.view.link_capacity)
+        w = link_weight(kind, partial.link_free, partial.view.link_capacity)
         return weighted_k_paths(self.path_service, a, b, self.options.k_paths, w)
 
     def allocate(self, request: Request, view: StateView) -> Choice:
         if not hasattr(self, "path_service"):
             self.setup(view)
-        return allocate_multi(request, view, self.choose, self.paths,
-                              self.options.reservation, self.label, self.options.eligible,
-                              self.options.pair_paths)
+        o = self.options
+        who = getattr(self, "_who", None)
+        if who is None or who[0] is not o:  # the label, computed once per options
+            who = self._who = (o, self.label)
+        return allocate_multi(request, view, self.choose, self.paths, o.reservation, who[1],
+                              o.eligible, o.pair_paths)

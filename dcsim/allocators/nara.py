@@ -52,40 +52,22 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from functools import cache
 from typing import Literal
 
 import numpy as np
 from pydantic import Field
 
+from dcsim.allocators.index import lexicographic_order as _lexicographic_order
+from dcsim.allocators.index import members_by as _members
+from dcsim.allocators.index import own_link_scores, server_links
 from dcsim.allocators.multi import MultiServerAllocator, Partial, PathWeight, path_service
+from dcsim.allocators.rack_search import TetrisSearch
 from dcsim.hookspecs import hookimpl
 from dcsim.model import StateView
 from dcsim.model.state import EPS
 
 _PATH_WEIGHT_DOC = ("inverse_free: capacity/free, prefers emptier links; free: the authors' "
                     "weight (prefers the fullest links); hops: hop count")
-
-
-def server_links(topology) -> tuple[np.ndarray, np.ndarray]:
-    """Per server, the indices of its links (padded with -1) and the padding mask (cached)."""
-    cached = getattr(topology, "_dcsim_server_links", None)
-    if cached is None:
-        li = topology._link_index
-        rows = [[li[(s, v)] for v in topology.graph.adj[s]] for s in topology.servers]
-        width = max((len(r) for r in rows), default=0)
-        inc = np.full((topology.n_servers, max(width, 1)), -1, dtype=np.int64)
-        for i, r in enumerate(rows):
-            inc[i, :len(r)] = r
-        cached = topology._dcsim_server_links = (inc, inc < 0)
-    return cached
-
-
-@cache
-def _lexicographic_order(n: int) -> np.ndarray:
-    """Server indices ``0..n-1`` sorted as the strings of their numbers: the authors' row
-    order (their servers are named ``Resource_<index>``, and rows follow sorted names)."""
-    return np.array(sorted(range(n), key=str), dtype=np.int64)
 
 
 def bandwidth_scores(partial: Partial, view: StateView, kind: str) -> np.ndarray:
@@ -102,12 +84,7 @@ def bandwidth_scores(partial: Partial, view: StateView, kind: str) -> np.ndarray
     n = view.free.shape[0]
     if partial.bandwidth <= 0 or view.link_free.shape[0] == 0:
         return np.zeros(n)
-    inc, pad = server_links(view.topology)
-    cap = np.where(pad, 1.0, view.link_capacity[inc])
-    share = np.where(pad, -np.inf, partial.link_free[inc] / cap)
-    best = share.argmax(axis=1)
-    rows = np.arange(n)
-    own = np.maximum(share[rows, best], 0.0) * (partial.bandwidth / cap[rows, best])
+    own = own_link_scores(partial, view)
     if kind == "own_link":
         return own
     valid = np.flatnonzero(partial.eligible())
@@ -169,15 +146,34 @@ class TetrisScoreOptions(MultiServerAllocator.Options):
 
 
 class _TetrisScoring:
-    """Shared state of the allocators that score servers with Tetris."""
+    """Shared state of the allocators that score servers with Tetris.
+
+    On a cluster of at least :attr:`index_min_servers` servers the best score is found by
+    searching racks before servers (:class:`~dcsim.allocators.rack_search.TetrisSearch`);
+    the choice is the full scan's (:func:`tetris_scores`), which still serves small
+    clusters, runs with failures, and computes ``bandwidth_term: authors_misaligned``.
+    """
+
+    #: clusters smaller than this are scanned whole (an index costs more than it saves)
+    index_min_servers = 1024
 
     def setup(self, view: StateView) -> None:
         super().setup(view)
         self.inv_cap2 = view.inv_capacity ** 2
         self.last_tetris = -1  # the authors' last_action: survives between requests
+        self._tetris_search: TetrisSearch | None = None
 
     def tetris_choice(self, partial: Partial, view: StateView, anchor: str) -> int | None:
         o = self.options
+        search = self._tetris_search
+        if search is None or not search.usable(view):
+            search = self._tetris_search = TetrisSearch.build(self, view)
+        if search is not None:
+            found = search.choose(partial, view, anchor, self.last_tetris)
+            if found < 0:
+                return None
+            self.last_tetris = found
+            return found
         score = tetris_scores(partial, view, self.inv_cap2, o.locality_penalty, anchor,
                               o.demand, o.bandwidth_term, self.last_tetris)
         if o.ties == "name":
@@ -189,7 +185,6 @@ class _TetrisScoring:
             return None
         self.last_tetris = i
         return i
-
 
 class Tetris(_TetrisScoring, MultiServerAllocator):
     """Highest Tetris alignment first, remote racks penalised (Nara's Tetris baseline)."""
@@ -236,26 +231,43 @@ class _BFSAllocator(_TetrisScoring, MultiServerAllocator):
                            for u in nodes]
 
     def choose(self, partial: Partial, view: StateView) -> int | None:
+        scratch = partial.scratch
         if not partial.servers:
             i = self.tetris_choice(partial, view, self.options.anchor)
             if i is None:
                 return None
             if self.options.search == "bfs":
-                partial.scratch["bfs"] = self._bfs(i, partial)
+                scratch["bfs"] = self._bfs(i, partial)
+                scratch["met"], scratch["at"] = _NO_SERVERS, 0
                 return i
-            partial.scratch["plan"] = self._authors_plan(i, partial, view)
-        eligible = partial.eligible()
+            scratch["plan"] = self._authors_plan(i, partial, view)
         if self.options.search == "bfs":
-            for s in partial.scratch["bfs"]:
-                if eligible[s]:
-                    return s
+            # the servers met so far and not yet offered, checked together; the search goes
+            # on (expanding the next node, with the link bandwidth free then) only when
+            # they are used up, as when they were offered one at a time
+            met, at = scratch["met"], scratch["at"]
+            while True:
+                if at < met.size:
+                    ok = partial.eligible_at(met[at:])
+                    j = int(ok.argmax())
+                    if ok[j]:
+                        scratch["met"], scratch["at"] = met, at + j + 1
+                        return int(met[at + j])
+                met, at = next(scratch["bfs"], None), 0
+                if met is None:
+                    scratch["met"], scratch["at"] = _NO_SERVERS, 0
+                    return None
+        plan = scratch["plan"]  # offered from the end: the last found comes first
+        if not plan:
             return None
-        plan = partial.scratch["plan"]  # offered from the end: the last found comes first
-        while plan:
-            s = plan.pop()
-            if eligible[s]:
-                return s
-        return None
+        ok = partial.eligible_at(np.array(plan[::-1], dtype=np.int64))
+        j = int(ok.argmax())
+        if not ok[j]:
+            plan.clear()
+            return None
+        s = plan[len(plan) - 1 - j]
+        del plan[len(plan) - 1 - j:]
+        return s
 
     def _neighbours(self, u: int, partial: Partial) -> np.ndarray:
         """Node ``u``'s neighbours, by descending free link bandwidth when the search is
@@ -266,8 +278,9 @@ class _BFSAllocator(_TetrisScoring, MultiServerAllocator):
             nbrs = nbrs[np.argsort(-free, kind="stable")]
         return nbrs
 
-    def _bfs(self, start: int, partial: Partial) -> Iterator[int]:
-        """Servers in breadth-first order from server ``start`` (excluded)."""
+    def _bfs(self, start: int, partial: Partial) -> Iterator[np.ndarray]:
+        """Servers in breadth-first order from server ``start`` (excluded): per expanded
+        node, the servers it meets first, in order (a node is expanded when asked for)."""
         ps = self.path_service
         seen = np.zeros(len(ps.nodes), dtype=bool)
         first = int(ps.server_node[start])
@@ -276,13 +289,15 @@ class _BFSAllocator(_TetrisScoring, MultiServerAllocator):
         node_server = ps.node_server
         while queue:
             u = queue.popleft()
-            for v in self._neighbours(u, partial).tolist():
-                if not seen[v]:
-                    seen[v] = True
-                    queue.append(v)
-                    s = int(node_server[v])
-                    if s >= 0:
-                        yield s
+            nbrs = self._neighbours(u, partial)
+            new = nbrs[~seen[nbrs]]
+            if new.size:
+                seen[new] = True
+                queue.extend(new.tolist())
+                servers = node_server[new]
+                servers = servers[servers >= 0]
+                if servers.size:
+                    yield servers
 
     def _authors_plan(self, start: int, partial: Partial, view: StateView) -> list[int]:
         """The Nara authors' NALB/NULB plan (``scripts/rollout.py`` 358-549), servers in the
@@ -322,6 +337,9 @@ class _BFSAllocator(_TetrisScoring, MultiServerAllocator):
                     stack.append(v)
                     stacked.add(v)
         return plan
+
+
+_NO_SERVERS = np.zeros(0, dtype=np.int64)
 
 
 class NALB(_BFSAllocator):
@@ -419,14 +437,6 @@ class BestFitMulti(MultiServerAllocator):
         key = np.where(fits, leftover, -given)
         order = np.lexsort((idx, key, ~fits, near))
         return int(idx[order[0]])
-
-
-def _members(group: np.ndarray) -> dict[int, np.ndarray]:
-    """The servers of each rack (or pod), ascending; -1 (unknown) left out."""
-    order = np.argsort(group, kind="stable")
-    keys, starts = np.unique(group[order], return_index=True)
-    parts = np.split(order, starts[1:])
-    return {int(k): p for k, p in zip(keys.tolist(), parts, strict=True) if k >= 0}
 
 
 NARA_ALLOCATORS = (Tetris, NALB, NULB, RandomMulti, BestFitMulti)

@@ -6,10 +6,22 @@ before touching anything, so a failed call leaves the state unchanged. :meth:`co
 array copies, cheap enough for lookahead allocators that fork state hundreds of times per
 decision. Allocators never see a ``ClusterState`` directly; they get a read-only
 :class:`StateView`.
+
+An allocator that keeps an index of the free resources (per-rack aggregates, so that a
+decision need not scan every server) asks :meth:`StateView.server_changes` for a
+:class:`ServerChanges`: the servers whose free resources changed since it last looked.
+A server counts as changed when its free resources or the free bandwidth of one of its own
+links changed. Every change made through :meth:`ClusterState.reserve`,
+:meth:`~ClusterState.release`, :meth:`~ClusterState.take_one`,
+:meth:`~ClusterState.give_one` (and the engine's :meth:`~ClusterState.server_ops`) is
+recorded there; code that writes ``free`` or ``link_free`` directly calls
+:meth:`ClusterState.touch` (a view with ``server_up`` set, i.e. with failures, may see such
+writes unrecorded: indexes do not trust it).
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +39,7 @@ class ClusterState:
     """Mutable free-capacity arrays of one topology."""
 
     __slots__ = ("topology", "capacity", "link_capacity", "free", "link_free", "_tol", "_ltol",
-                 "_abs_tol", "_cap_rows")
+                 "_abs_tol", "_cap_rows", "_logs")
 
     def __init__(self, topology: Topology):
         self.topology = topology
@@ -41,6 +53,9 @@ class ClusterState:
         self._ltol = EPS * np.maximum(self.link_capacity, 1.0)
         self._abs_tol = EPS * max(float(self.capacity.max(initial=1.0)), 1.0)
         self._cap_rows = self.capacity.tolist()  # Python floats for the fast path
+        #: one list per live ServerChanges: the servers (ints, index arrays, or None for
+        #: all) whose free resources changed since its last drain
+        self._logs: list[list] = []
 
     def copy(self) -> ClusterState:
         """An independent state with the same free capacities."""
@@ -54,7 +69,42 @@ class ClusterState:
         new._ltol = self._ltol
         new._abs_tol = self._abs_tol
         new._cap_rows = self._cap_rows
+        new._logs = []  # a fork is watched by nobody yet
         return new
+
+    # ------------------------------------------------------------------ change tracking
+    def server_changes(self) -> ServerChanges:
+        """A new record of the servers whose free resources change from now on."""
+        return ServerChanges(self)
+
+    def touch(self, servers: Any = None, links: Any = None) -> None:
+        """Record that the free resources of ``servers`` (an index or index array) or the
+        free bandwidth of ``links`` were changed by a direct write to :attr:`free` or
+        :attr:`link_free`; with neither, that anything may have changed."""
+        if servers is None and links is None:
+            for log in self._logs:
+                log.append(None)
+            return
+        if servers is not None:
+            servers = np.array(servers, dtype=np.int64).ravel()
+            for log in self._logs:
+                log.append(servers)
+        if links is not None:
+            self._touch_links(np.array(links, dtype=np.int64).ravel())
+
+    def _touch_links(self, links: np.ndarray) -> None:
+        """Record the servers at an end of ``links`` (their own links changed)."""
+        ends = self.topology.__dict__.get("_dcsim_link_servers")
+        if ends is None:
+            si = self.topology._server_index
+            ends = np.array([[si.get(u, -1), si.get(v, -1)] for u, v in self.topology.links],
+                            dtype=np.int64).reshape(-1, 2)
+            self.topology._dcsim_link_servers = ends
+        at = ends[links].ravel()
+        at = at[at >= 0]
+        if at.size:
+            for log in self._logs:
+                log.append(at)
 
     # ------------------------------------------------------------------ derived
     @property
@@ -139,6 +189,8 @@ class ClusterState:
                 return False
             vals[j] = v if v > 0.0 else 0.0
         self.free[server] = vals
+        for log in self._logs:
+            log.append(server)
         return True
 
     def give_one(self, server: int, amount: list[float]) -> None:
@@ -149,6 +201,8 @@ class ClusterState:
             v = vals[j] + a
             vals[j] = v if v < cap[j] else cap[j]
         self.free[server] = vals
+        for log in self._logs:
+            log.append(server)
 
     def server_ops(self) -> tuple[Callable[[int, list[float]], bool],
                                   Callable[[int, list[float]], None]]:
@@ -160,6 +214,7 @@ class ClusterState:
         c0, c1 = self.free[:, 0], self.free[:, 1]
         tol = self._abs_tol
         cap = self._cap_rows
+        logs = self._logs  # mutated in place when a ServerChanges is made or dropped
 
         def take_one(server: int, demand: list[float]) -> bool:
             d0, d1 = demand
@@ -169,6 +224,9 @@ class ClusterState:
                 return False
             c0[server] = v0 if v0 > 0.0 else 0.0
             c1[server] = v1 if v1 > 0.0 else 0.0
+            if logs:
+                for log in logs:
+                    log.append(server)
             return True
 
         def give_one(server: int, amount: list[float]) -> None:
@@ -178,11 +236,20 @@ class ClusterState:
             v1 = c1.item(server) + a1
             c0[server] = v0 if v0 < k0 else k0
             c1[server] = v1 if v1 < k1 else k1
+            if logs:
+                for log in logs:
+                    log.append(server)
 
         return take_one, give_one
 
     def _apply(self, p: Placement, sign: float) -> None:
         s = p.servers
+        if self._logs:
+            if s.size:
+                for log in self._logs:
+                    log.append(s)
+            if p.links.size:
+                self._touch_links(p.links)
         if s.size == 1 and not p.links.size:  # fast path: one server, no network
             i = int(s[0])
             row = self.free[i]
@@ -205,6 +272,45 @@ class ClusterState:
             self.link_free[ln] = lf
 
 
+class ServerChanges:
+    """The servers of a :class:`ClusterState` whose free resources changed since the last
+    :meth:`drain` (or since this record was made). Dropping the record stops the recording.
+    """
+
+    __slots__ = ("state", "_log", "__weakref__")
+
+    def __init__(self, state: ClusterState):
+        self.state = state
+        self._log: list = []
+        state._logs.append(self._log)
+        weakref.finalize(self, _forget, state._logs, self._log)
+
+    def drain(self) -> np.ndarray | None:
+        """The servers changed since the last call (ascending, unique; may be empty), or None
+        when every server may have changed (:meth:`ClusterState.touch` without servers)."""
+        log = self._log
+        if not log:
+            return _NONE
+        items = log[:]
+        log.clear()
+        if any(x is None for x in items):
+            return None
+        if len(items) == 1 and type(items[0]) is not int:
+            return np.unique(items[0])
+        return np.unique(np.concatenate([np.atleast_1d(x) for x in items]).astype(np.int64))
+
+
+_NONE = np.zeros(0, dtype=np.int64)
+_NONE.flags.writeable = False
+
+
+def _forget(logs: list, log: list) -> None:
+    for i, other in enumerate(logs):
+        if other is log:
+            del logs[i]
+            return
+
+
 def fits(free: np.ndarray, demand: np.ndarray) -> np.ndarray:
     """Servers (rows of ``free``) that can hold ``demand``, within float tolerance.
 
@@ -225,7 +331,8 @@ class StateView:
     """
 
     __slots__ = ("_state", "topology", "free", "link_free", "capacity", "link_capacity", "now",
-                 "inv_capacity", "_columns", "workload", "release_due", "server_up", "link_up")
+                 "inv_capacity", "server_tol", "_columns", "workload", "release_due",
+                 "server_up", "link_up")
 
     def __init__(self, state: ClusterState):
         self._state = state
@@ -242,6 +349,9 @@ class StateView:
             where=self.capacity > 0,
         )
         self.inv_capacity.flags.writeable = False
+        #: EPS · max(capacity, 1) per server and resource: "more than nothing" for a server
+        self.server_tol = EPS * np.maximum(self.capacity, 1.0)
+        self.server_tol.flags.writeable = False
         # one contiguous read-only column per resource (column-major state)
         self._columns = [self.free[:, j] for j in range(self.free.shape[1])]
         self.now = 0.0
@@ -280,6 +390,11 @@ class StateView:
     def fork(self) -> ClusterState:
         """A private mutable copy of the current state."""
         return self._state.copy()
+
+    def server_changes(self) -> ServerChanges:
+        """A record of the servers whose free resources change from now on (see the module
+        docstring; not to be trusted while ``server_up`` is set)."""
+        return self._state.server_changes()
 
     def check(self, p: Placement) -> str | None:
         return self._state.check(p)
