@@ -9,6 +9,7 @@ import numpy as np
 from dcsim.allocators.base import Allocator, Choice
 from dcsim.hookspecs import hookimpl
 from dcsim.model import Request, StateView
+from dcsim.model.state import EPS
 
 
 def feasible_servers(request: Request, view: StateView) -> np.ndarray:
@@ -36,9 +37,16 @@ class FirstFitAllocator(Allocator):
     description = "lowest-indexed server that fits the request"
 
     def allocate(self, request: Request, view: StateView) -> Choice:
-        ok = feasible_servers(request, view)
+        cols = view._columns  # view.fits, inlined: this runs once per request
+        if len(cols) != 2 or view.server_up is not None:
+            ok = feasible_servers(request, view)
+            i = int(ok.argmax())
+            return i if ok[i] else None
+        d0, d1 = request.demand.tolist()
+        ok = cols[0] >= d0 - EPS
+        ok &= cols[1] >= d1 - EPS
         i = int(ok.argmax())
-        return i if ok[i] else None
+        return i if ok.item(i) else None
 
 
 class BestFitAllocator(Allocator):

@@ -95,6 +95,44 @@ class Meter:
         self._nan_logs = [log for log, c in zip(self._decision_util, self.capacity.tolist(),
                                                  strict=True)
                           if not c > 0]
+        if len(self.capacity) == 2:
+            self._unroll_two()
+
+    def _unroll_two(self) -> None:
+        """With two resources (cpu and mem, the common case), the per-request methods as
+        closures unrolled over them: the same floating-point operations on the same
+        accumulators, without the loops (they run once per request)."""
+        used, area, active = self.used, self._area, self.active
+
+        def held(rid: int, start: float, end: float, amount: list[float],
+                 tier_bw: np.ndarray | None = None) -> None:
+            active[rid] = (start, end, amount, tier_bw)
+            a0, a1 = amount
+            used[0] += a0
+            used[1] += a1
+            if self.open:
+                span = end - start
+                area[0] += a0 * span
+                area[1] += a1 * span
+                if tier_bw is not None:
+                    self._tier_area += tier_bw * span
+                self._active_area += span
+
+        def departed(rid: int) -> None:
+            a0, a1 = active.pop(rid)[2]
+            used[0] -= a0
+            used[1] -= a1
+
+        self.held = held  # type: ignore[method-assign]
+        self.departed = departed  # type: ignore[method-assign]
+        if len(self._util_logs) == 2:
+            (log0, _, c0), (log1, _, c1) = self._util_logs
+
+            def decision_sample() -> None:
+                log0.append(used[0] / c0)
+                log1.append(used[1] / c1)
+
+            self.decision_sample = decision_sample  # type: ignore[method-assign]
 
     def _tier_bw(self, p: Placement) -> np.ndarray | None:
         if not p.links.size:

@@ -1,0 +1,72 @@
+"""The engine's per-request fast paths (issue #19) compute exactly what the general code
+computes: the Meter's methods unrolled for two resources, and first_fit's inlined check."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dcsim.allocators.builtin import FirstFitAllocator, feasible_servers
+from dcsim.model import ClusterState, Request, StateView
+from dcsim.model.topologies import build_topology
+from dcsim.sim.metrics import Meter
+
+FLAT = {"kind": "flat", "servers": 6, "server": {"cpu": 8.0, "mem": 16.0}}
+
+
+def _general(meter: Meter) -> Meter:
+    """The same meter without its unrolled closures (the class's loops)."""
+    for name in ("held", "departed", "decision_sample"):
+        meter.__dict__.pop(name, None)
+    return meter
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["held", "departed", "sample", "open"]),
+                              st.floats(0, 8, allow_nan=False),
+                              st.floats(0, 16, allow_nan=False),
+                              st.floats(0, 5, allow_nan=False)), max_size=40))
+def test_unrolled_meter_is_the_general_meter(ops):
+    topo = build_topology(FLAT)
+    fast, slow = Meter(topo), _general(Meter(topo))
+    assert "held" in fast.__dict__ and "held" not in slow.__dict__
+    live, rid, now = [], 0, 0.0
+    for op, a, b, dt in ops:
+        now += dt
+        for m in (fast, slow):
+            if op == "held":
+                m.held(rid, now, now + dt, [a, b])
+            elif op == "departed" and live:
+                m.departed(live[0])
+            elif op == "sample":
+                m.decision_sample()
+            elif op == "open" and not m.open:
+                m.open_window(now)
+        if op == "held":
+            live.append(rid)
+            rid += 1
+        elif op == "departed" and live:
+            live.pop(0)
+    assert fast.used == slow.used and fast._area == slow._area
+    assert fast._active_area == slow._active_area and fast.active == slow.active
+    assert [list(x) for x in fast._decision_util] == [list(x) for x in slow._decision_util]
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), down=st.booleans())
+def test_first_fit_inline_check_is_feasible_servers(seed, down):
+    topo = build_topology(FLAT)
+    state = ClusterState(topo)
+    rng = np.random.default_rng(seed)
+    state.free[:] = rng.choice([0.0, 1.0, 2.0, 2.0 - 1e-10, 4.0, 8.0], state.free.shape)
+    view = StateView(state)
+    if down:
+        view.server_up = rng.random(topo.n_servers) < 0.7
+    ff = FirstFitAllocator()
+    ff.setup(view)
+    for _ in range(10):
+        req = Request(0, 0.0, 1.0, rng.choice([0.0, 1.0, 2.0, 3.0], 2), 0.0, {})
+        ok = feasible_servers(req, view)
+        want = int(ok.argmax()) if ok.any() else None
+        assert ff.allocate(req, view) == want
