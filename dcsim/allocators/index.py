@@ -110,14 +110,6 @@ def server_links(topology) -> tuple[np.ndarray, np.ndarray]:
     return cached
 
 
-def members_by(group: np.ndarray) -> dict[int, np.ndarray]:
-    """The servers of each rack (or pod), ascending; -1 (unknown) left out."""
-    order = np.argsort(group, kind="stable")
-    keys, starts = np.unique(group[order], return_index=True)
-    parts = np.split(order, starts[1:])
-    return {int(k): p for k, p in zip(keys.tolist(), parts, strict=True) if k >= 0}
-
-
 class RackIndex:
     """Per-group maxima of a view's free resources, synced from its change record.
 

@@ -58,10 +58,9 @@ import numpy as np
 from pydantic import Field
 
 from dcsim.allocators.index import lexicographic_order as _lexicographic_order
-from dcsim.allocators.index import members_by as _members
 from dcsim.allocators.index import own_link_scores, server_links
 from dcsim.allocators.multi import MultiServerAllocator, Partial, PathWeight, path_service
-from dcsim.allocators.rack_search import TetrisSearch
+from dcsim.allocators.rack_search import BestFitSearch, TetrisSearch
 from dcsim.hookspecs import hookimpl
 from dcsim.model import StateView
 from dcsim.model.state import EPS
@@ -388,24 +387,17 @@ class BestFitMulti(MultiServerAllocator):
         super().setup(view)
         self._incident, self._no_link = server_links(view.topology)
         self._flat = path_service(view.topology).is_flat
-        self._rack_members = _members(view.topology.server_rack)
-        self._pod_members = _members(view.topology.server_pod)
+
+    #: clusters smaller than this are scanned whole (an index costs more than it saves)
+    index_min_servers = 1024
 
     def choose(self, partial: Partial, view: StateView) -> int | None:
-        if partial.servers:
-            # the nearest servers rank first: search the chosen servers' racks, then their
-            # pods, before the whole cluster (the same choice, a fraction of the work)
-            topo = view.topology
-            for group, members in ((topo.server_rack, self._rack_members),
-                                   (topo.server_pod, self._pod_members)):
-                ids = {int(g) for g in group[partial.servers] if g >= 0}
-                if not ids:
-                    break
-                idx = np.concatenate([members[g] for g in sorted(ids)])
-                idx = np.sort(idx[partial.eligible_at(idx)])
-                found = self._best(partial, view, idx)
-                if found is not None:
-                    return found
+        search = getattr(self, "_search", None)
+        if search is None or not search.usable(view):
+            search = self._search = BestFitSearch.build(self, view)
+        if search is not None and search.serves(partial, view):
+            found = search.choose(partial, view)  # by rack groups
+            return found if found >= 0 else None
         return self._best(partial, view, np.flatnonzero(partial.eligible()))
 
     def _best(self, partial: Partial, view: StateView, idx: np.ndarray) -> int | None:

@@ -23,6 +23,7 @@ from dcsim.allocators.index import (
 )
 from dcsim.allocators.multi import Partial
 from dcsim.model import StateView
+from dcsim.model.state import EPS
 
 
 class TetrisSearch:
@@ -140,3 +141,136 @@ class TetrisSearch:
                 if top > best or ranks[j] < best_rank:
                     best, best_rank, best_i = top, int(ranks[j]), int(tied[j])
             take *= 4
+
+
+class BestFitSearch:
+    """The choice of ``best_fit_multi`` within a stage (the chosen servers' racks, their
+    pods, or everything: within one, every candidate is equally near), by rack groups.
+
+    A server that holds all that remains exists only in a group whose largest free amount
+    of each resource does (within the largest tolerance): those groups are scored whole,
+    and the least leftover among their fitting candidates is the choice. Else the choice
+    gives the most: a group's bound is ``min(largest free, remaining)`` times the largest
+    ``1 / capacity`` per resource, summed as the scan sums; groups are searched best bound
+    first (then lowest server), until none left can beat or tie the best found. A group
+    none of whose servers has a link with the bandwidth free is skipped where that is
+    required.
+    """
+
+    def __init__(self, alloc: Any, view: StateView):
+        self.alloc = alloc
+        self.index = RackIndex(view, links=True)
+
+    @classmethod
+    def build(cls, alloc: Any, view: StateView) -> BestFitSearch | None:
+        n, n_res = view.free.shape
+        if (n < max(alloc.index_min_servers, 2) or n_res > 7 or view.server_up is not None
+                or not hasattr(view, "server_changes")):
+            return None
+        return cls(alloc, view)
+
+    def usable(self, view: StateView) -> bool:
+        return self.index.usable(view)
+
+    def serves(self, partial: Partial, view: StateView) -> bool:
+        """Whether the stages are racks, pods, all (not so when no chosen server has a
+        known rack: the scan then ranks same-pod servers first among all)."""
+        return not partial.servers or bool(np.any(
+            view.topology.server_rack[partial.servers] >= 0))
+
+    def choose(self, partial: Partial, view: StateView) -> int:
+        """The scan's choice (-1: none): the best in the chosen servers' racks, else in
+        their pods, else anywhere."""
+        stages: list[np.ndarray | None] = [None]
+        if partial.servers:
+            topo = view.topology
+            racks = topo.server_rack[partial.servers]
+            pods = topo.server_pod[partial.servers]
+            gr = self.index.groups
+            stages = [np.isin(gr.rack, racks[racks >= 0])]
+            if np.any(pods >= 0):
+                stages.append(np.isin(gr.pod, pods[pods >= 0]))
+            stages.append(None)
+        for allowed in stages:
+            found = self.best(partial, view, allowed)
+            if found >= 0:
+                return found
+        return -1
+
+    def best(self, partial: Partial, view: StateView, allowed: np.ndarray | None) -> int:
+        """The scan's choice among the eligible servers of the groups ``allowed`` (a mask;
+        None: all), -1 when there is none."""
+        ix = self.index
+        gr = ix.groups
+        ix.sync()
+        rem = partial.remaining
+        first = not partial.servers
+        if first and not np.any(rem > 0):
+            groups = np.ones(gr.n_groups, dtype=bool)
+        else:
+            groups = ix.may_be_eligible(rem, partial.eligibility == "any_free")
+        if allowed is not None:
+            groups &= allowed
+        net = partial.bandwidth > 0 and not self.alloc._flat
+        netok = ix.link_max >= partial.bandwidth - EPS if net else None
+        # a fitting server needs its network too after the first choice
+        fit = groups & ix.may_fit(rem)
+        if net and not first:
+            fit &= netok
+        fitted = np.flatnonzero(fit)
+        best, best_i = -np.inf, -1
+        if fitted.size:
+            idx, fits, leftover, given = self._score(partial, view, gr.members(fitted))
+            if fits.any():
+                m = leftover[fits].min()
+                return int(idx[fits & (leftover == m)].min())
+            if given.size:
+                best = given.max()
+                best_i = int(idx[given == best].min())
+        # none fits: the most given, by bound
+        if net:
+            groups &= netok
+        given_max = np.minimum(ix.free_max, rem) * gr.max_inv
+        bound = given_max.sum(axis=1)
+        bound[~groups] = -np.inf
+        bound[fitted] = -np.inf  # scored already
+        take = 1
+        while True:
+            if best_i < 0:
+                alive = np.flatnonzero(bound > -np.inf)
+            else:
+                alive = np.flatnonzero((bound > best) | ((bound == best) & (gr.first < best_i)))
+            if not alive.size:
+                return best_i
+            if alive.size > take:
+                pick = alive[np.lexsort((gr.first[alive], -bound[alive]))[:take]]
+            else:
+                pick = alive
+            bound[pick] = -np.inf
+            idx, _, _, given = self._score(partial, view, gr.members(pick))
+            if given.size:
+                top = given.max()
+                if top >= best:
+                    i = int(idx[given == top].min())
+                    if top > best or i < best_i:
+                        best, best_i = top, i
+            take *= 4
+
+    def _score(self, partial: Partial, view: StateView, idx: np.ndarray):
+        """The candidates among ``idx`` (eligible, network-capable where needed), whether
+        each fits, its leftover and what it gives: the scan's arithmetic."""
+        alloc = self.alloc
+        idx = idx[partial.eligible_at(idx)]
+        rem = partial.remaining
+        free = view.free[idx]
+        inv = view.inv_capacity[idx]
+        fits = np.all(free >= rem - EPS * np.maximum(view.capacity[idx], 1.0), axis=1)
+        if partial.bandwidth > 0 and not alloc._flat:
+            inc = alloc._incident[idx]
+            best = np.where(alloc._no_link[idx], -np.inf, partial.link_free[inc]).max(axis=1)
+            needs_net = ~fits if not partial.servers else np.ones(idx.size, dtype=bool)
+            ok = ~needs_net | (best >= partial.bandwidth - EPS)
+            idx, free, inv, fits = idx[ok], free[ok], inv[ok], fits[ok]
+        leftover = ((free - rem) * inv).sum(axis=1)
+        given = (np.minimum(free, rem) * inv).sum(axis=1)
+        return idx, fits, leftover, given
