@@ -114,12 +114,22 @@ class _Plan:
         self.own = np.array([off_cs[int(k)] for k in lvl]) + own
         self.own[lvl == H] = unlimited_cs
         self._buffers: dict[tuple[str, tuple[int, ...]], np.ndarray] = {}
+        self._batch()
         cols = [levels.uplink_cols[k] for k in range(1, H)]
         #: the uplinks of every level above the hosts as one slice, if they are one
         self.upper = None
         if cols and all(isinstance(c, slice) for c in cols) and all(
                 a.stop == b.start for a, b in zip(cols, cols[1:], strict=False)):
             self.upper = slice(cols[0].start, cols[-1].stop)
+
+    def _batch(self) -> None:
+        """The per-class index arrays side by side, for one gather of each kind."""
+        C = self.level.size
+        self.cs_all = np.concatenate(self.cs_at + [self.own])
+        self.sup_all = np.concatenate(self.sup_at[1:] or [np.zeros(0, dtype=np.int64)])
+        self.link_all = np.concatenate(self.link_at or [np.zeros(0, dtype=np.int64)])
+        self.link_below_all = np.concatenate(
+            [m * C + b for m, b in enumerate(self.link_below)] or [np.zeros(0, np.int64)])
 
     def buffer(self, shape: tuple[int, ...], name: str = "") -> np.ndarray:
         """A float64 scratch array of this shape, the same one on every call (per name)."""
@@ -139,6 +149,7 @@ class _Plan:
         out.link_below = [np.flatnonzero(m < out.level) for m in range(self.j0, self.height)]
         out.weight = [w[cols] for w in self.weight]
         out.own = self.own[cols]
+        out._batch()
         return out
 
 
@@ -253,36 +264,39 @@ def kraken_embed_sparse(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
     SUP = np.concatenate(sup[j0:] + [edge[:, :1]], axis=1)
     # A centre of gravity below the root has >= N/2 of the VMs in its subtree: other
     # centres cannot be strictly cheaper, so only centres that can hold N/2 are kept; the
-    # others start UNLIMITED VMs short, so that none of them places all N.
-    rest = np.where(CS[:, plan.own] < half, UNLIMITED, nn)
+    # others start UNLIMITED VMs short, so that none of them places all N. Every class's
+    # values are gathered at once: (K, classes, C) and (K, links on the way, C) blocks.
+    C = plan.level.size
+    n_cls = H + 1 - j0
+    got = CS[:, plan.cs_all].reshape(K, n_cls + 1, C)  # every class's, then each own
+    rest = np.where(got[:, n_cls] < half, UNLIMITED, nn)
+    takes = got[:, :n_cls]  # becomes each class's VMs, in place
+    if n_cls > 1:
+        below = SUP[:, plan.sup_all].reshape(K, n_cls - 1, C)
+        res = lcap[:, plan.link_all].reshape(K, n_cls - 1, C)  # links m = j0..H-1
+        if plan.link_below_all.size:  # ... unlimited below a centre
+            res.reshape(K, -1)[:, plan.link_below_all] = UNLIMITED
     cost = np.zeros(rest.shape, dtype=np.int32)
-    res = [lcap[:, at] for at in plan.link_at]  # links m = j0.., unlimited below a centre
-    for r, below in zip(res, plan.link_below, strict=True):
-        if below.size:
-            r[:, below] = UNLIMITED
-    takes = []
     for i, k in enumerate(range(j0, H + 1)):
-        avail = CS[:, plan.cs_at[i]]  # class k: VMs within the level-k ancestor's subtree
+        t = takes[:, i]  # class k: VMs within the level-k ancestor's subtree ...
         if i:  # ... but not the level-(k - 1) ancestor's; the links on the way must fit
-            avail -= SUP[:, plan.sup_at[i]]
-            lim = res[0]
-            for r in res[1:i]:
-                lim = np.minimum(lim, r)
-            np.minimum(avail, lim, out=avail)
-        t = np.minimum(avail, rest, out=avail)
+            t -= below[:, i - 1]
+            lim = res[:, 0]
+            for m in range(1, i):
+                lim = np.minimum(lim, res[:, m])
+            np.minimum(t, lim, out=t)
+        np.minimum(t, rest, out=t)
         rest -= t
         cost += t * plan.weight[i]
         if k < H:
-            for r in res[:i]:
-                r -= t
-        takes.append(t)
+            for m in range(i):
+                res[:, m] -= t
     cost[rest != 0] = _BIG
     rows = np.arange(K)
     best = cost.argmin(axis=1)
     ok = cost[rows, best] < _BIG
     cls = np.zeros((H + 1, K), dtype=np.int32)  # the best centre's VMs per class
-    for k, t in enumerate(takes, start=j0):
-        cls[k] = t[rows, best]
+    cls[j0:] = takes[rows, :, best].T
     cls *= ok
     path = plan.anc[:, best]  # (H + 1, K): the centre's ancestors, -1 below it
     if host_link == "per_vm":  # a host holding the whole VC costs 0: the first one wins
