@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dcsim.reschedulers import mip as rmip
@@ -161,6 +161,7 @@ def tiny_state(seed: int) -> MappingState:
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10_000), mnl=st.integers(1, 4),
        node_limit=st.sampled_from([1, 1000]))
+@example(seed=1575, mnl=4, node_limit=1)  # the first solve's optimum needs > MNL steps
 def test_bound_is_a_lower_bound_on_the_per_vm_optimum(seed, mnl, node_limit):
     """The aggregated MIP's bound, even after one node, is at most the optimum of the paper's
     per-VM formulation (its proven bound), and at most the FR it returns."""
@@ -209,3 +210,13 @@ def test_identical_hosts_are_grouped_and_keep_the_optimum():
         per = MIP(MIP.parse_options({"formulation": "per_vm", "warm_start": False})).run(s, mnl)
         assert agg.status == per.status == "optimal"
         assert agg.fr_after == pytest.approx(per.fr_after)
+
+
+def test_a_re_solve_after_dropped_moves_is_not_called_optimal():
+    """Seed 1575: the first solve's end state (the bound) needs more than MNL steps, so the
+    MIP re-solves at a lower MNL; the plan it returns is above the bound, and its status
+    says why ("+dropped"), not "optimal"."""
+    s = tiny_state(1575)
+    m = MIP(MIP.parse_options({"node_limit": 1})).run(s, 4)
+    assert m.info["attempts"] > 1 and m.fr_after > m.bound
+    assert m.status == "optimal+dropped"

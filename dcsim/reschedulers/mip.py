@@ -95,7 +95,8 @@ class MIP(Rescheduler):
     the first solve before the FR was proven optimal), ``no_solution`` (HiGHS found no
     feasible point within the limit: the plan is the warm start's, or no migrations), with
     ``+dropped`` appended when the returned FR is above the bound and some of the MIP's
-    planned moves could not be sequenced within MNL steps (``info["dropped"]``): then
+    planned moves could not be sequenced within MNL steps (``info["dropped"]``, or those
+    of the first solve, which a re-solve at a lower MNL replaced: ``attempts`` > 1): then
     ``optimal+dropped`` means HiGHS proved the end state optimal but no plan found reaches
     it in MNL steps.
     """
@@ -147,7 +148,7 @@ class MIP(Rescheduler):
         info["source"] = source
         if bound is not None and frag <= bound:
             status, bound = "optimal", frag
-        elif info.get("dropped"):
+        elif info.get("dropped") or info["attempts"] > 1:  # a re-solve: the first dropped
             status = f"{status}+dropped"
         fr_bound = None if bound is None else (bound / total_free if total_free else 0.0)
         return Plan(plan, status=status, bound=fr_bound, info=info)
