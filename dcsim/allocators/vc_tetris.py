@@ -71,7 +71,8 @@ from pydantic import Field
 
 from dcsim.allocators.vc_base import VCAllocator
 from dcsim.allocators.vc_batch import slots_rows
-from dcsim.allocators.vc_tetris_batch import _embed_first, _integral, _plain_steps, _runs
+from dcsim.allocators.vc_tetris_batch import _runs
+from dcsim.allocators.vc_tetris_first import _embed_first, _integral, _plain_steps
 from dcsim.allocators.vc_tetris_score import (  # noqa: F401  (the last two: re-exported)
     _EPS,
     ZERO_BANDWIDTH,

@@ -1,0 +1,170 @@
+"""VC-TETRIS for many requests at once, the common case: each row tried in its *first*
+candidate group only (:func:`_embed_first`), with the all-pairs version of
+:mod:`dcsim.allocators.vc_tetris_batch` as the fallback; and the exact-floor checks that
+AHAB's integral lookahead states allow (:func:`_integral`, :func:`_plain_steps`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dcsim.allocators.vc_batch import powers_of_two, slots_rows
+from dcsim.allocators.vc_tetris_batch import (
+    _EPS,
+    _embed_rows,
+    _free_fraction,
+    _ironed_keys,
+    _pick_counts,
+    _rank,
+    _runs,
+)
+from dcsim.model.vc import TreeLevels, host_link_vms
+
+
+def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
+                 link_free: np.ndarray, n: np.ndarray, s: np.ndarray, b: np.ndarray,
+                 capacity: np.ndarray, counts: np.ndarray, ok: np.ndarray,
+                 host_link: str = "hose", zero_bandwidth: str = "least_preferred",
+                 integral: bool = False, pre: tuple | None = None) -> None:
+    """:func:`_embed_rows` (same arguments, same results) trying each row's *first*
+    candidate group only, and the all-pairs version only for a row whose first group fails
+    the hose check while it has other candidates at that level.
+
+    TETRIS takes the first candidate (most free compute) whose greedy placement passes the
+    hose check, and that is almost always the first: on AHAB's lookahead with
+    ``per_vm_strict`` (whose runs already respect the host links) it always was. So every
+    row goes straight to its lowest level with a candidate (dense per-row sums of runs
+    and room, the one-row code's filter, per group), and one greedy
+    (:func:`_greedy_batch`) places every row in its first group there; a row whose only
+    candidate at that level fails goes on to the next level in another round.
+
+    ``integral``: :func:`tetris_embed_batch`'s; ``pre``: the live rows' slots (floats,
+    exact floors) and runs when it computed them.
+    """
+    H = levels.height
+    fr = free_cpu[live]
+    lf = link_free[live]
+    nl, sl, bl = n[live], s[live], b[live]
+    nn = nl[:, None]
+    uh = lf[:, levels.uplink_cols[0]]
+    exact = integral or (_plain_steps(sl) and _plain_steps(bl) and _integral(fr)
+                         and _integral(uh))
+    if pre is not None:
+        slots, runs = pre
+    else:
+        slots = np.floor(fr * (1.0 / sl)[:, None]) if exact else None
+        runs = _runs(fr, uh, nn, sl[:, None], bl[:, None], host_link, zero_bandwidth, exact,
+                     slots)
+    if exact:  # slots_rows: ⌊free / s + 1e-9⌋ is ⌊free / s⌋ here (whole floats)
+        room = np.minimum(slots, nn)
+    else:
+        room = np.minimum(slots_rows(fr, sl), nn)
+    cand = [None]  # per level: the groups that can hold the row's VC
+    free_g = [fr] if integral else None  # whole numbers: sums in any order are exact
+    run_g, room_g = runs, room
+    for k in range(1, H + 1):
+        run_g = levels.child_sum(run_g, k - 1)
+        room_g = levels.child_sum(room_g, k - 1)
+        c = run_g >= nn
+        c &= room_g >= nn
+        cand.append(c)
+        if integral:
+            free_g.append(levels.child_sum(free_g[-1], k - 1))
+    has = np.stack([c.any(axis=1) for c in cand[1:]])  # (H, L)
+    n_hosts = free_cpu.shape[1]
+    while True:
+        level = has.argmax(axis=0) + 1  # each row's lowest level with a candidate
+        rows = np.flatnonzero(has.any(axis=0))
+        if rows.size == 0:
+            return
+        level = level[rows]
+        # the hosts of each row's first group there, row by row (grouped by level):
+        # entries (pair, host) with pairs numbered in that order
+        parts, pair_rows, pair_level = [], [], []
+        for k in np.unique(level):
+            r = rows[level == k]
+            if levels.size[k] > 1:  # the first group by free fraction (ties: lowest index)
+                frac = _free_fraction(levels, k, fr[r], capacity,
+                                      None if free_g is None else free_g[k][r])
+                g = np.argmax(np.where(cand[k][r], frac, -np.inf), axis=1)
+            else:
+                g = np.zeros(r.size, dtype=np.int64)
+            parts.append(levels.hosts_of[k][g])
+            pair_rows.append(r)
+            pair_level.append(np.full(r.size, k))
+        rows = np.concatenate(pair_rows)
+        level = np.concatenate(pair_level)
+        pp_parts, hh_parts, first = [], [], 0
+        for members in parts:
+            i, w = np.nonzero(members >= 0)
+            pp_parts.append(i + first)
+            hh_parts.append(members[i, w])
+            first += members.shape[0]
+        pp, hh = np.concatenate(pp_parts), np.concatenate(hh_parts)
+        rr = rows[pp]
+        np_, bp = nl[rows], bl[rows]
+        m = _greedy_flat(pp, hh, rr, fr, uh, runs, np_, sl[rows], bp, host_link,
+                         zero_bandwidth)
+        # hose check of the links inside each row's group (a link without VMs below
+        # passes: no row here has one overdrawn)
+        mf = m.astype(np.float64)
+        fail = ~(host_link_vms(mf, np_[pp], host_link) * bp[pp] <= uh[rr, hh] + _EPS)
+        P = rows.size
+        bad = np.bincount(pp, weights=fail, minlength=P) > 0
+        for j in range(1, int(level.max())):
+            size = levels.size[j]
+            mj = np.bincount(pp * size + levels.group[j][hh], weights=mf, minlength=P * size)
+            mj = mj.reshape(P, size)
+            link = lf[rows][:, levels.uplink[j]] + _EPS
+            over = (~(np.minimum(mj, np_[:, None] - mj) * bp[:, None] <= link)).any(axis=1)
+            bad |= over & (level > j)  # level-j links are inside groups above level j
+        won = ~bad
+        if won.any():
+            put = won[pp] & (m > 0)
+            counts.ravel()[live[rr[put]] * n_hosts + hh[put]] = m[put]
+            ok[live[rows[won]]] = True
+            has[:, rows[won]] = False
+        if not bad.any():
+            return
+        lost = np.flatnonzero(bad)  # their first group failed the hose check
+        fr_rows, fl = rows[lost], level[lost]
+        more = np.zeros(lost.size, dtype=bool)
+        for k in range(1, H + 1):
+            more = np.where(fl == k, cand[k][fr_rows].sum(axis=1) > 1, more)
+        for k in np.unique(fl[more]):  # other candidates: the all-pairs version from there
+            r = fr_rows[more & (fl == k)]
+            _embed_rows(levels, live[r], free_cpu, link_free, n, s, b, capacity, counts,
+                        ok, host_link, zero_bandwidth, start=int(k))
+        has[:, fr_rows[more]] = False
+        one = ~more  # the only candidate at that level failed: on to the next level
+        has[fl[one] - 1, fr_rows[one]] = False
+
+
+def _greedy_flat(pp: np.ndarray, hh: np.ndarray, rr: np.ndarray, free_cpu: np.ndarray,
+                 up_free: np.ndarray, runs: np.ndarray, n: np.ndarray, s: np.ndarray,
+                 b: np.ndarray, host_link: str, zero_bandwidth: str) -> np.ndarray:
+    """:func:`_greedy_batch` on a flat list of (pair, host) entries, pair by pair: ``pp``
+    the pair (non-decreasing), ``hh`` the host, ``rr`` the pair's row of ``free_cpu``,
+    ``up_free`` (each row's host uplinks' free BU) and ``runs``; n/s/b per pair. Returns
+    each entry's VMs."""
+    ln = runs[rr, hh]
+    on = np.flatnonzero(ln)
+    p, h, r, ln = pp[on], hh[on], rr[on], ln[on]
+    keys, owner = _ironed_keys(free_cpu[r, h], up_free[r, h], ln, n[p], s[p], b[p],
+                               host_link, zero_bandwidth)
+    m = np.zeros(pp.size, dtype=np.int64)
+    m[on] = _pick_counts(_rank(keys), owner, p, n[p], None)
+    return m
+
+
+def _plain_steps(step: np.ndarray) -> bool:
+    """Whether every step is a power of two in [2**-10, 2**10] (see :func:`_integral`)."""
+    return bool(step.size == 0 or (
+        step.min() >= 2.0**-10 and step.max() <= 2.0**10 and powers_of_two(step)))
+
+
+def _integral(x: np.ndarray) -> bool:
+    """Whether every value is a whole number of at most 2**31 in magnitude. With such bases
+    and :func:`_plain_steps` steps (and counts below 2**16), ``base - y * step`` is exact
+    in floating point, a multiple of 2**-10: it is ≥ -1e-9 iff it is ≥ 0, iff y ≤
+    ⌊base / step⌋, and :func:`_fit_count` needs no correction."""
+    return bool((x.astype(np.int32) == x).all())  # NaN, inf and |x| > 2**31 fail
