@@ -59,16 +59,25 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
     else:
         room = np.minimum(slots_rows(fr, sl), nn)
     cand = [None]  # per level: the groups that can hold the row's VC
-    free_g = [fr] if integral else None  # whole numbers: sums in any order are exact
-    run_g, room_g = runs, room
-    for k in range(1, H + 1):
-        run_g = levels.child_sum(run_g, k - 1)
-        room_g = levels.child_sum(room_g, k - 1)
-        c = run_g >= nn
-        c &= room_g >= nn
-        cand.append(c)
-        if integral:
-            free_g.append(levels.child_sum(free_g[-1], k - 1))
+    free_g = None
+    L = live.size
+    if integral:  # whole numbers: sums in any order are exact; one child sum per level
+        g = np.concatenate([runs, room, fr]).astype(np.float64, copy=False)
+        free_g = [fr]
+        for k in range(1, H + 1):
+            g = levels.child_sum(g, k - 1)
+            c = g[:L] >= nn
+            c &= g[L:2 * L] >= nn
+            cand.append(c)
+            free_g.append(g[2 * L:])
+    else:
+        run_g, room_g = runs, room
+        for k in range(1, H + 1):
+            run_g = levels.child_sum(run_g, k - 1)
+            room_g = levels.child_sum(room_g, k - 1)
+            c = run_g >= nn
+            c &= room_g >= nn
+            cand.append(c)
     has = np.stack([c.any(axis=1) for c in cand[1:]])  # (H, L)
     n_hosts = free_cpu.shape[1]
     while True:
@@ -107,9 +116,12 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
         # hose check of the links inside each row's group (a link without VMs below
         # passes: no row here has one overdrawn)
         mf = m.astype(np.float64)
-        fail = ~(host_link_vms(mf, np_[pp], host_link) * bp[pp] <= uh[rr, hh] + _EPS)
         P = rows.size
-        bad = np.bincount(pp, weights=fail, minlength=P) > 0
+        if exact and host_link == "per_vm_strict":  # m ≤ run ≤ ⌊up / b⌋: m·b ≤ up holds
+            bad = np.zeros(P, dtype=bool)
+        else:
+            fail = ~(host_link_vms(mf, np_[pp], host_link) * bp[pp] <= uh[rr, hh] + _EPS)
+            bad = np.bincount(pp, weights=fail, minlength=P) > 0
         for j in range(1, int(level.max())):
             size = levels.size[j]
             mj = np.bincount(pp * size + levels.group[j][hh], weights=mf, minlength=P * size)
