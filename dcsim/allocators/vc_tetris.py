@@ -71,7 +71,6 @@ from pydantic import Field
 
 from dcsim.allocators.vc_base import VCAllocator
 from dcsim.allocators.vc_batch import slots_rows
-from dcsim.allocators.vc_tetris_batch import _runs
 from dcsim.allocators.vc_tetris_first import _embed_first, _integral, _plain_steps
 from dcsim.allocators.vc_tetris_score import (  # noqa: F401  (the last two: re-exported)
     _EPS,
@@ -172,13 +171,18 @@ def tetris_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
     pre = None  # (slots, runs) of every row, when they can be shared with _embed_first
     if integral and host_link == "per_vm_strict" and zero_bandwidth in (
             "least_preferred", "most_preferred"):
-        up0 = link_free[:, levels.uplink_cols[0]]
+        # every count is an exact floor (_fit_count's exact case): the runs are
+        # min(⌊free / s⌋, ⌊uplink / b⌋) in 0..n, and a host holds the whole VC (N slots,
+        # N·B on its uplink) iff its run is N
         slots = np.floor(free_cpu * (1.0 / s)[:, None])
+        runs = np.multiply(link_free[:, levels.uplink_cols[0]], (1.0 / b)[:, None])
+        np.floor(runs, out=runs)
+        np.minimum(runs, slots, out=runs)
+        np.fmax(runs, 0.0, out=runs)
         nn = n[:, None]
-        fit = slots >= nn
-        fit &= nn * b[:, None] <= up0 + _EPS
-        pre = slots, _runs(free_cpu, up0, nn, s[:, None], b[:, None], host_link,
-                           zero_bandwidth, exact=True, slots=slots)
+        np.fmin(runs, nn, out=runs)
+        fit = runs >= nn
+        pre = slots, runs  # float runs (whole numbers)
     elif host_link == "per_vm_strict":  # the hosts with N slots and N·B on the uplink
         fit = _single_hosts(slots_rows(free_cpu, s), link_free[:, levels.uplink[0]],
                             n[:, None], b[:, None], host_link)

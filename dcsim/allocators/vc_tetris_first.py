@@ -37,8 +37,8 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
     (:func:`_greedy_batch`) places every row in its first group there; a row whose only
     candidate at that level fails goes on to the next level in another round.
 
-    ``integral``: :func:`tetris_embed_batch`'s; ``pre``: the live rows' slots (floats,
-    exact floors) and runs when it computed them.
+    ``integral``: :func:`tetris_embed_batch`'s; ``pre``: the live rows' slots and runs
+    (whole floats, exact floors) when it computed them.
     """
     H = levels.height
     fr = free_cpu[live]
@@ -158,7 +158,7 @@ def _greedy_flat(pp: np.ndarray, hh: np.ndarray, rr: np.ndarray, free_cpu: np.nd
     the pair (non-decreasing), ``hh`` the host, ``rr`` the pair's row of ``free_cpu``,
     ``up_free`` (each row's host uplinks' free BU) and ``runs``; n/s/b per pair. Returns
     each entry's VMs."""
-    ln = runs[rr, hh]
+    ln = runs[rr, hh].astype(np.int64)  # whole floats when the caller shared its runs
     on = np.flatnonzero(ln)
     p, h, r, ln = pp[on], hh[on], rr[on], ln[on]
     keys, owner = _ironed_keys(free_cpu[r, h], up_free[r, h], ln, n[p], s[p], b[p],
