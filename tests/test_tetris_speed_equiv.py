@@ -125,3 +125,22 @@ def test_integral_hint_only_where_it_holds():
     assert not e.lookahead_hints(free, lf, np.array([0.5]), one)["integral"]  # 8 - 0.5 ...
     assert not e.lookahead_hints(free, lf, one, np.array([3.0]))["integral"]
     assert not e.lookahead_hints(free, lf * np.nan, one, one)["integral"]
+
+
+@pytest.mark.parametrize("opts", OPTIONS[::3], ids=opts_id)
+@pytest.mark.parametrize("seed", range(4))
+def test_uneven_trees(seed, opts):
+    """Groups of different sizes (padded member lists) and scattered uplinks, with and
+    without the integral hint."""
+    from test_oktopus_speed_equiv import uneven_tree
+
+    rng = np.random.default_rng(300 + seed)
+    topo, levels = uneven_tree(rng)
+    k = 24
+    free = rng.choice([0.0, 1.0, 2.0, 4.0, 8.0], (k, topo.n_servers))
+    lf = np.floor(topo.link_capacity * rng.random((k, topo.n_links)))
+    n = rng.integers(1, 3 * topo.n_servers, k)
+    s = rng.choice([1.0, 2.0, 4.0], k)
+    b = rng.choice([1.0, 2.0], k)
+    for integral in (False, True):
+        check(levels, free, lf, n, s, b, opts, integral=integral)

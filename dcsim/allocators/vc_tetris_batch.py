@@ -124,7 +124,7 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
             break
 
 
-def _free_fraction(levels: TreeLevels, k: int, free_cpu: np.ndarray,
+def _free_fraction(levels: TreeLevels, k: int, free_cpu: np.ndarray | None,
                    capacity: np.ndarray, free_g: np.ndarray | None = None) -> np.ndarray:
     """(R, groups): each level-k group's free CU over its capacity (0 where none), per row;
     ``free_g``: the groups' free CU, when the caller has it."""

@@ -78,7 +78,9 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
             c = run_g >= nn
             c &= room_g >= nn
             cand.append(c)
-    has = np.stack([c.any(axis=1) for c in cand[1:]])  # (H, L)
+    has = np.empty((H, L), dtype=bool)  # (H, L): whether a level has a candidate
+    for k in range(1, H + 1):
+        np.any(cand[k], axis=1, out=has[k - 1])
     n_hosts = free_cpu.shape[1]
     while True:
         level = has.argmax(axis=0) + 1  # each row's lowest level with a candidate
@@ -92,8 +94,8 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
         for k in np.unique(level):
             r = rows[level == k]
             if levels.size[k] > 1:  # the first group by free fraction (ties: lowest index)
-                frac = _free_fraction(levels, k, fr[r], capacity,
-                                      None if free_g is None else free_g[k][r])
+                frac = (_free_fraction(levels, k, fr[r], capacity) if free_g is None else
+                        _free_fraction(levels, k, None, capacity, free_g[k][r]))
                 g = np.argmax(np.where(cand[k][r], frac, -np.inf), axis=1)
             else:
                 g = np.zeros(r.size, dtype=np.int64)
@@ -104,10 +106,15 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
         level = np.concatenate(pair_level)
         pp_parts, hh_parts, first = [], [], 0
         for members in parts:
-            i, w = np.nonzero(members >= 0)
-            pp_parts.append(i + first)
-            hh_parts.append(members[i, w])
-            first += members.shape[0]
+            P_k, W = members.shape
+            if W == 0 or members[:, -1].min() >= 0:  # no padding (every group full)
+                pp_parts.append(np.repeat(np.arange(first, first + P_k), W))
+                hh_parts.append(members.ravel())
+            else:
+                i, w = np.nonzero(members >= 0)
+                pp_parts.append(i + first)
+                hh_parts.append(members[i, w])
+            first += P_k
         pp, hh = np.concatenate(pp_parts), np.concatenate(hh_parts)
         rr = rows[pp]
         np_, bp = nl[rows], bl[rows]
