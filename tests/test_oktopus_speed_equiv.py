@@ -77,6 +77,11 @@ def check_rows(levels, free, lf, n, s, b, opts=None):
                              **opts)
         assert ok[i] == (want is not None), i
         np.testing.assert_array_equal(counts[i], 0 if want is None else want, err_msg=str(i))
+    ok2, r, h, m = oktopus_embed_batch(levels, free, lf, n, s, b, **opts, sparse=True)
+    assert np.array_equal(ok2, ok) and (m > 0).all() and m.dtype == np.int64
+    dense = np.zeros_like(counts)
+    np.add.at(dense, (r, h), m)  # each (row, host) once: add.at would expose a repeat
+    np.testing.assert_array_equal(dense, counts)
     return ok
 
 

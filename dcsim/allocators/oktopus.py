@@ -48,6 +48,7 @@ import numpy as np
 from pydantic import Field
 
 from dcsim.allocators.oktopus_sets import (
+    _ODD,
     _Sets,
     _split_level,
     _sum_level,
@@ -197,7 +198,7 @@ def oktopus_embed(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarra
 
 def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray,
                         n: np.ndarray, s: np.ndarray, b: np.ndarray, host_link: str = "hose",
-                        host_counts: str = "exact"):
+                        host_counts: str = "exact", sparse: bool = False):
     """:func:`oktopus_embed` for K VCs, one per row of K independent states, vectorised.
 
     ``free_cpu`` (K, hosts), ``link_free`` (K, links), ``n``/``s``/``b`` (K,). Returns VM
@@ -214,13 +215,16 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
     by shifts, :mod:`dcsim.allocators.vc_batch`). The greedy split has a closed form
     likewise (:func:`_split_level`). Every level is computed for all the rows that need
     any (a row's levels above its first hit are computed, but never used).
+
+    ``sparse``: return ``(ok, rows, hosts, VMs)`` triples of the hosts that get VMs instead
+    (AHAB's lookahead, :meth:`Oktopus.embed_sparse`).
     """
     H = levels.height
     K, n_hosts = free_cpu.shape
     n = np.asarray(n, dtype=np.int64)
     s = np.asarray(s, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
-    counts = np.zeros((K, n_hosts), dtype=np.int64)
+    out = _Out(K, n_hosts, sparse)
     ok = np.zeros(K, dtype=bool)
     big = n > MAX_BITS_N
     any_big = big.any()
@@ -228,7 +232,8 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
         c = oktopus_embed(levels, free_cpu[i], link_free[i], int(n[i]), float(s[i]),
                           float(b[i]), host_link, host_counts)
         if c is not None:
-            counts[i], ok[i] = c, True
+            out.rows(np.array([i]), c[None, :])
+            ok[i] = True
     topo = _topology(levels)
     slots = vm_counts(free_cpu, s, n[:, None])  # float, ≤ n
     fits = _single_host(slots, link_free[:, levels.uplink[0]], n[:, None], b[:, None],
@@ -238,7 +243,8 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
         one &= ~big
     if one.any():
         first = np.argmax(fits, axis=1)
-        counts[one, first[one]] = n[one]
+        on = np.flatnonzero(one)
+        out.one(on, first[on], n[on])
         ok |= one
     need = slots @ topo.ones_hosts >= n  # the slots of all hosts (exact float sums)
     need &= ~one
@@ -246,17 +252,20 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
         need &= ~big
     rows = np.flatnonzero(need)
     if rows.size == 0:
-        return counts, ok
+        return out.result(ok)
     nr, br = n[rows], b[rows]
     nf = nr[:, None].astype(np.float64)
     exact_div = powers_of_two(br)
     lf = link_free[rows]
     c = hose_limit(lf[:, topo.uplink[0]], nr, br, exact_div)
     cap = slots[rows]
+    known = None  # the hosts' sizes, when they are plain
     if _per_vm_hosts(host_link, host_counts):  # {0..min(slots, c)}: c VMs' B fit
         cap = np.minimum(cap, c)
-        c = np.broadcast_to(nf, c.shape).copy()
-    sets = [_Sets(c, cap, nr, nf)]  # per level: the feasible sets of its nodes
+        c = np.broadcast_to(nf, c.shape)  # read only (_Sets never writes it)
+        # with c = N the set is {0..cap}, an interval, wherever cap ≥ 0 (_Sets.sizes)
+        known = cap if cap.min(initial=0.0) >= 0 else np.where(cap >= 0, cap, _ODD)
+    sets = [_Sets(c, cap, nr, nf, sizes=known)]  # per level: the feasible sets of its nodes
     sizes, odd = [None], [None]  # per level k ≥ 1: children's a (grouped); exact groups
     hit_level = np.zeros(rows.size, dtype=np.int64)  # 0: none yet
     hit_group = np.zeros(rows.size, dtype=np.int64)
@@ -281,16 +290,49 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
         sets.append(_Sets(c, total, nr, nf, exact))
     top = int(hit_level.max())
     if top == 0:
-        return counts, ok
+        return out.result(ok)
     amount = np.zeros((rows.size, levels.size[top]))
     for j in range(top, 0, -1):
         at = np.flatnonzero(hit_level == j)
         amount[at, hit_group[at]] = nr[at]
         amount = _split_level(amount, sets[j - 1], sizes[j], odd[j], levels, topo, j)
     got = hit_level > 0
-    counts[rows[got]] = amount[got]
+    out.rows(rows[got], amount[got])
     ok[rows[got]] = True
-    return counts, ok
+    return out.result(ok)
+
+
+class _Out:
+    """Embeddings collected as dense counts (K, hosts), or as (row, host, VMs) triples."""
+
+    def __init__(self, K: int, n_hosts: int, sparse: bool):
+        self.sparse = sparse
+        self.counts = None if sparse else np.zeros((K, n_hosts), dtype=np.int64)
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def one(self, rows: np.ndarray, hosts: np.ndarray, n: np.ndarray) -> None:
+        """Each of ``rows`` puts all its n VMs on one host."""
+        if self.sparse:
+            self.parts.append((rows, hosts, n))
+        else:
+            self.counts[rows, hosts] = n
+
+    def rows(self, rows: np.ndarray, counts: np.ndarray) -> None:
+        """``rows`` get these VM counts per host (whole numbers, maybe as floats)."""
+        if self.sparse:
+            r, h = np.nonzero(counts)
+            self.parts.append((rows[r], h, counts[r, h].astype(np.int64)))
+        else:
+            self.counts[rows] = counts
+
+    def result(self, ok: np.ndarray):
+        if not self.sparse:
+            return self.counts, ok
+        if not self.parts:
+            empty = np.zeros(0, dtype=np.int64)
+            return ok, empty, empty, empty
+        r, h, m = (np.concatenate(x) for x in zip(*self.parts, strict=True))
+        return ok, r, h, m.astype(np.int64)
 
 
 class Oktopus(VCAllocator):
@@ -311,6 +353,11 @@ class Oktopus(VCAllocator):
     def embed_batch(self, free_cpu, link_free, n, s, b):
         return oktopus_embed_batch(self.levels, free_cpu, link_free, n, s, b, self.host_link,
                                    self.options.host_counts)
+
+    def embed_sparse(self, free_cpu, link_free, n, s, b):
+        """:meth:`embed_batch` as (ok, rows, hosts, VMs) triples (AHAB's lookahead)."""
+        return oktopus_embed_batch(self.levels, free_cpu, link_free, n, s, b, self.host_link,
+                                   self.options.host_counts, sparse=True)
 
 
 @hookimpl

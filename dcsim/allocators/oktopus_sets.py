@@ -34,9 +34,10 @@ class _Sets:
     """
 
     def __init__(self, c: np.ndarray, cap: np.ndarray, n: np.ndarray, nf: np.ndarray,
-                 exact=None):
+                 exact=None, sizes: np.ndarray | None = None):
         self.c, self.cap, self.n, self.nf = c, cap, n, nf  # nf: n as a float column
         self.exact = exact
+        self._sizes = sizes  # :meth:`sizes`, when the caller knows it (read only)
         self.inside = None
         if exact is not None:  # what each subtree holds, as bits (all: see cap)
             self.inside = np.full(c.shape, _ALL)
@@ -48,6 +49,8 @@ class _Sets:
         With low = min(c, cap), the set is {0..low} ∪ {N − c..cap}: empty if low < 0, else
         {0..cap} if N − c ≤ low + 1, {0..low} if N − c > cap, two intervals otherwise.
         """
+        if self._sizes is not None:
+            return self._sizes
         c, cap = self.c, self.cap
         low = np.minimum(c, cap)
         gap = self.nf - c  # N − c
