@@ -179,3 +179,35 @@ def test_paired_futures_accept_whatever_leaves_every_future_embeddable():
         decisions[paired] = [a.allocate(req, view) is not None for _ in range(40)]
     assert all(decisions[True])
     assert not all(decisions[False])  # the paper's independent halves: noise can reject
+
+
+def test_an_embedder_with_only_embed_gives_the_same_decisions():
+    """AHAB needs nothing of an embedder but ``embed``: a plugin embedder that only
+    implements it (default embed_batch row by row, no embed_sparse, no hints) makes exactly
+    the decisions of the built-in KRAKEN with all its fast paths."""
+    from dcsim.allocators.kraken import kraken_embed
+    from dcsim.allocators.vc_base import VCAllocator
+
+    class OnlyEmbed(VCAllocator):
+        name = "only_embed"
+
+        def embed(self, free_cpu, link_free, n, s, b):
+            return kraken_embed(self.levels, free_cpu, link_free, n, s, b, self.host_link)
+
+    opts = {"host_link": "per_vm_strict", "sequences": 6, "lookahead": 8}
+    fast, slow = ahab(**opts), ahab(**opts)
+    original_setup = slow.setup
+
+    def setup(view):
+        original_setup(view)
+        slow.embedder = OnlyEmbed(OnlyEmbed.parse_options({"host_link": "per_vm_strict"}))
+        slow.embedder.setup(view)
+
+    slow.setup = setup
+    few = {**VC_WORKLOAD, "requests": 90}
+    _, want = simulate(fast, workload=few)
+    _, got = simulate(slow, workload=few)
+    assert not hasattr(slow.embedder, "embed_sparse")
+    assert want["accepted"].any() and not want["accepted"].all()
+    pd.testing.assert_frame_equal(got.drop(columns="decision_s"),
+                                  want.drop(columns="decision_s"))
