@@ -7,7 +7,10 @@ Builds the k = 12 fat-tree, loads it by running the lambda = 12 workload with th
 until more than half the compute is used (so AHAB's 50 % shortcut does not apply), then
 times, on that state: one embedding of a fresh VC, and one AHAB decision (2 x 20 sequences x
 15 lookahead VCs = 600 embeddings of work). Prints both and their ratio; the goal is a
-ratio <= 100, i.e. the batched lookahead costing less than 100 single embeddings.
+ratio <= 100, i.e. the batched lookahead costing less than 100 single embeddings. Then one
+lookahead step (the embedder's batched call) on 1 and on 40 states: its fixed cost, its
+cost per state, and the decision floor (15 steps on one state). Issue #19's goal: one
+AHAB(KRAKEN) decision <= 4 ms with the shipped options (--host-link per_vm_strict).
 """
 
 from __future__ import annotations
@@ -94,6 +97,35 @@ def main() -> None:
           "(2 x 20 sequences x 15 VCs = 600 embeddings of work)")
     print(f"ratio decision / embedding: {t_ahab / t_embed:8.1f} against allocate, "
           f"{t_ahab / t_core:.1f} against embed only  (goal <= 100)")
+    floor(ahab, cpu, lf, reqs, t_ahab)
+
+
+def floor(ahab: Ahab, cpu: np.ndarray, lf: np.ndarray, reqs: list, t_ahab: float) -> None:
+    """One lookahead step (the embedder's batched call, as AHAB makes it) on 1 and on 40
+    copies of the loaded state: the fixed cost per call and the cost per state, and the
+    decision floor, a decision's 15 steps if 40 states cost what one does (issue #19)."""
+    emb = ahab.embedder
+    call = getattr(emb, "embed_sparse", None) or emb.embed_batch
+    opt = ahab.options
+    sizes = np.array([[float(r.attrs["S"]), float(r.attrs["B"])] for r in reqs])
+    hints = emb.lookahead_hints(cpu, lf, sizes[:, 0], sizes[:, 1])
+    per = {}
+    for k in (1, 2 * opt.sequences):
+        states = (np.repeat(cpu[None], k, axis=0), np.repeat(lf[None], k, axis=0))
+        rounds = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for r in reqs:
+                n, s, b = (np.full(k, float(r.attrs[a])) for a in ("N", "S", "B"))
+                call(*states, n.astype(np.int64), s, b, **hints)
+            rounds.append((time.perf_counter() - t0) / len(reqs))
+        per[k] = min(rounds)
+    k = 2 * opt.sequences
+    print(f"one lookahead step: {per[1] * 1e3:.3f} ms on 1 state, {per[k] * 1e3:.3f} ms on {k} "
+          f"({(per[k] - per[1]) / (k - 1) * 1e6:.1f} us per further state)")
+    print(f"decision floor ({opt.lookahead} steps on 1 state): "
+          f"{opt.lookahead * per[1] * 1e3:.3f} ms; the decision is "
+          f"{t_ahab / (opt.lookahead * per[1]):.1f} x that")
 
 
 if __name__ == "__main__":
