@@ -104,17 +104,17 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
             pair_level.append(np.full(r.size, k))
         rows = np.concatenate(pair_rows)
         level = np.concatenate(pair_level)
+        # only the hosts with a run take part (a host without one gets no VM, reserves
+        # nothing, and fails no check: no row here has a link overdrawn)
         pp_parts, hh_parts, first = [], [], 0
-        for members in parts:
-            P_k, W = members.shape
-            if W == 0 or members[:, -1].min() >= 0:  # no padding (every group full)
-                pp_parts.append(np.repeat(np.arange(first, first + P_k), W))
-                hh_parts.append(members.ravel())
-            else:
-                i, w = np.nonzero(members >= 0)
-                pp_parts.append(i + first)
-                hh_parts.append(members[i, w])
-            first += P_k
+        for members, r in zip(parts, pair_rows, strict=True):
+            act = runs[r[:, None], np.maximum(members, 0)] > 0
+            if members.size and members[:, -1].min() < 0:  # padded: groups of other sizes
+                act &= members >= 0
+            i, w = np.nonzero(act)
+            pp_parts.append(i + first)
+            hh_parts.append(members[i, w])
+            first += members.shape[0]
         pp, hh = np.concatenate(pp_parts), np.concatenate(hh_parts)
         rr = rows[pp]
         np_, bp = nl[rows], bl[rows]
@@ -163,16 +163,12 @@ def _greedy_flat(pp: np.ndarray, hh: np.ndarray, rr: np.ndarray, free_cpu: np.nd
                  b: np.ndarray, host_link: str, zero_bandwidth: str) -> np.ndarray:
     """:func:`_greedy_batch` on a flat list of (pair, host) entries, pair by pair: ``pp``
     the pair (non-decreasing), ``hh`` the host, ``rr`` the pair's row of ``free_cpu``,
-    ``up_free`` (each row's host uplinks' free BU) and ``runs``; n/s/b per pair. Returns
-    each entry's VMs."""
+    ``up_free`` (each row's host uplinks' free BU) and ``runs`` (every entry's > 0); n/s/b
+    per pair. Returns each entry's VMs."""
     ln = runs[rr, hh].astype(np.int64)  # whole floats when the caller shared its runs
-    on = np.flatnonzero(ln)
-    p, h, r, ln = pp[on], hh[on], rr[on], ln[on]
-    keys, owner = _ironed_keys(free_cpu[r, h], up_free[r, h], ln, n[p], s[p], b[p],
+    keys, owner = _ironed_keys(free_cpu[rr, hh], up_free[rr, hh], ln, n[pp], s[pp], b[pp],
                                host_link, zero_bandwidth)
-    m = np.zeros(pp.size, dtype=np.int64)
-    m[on] = _pick_counts(_rank(keys), owner, p, n[p], None)
-    return m
+    return _pick_counts(_rank(keys), owner, pp, n[pp], None)
 
 
 def _plain_steps(step: np.ndarray) -> bool:
