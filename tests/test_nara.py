@@ -447,6 +447,43 @@ def test_weighted_paths_skip_leaf_servers_without_changing_any_path(seed, pair):
             assert node == dst and len(set(seen)) == len(seen)
 
 
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), rack=st.integers(0, 3), pair=st.tuples(
+    st.integers(0, 9), st.integers(0, 9)), k=st.integers(1, 4))
+def test_weighted_paths_within_a_rack_are_networkxs(seed, rack, pair, k):
+    """Two servers under one switch are joined without a search (#19): exactly networkx's
+    answer on the full graph, the one path through their switch or none when either link is
+    unusable (NaN, inf) or hidden."""
+    from itertools import islice, pairwise
+
+    from dcsim.allocators.multi import weighted_k_paths
+
+    topo = build_topology({"kind": "fabric", "preset": "alpha"})
+    ps = path_service(topo)
+    rng = np.random.default_rng(seed)
+    w = rng.choice([0.0, 1.0, 2.0, np.inf, np.nan], size=topo.n_links,
+                   p=[0.1, 0.4, 0.2, 0.2, 0.1])
+    a, b = rack * 10 + pair[0], rack * 10 + pair[1]
+    if a == b:
+        return
+    li = topo._link_index
+    lo, hi = min(a, b), max(a, b)
+    src, dst = ps.nodes[ps.server_node[lo]], ps.nodes[ps.server_node[hi]]
+
+    def full(u, v, _d):
+        x = w[li[(u, v)]]
+        return x if np.isfinite(x) else None
+    try:
+        ref = [[li[e] for e in pairwise(p)]
+               for p in islice(nx.shortest_simple_paths(topo.graph, src, dst, weight=full), k)]
+    except nx.NetworkXNoPath:
+        ref = []
+    for weight in (w, lambda i: float(w[i])):
+        got = weighted_k_paths(ps, a, b, k, weight)
+        assert [p.tolist() for p in got] == ref
+        assert all(p.dtype == np.int64 for p in got)
+
+
 @pytest.mark.parametrize("preset, seed", [("alpha", 0), ("alpha", 1), ("gamma", 2)])
 def test_best_fit_multi_searches_racks_first_with_the_same_choices(preset, seed):
     """BestFitMulti looks at the chosen servers' racks, then pods, before the whole

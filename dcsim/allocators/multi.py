@@ -340,6 +340,15 @@ def weighted_k_paths(paths: PathService, a: int, b: int, k: int,
     # differ from networkx's on the full graph (it breaks ties by push count); it is
     # deterministic.
     leaves = _leaf_servers(paths)
+    if src in leaves and dst in leaves:
+        hub = next(iter(topo.graph.adj[src]))
+        if hub in topo.graph.adj[dst]:
+            # two servers whose one link goes to the same switch (a rack's servers): the
+            # only simple path between them is through it, if both links are usable
+            up, down = li[(src, hub)], li[(hub, dst)]
+            if isfinite(w(up)) and isfinite(w(down)):
+                return [np.array([up, down], dtype=np.int64)]
+            return []
 
     def edge_weight(u, v, _d):
         if (v in leaves and v != src and v != dst) or (u in leaves and u != src and u != dst):
