@@ -118,6 +118,50 @@ def test_the_aggregates_equal_a_recomputation_after_any_changes(topo, data):
         assert np.array_equal(ix.link_max, want["links"])
 
 
+NEAR_TOL = [0.0, 4e-9, 5e-9, 8e-9, 1e-8, 2e-8, 1.0]  # around EPS · capacity (4 to 10)
+
+
+@FAST
+@given(topologies(), st.data())
+def test_eligibility_from_the_bits_is_the_partials(topo, data):
+    """Free amounts and remaining demands at and between the servers' tolerances: the
+    index's eligibility (bits) is Partial.eligible's, and a group it rules out has no
+    eligible server (its own formula, per resource, gives the same)."""
+    from dcsim.allocators.multi import Partial
+
+    state = ClusterState(topo)
+    n, n_res = state.free.shape
+    state.free[:] = np.minimum(topo.server_capacity, np.reshape(data.draw(st.lists(
+        st.sampled_from(NEAR_TOL), min_size=n * n_res, max_size=n * n_res)), (n, n_res)))
+    view = StateView(state)
+    ix = RackIndex(view)
+    state.touch()
+    ix.sync()
+    gr = ix.groups
+    for _ in range(3):
+        demand = np.array([data.draw(st.sampled_from(NEAR_TOL)) for _ in range(n_res)])
+        part = Partial(Request(0, 0.0, 1.0, demand, 0.0), view, "union", False,
+                       data.draw(st.sampled_from(["needed", "any_free"])))
+        for s in data.draw(st.lists(st.integers(0, n - 1), max_size=2, unique=True)):
+            part.servers.append(s)
+            part.chosen[s] = True
+        part.remaining = np.array([data.draw(st.sampled_from(NEAR_TOL))
+                                   for _ in range(n_res)])
+        idx = np.arange(n)
+        want = part.eligible_at(idx)
+        assert np.array_equal(ix.eligible_at(part, idx), want)
+        sub = np.array(sorted(set(data.draw(st.lists(st.integers(0, n - 1), min_size=1)))))
+        assert np.array_equal(ix.eligible_at(part, sub), want[sub])
+        any_free = part.eligibility == "any_free"
+        may = ix.may_be_eligible(part.remaining, any_free)
+        above = ix.free_max > gr.min_tol
+        if not any_free:
+            above &= part.remaining > gr.min_tol
+        assert np.array_equal(may, above.any(axis=1))
+        if part.servers or np.any(part.remaining > 0):  # (else every server is, unasked)
+            assert may[gr.gid[want]].all()
+
+
 def test_a_dropped_record_stops_recording():
     """A ServerChanges nobody holds is forgotten by its state (no log grows unread)."""
     topo = build_topology({"kind": "fabric", "preset": "alpha"})

@@ -134,6 +134,17 @@ class RackIndex:
         self.link_max = np.full(g, -np.inf)
         if self.links:
             self._inc, self._pad = server_links(topo)
+        # eligibility as bits (resource r: 1 << r): per server, which free amounts are above
+        # its tolerance; per group, which largest ones are above the group's smallest
+        self._tol = view.server_tol
+        self._bit = 1 << np.arange(n_res, dtype=np.uint8)
+        self._all_bits = int(self._bit.sum())
+        self.tol_lo = self._tol.min(axis=0, initial=np.inf)
+        self.tol_hi = self._tol.max(axis=0, initial=-np.inf)
+        self.above = np.zeros(view.free.shape[0], dtype=np.uint8)
+        self.group_above = np.zeros(g, dtype=np.uint8)
+        self._gtol_lo = self.groups.min_tol.min(axis=0, initial=np.inf)
+        self._gtol_hi = self.groups.min_tol.max(axis=0, initial=-np.inf)
         self._update(np.arange(g))
 
     def usable(self, view: StateView) -> bool:
@@ -160,15 +171,46 @@ class RackIndex:
         if self.links:
             lf = np.where(self._pad[idx], -np.inf, self.view.link_free[self._inc[idx]])
             self.link_max[groups] = np.maximum.reduceat(lf.max(axis=1), starts)
+        self.above[idx] = (free > self._tol[idx]) @ self._bit
+        self.group_above[groups] = (self.free_max[groups] > self.groups.min_tol[groups]) \
+            @ self._bit
+
+    def _needed_bits(self, remaining: np.ndarray, lo: np.ndarray, hi: np.ndarray
+                     ) -> int | None:
+        """The bits of the resources whose ``remaining`` is above every tolerance between
+        ``lo`` and ``hi`` (per resource); None when some resource's is above some and not
+        others (the caller then compares server by server)."""
+        over = remaining > hi
+        if not np.all(over | (remaining <= lo)):
+            return None
+        return int(over @ self._bit)
+
+    def eligible_at(self, partial: Partial, idx: np.ndarray) -> np.ndarray:
+        """:meth:`Partial.eligible_at` from the synced bits: ``min(free, remaining) > tol``
+        exactly when both ``free > tol`` and ``remaining > tol``, and where ``remaining`` is
+        above every server's tolerance of a resource or none's, the second is one bit."""
+        if partial._eligible is not None or (not partial.servers
+                                             and not np.any(partial.remaining > 0)):
+            return partial.eligible_at(idx)
+        if partial.eligibility == "any_free":
+            need = self._all_bits
+        else:
+            need = self._needed_bits(partial.remaining, self.tol_lo, self.tol_hi)
+            if need is None:
+                return partial.eligible_at(idx)
+        return ((self.above[idx] & need) != 0) & ~partial.chosen[idx]
 
     def may_be_eligible(self, remaining: np.ndarray, any_free: bool) -> np.ndarray:
         """Per group: whether some server might be eligible (:meth:`Partial.eligible`): with
         a free amount above tolerance of a resource the request still needs (``any_free``:
         of any resource). Never False for a group with an eligible server."""
-        above = self.free_max > self.groups.min_tol
-        if not any_free:
+        need = self._all_bits if any_free else self._needed_bits(
+            remaining, self._gtol_lo, self._gtol_hi)
+        if need is None:
+            above = self.free_max > self.groups.min_tol
             above &= remaining > self.groups.min_tol
-        return above.any(axis=1)
+            return above.any(axis=1)
+        return (self.group_above & need) != 0
 
     def may_fit(self, remaining: np.ndarray) -> np.ndarray:
         """Per group: whether some server might hold all of ``remaining`` (within the
@@ -190,6 +232,10 @@ def own_link_scores(partial: Partial, view: StateView, idx: np.ndarray | None = 
     inc, pad = server_links(view.topology)
     if idx is not None:
         inc, pad = inc[idx], pad[idx]
+    if inc.shape[1] == 1 and not pad.any():  # one link each (a Fabric): the same floats
+        cap = view.link_capacity[inc[:, 0]]
+        share = partial.link_free[inc[:, 0]] / cap
+        return np.maximum(share, 0.0) * (partial.bandwidth / cap)
     cap = np.where(pad, 1.0, view.link_capacity[inc])
     share = np.where(pad, -np.inf, partial.link_free[inc] / cap)
     best = share.argmax(axis=1)

@@ -132,7 +132,7 @@ class TetrisSearch:
                 score = score + own_link_scores(partial, view, idx)
             if local >= 0:
                 score[view.topology.server_rack[idx] != local] *= o.locality_penalty
-            score[~partial.eligible_at(idx)] = -np.inf
+            score[~ix.eligible_at(partial, idx)] = -np.inf
             top = score.max()
             if top > -np.inf and top >= best:
                 tied = idx[score == top]
@@ -260,7 +260,7 @@ class BestFitSearch:
         """The candidates among ``idx`` (eligible, network-capable where needed), whether
         each fits, its leftover and what it gives: the scan's arithmetic."""
         alloc = self.alloc
-        idx = idx[partial.eligible_at(idx)]
+        idx = idx[self.index.eligible_at(partial, idx)]
         rem = partial.remaining
         free = view.free[idx]
         inv = view.inv_capacity[idx]
