@@ -75,9 +75,11 @@ def reference(tmp_path_factory) -> Path:
     return out
 
 
-@pytest.mark.parametrize("executor", [["--jobs", "1"], ["--jobs", "2"],
-                                      ["--executor", "dask", "--jobs", "2"]],
-                         ids=["serial", "pool", "dask"])
+@pytest.mark.parametrize("executor", [
+    pytest.param(["--jobs", "1"], marks=pytest.mark.slow),  # the pool's path, one process
+    ["--jobs", "2"],
+    pytest.param(["--executor", "dask", "--jobs", "2"], marks=pytest.mark.slow),
+], ids=["serial", "pool", "dask"])
 def test_kill_9_mid_experiment_then_resume_equals_an_uninterrupted_run(tmp_path, reference,
                                                                         executor):
     """SIGKILL while runs are under way: no visible file is torn, a plain re-run asks for
