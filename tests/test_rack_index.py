@@ -311,3 +311,14 @@ def test_choices_with_the_index_are_the_full_scans(topo, cls, data):
             held.append(p)
         if held and data.draw(st.booleans()):
             state.release(held.pop(0))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-1, 12), min_size=1, max_size=30),
+       st.lists(st.integers(-1, 15), min_size=1, max_size=5))
+def test_among_is_isin_of_the_known_labels(values, chosen):
+    """best_fit_multi's rack and pod stages: a lookup table, the same mask as np.isin."""
+    from dcsim.allocators.rack_search import _among
+
+    v, c = np.array(values, dtype=np.int64), np.array(chosen, dtype=np.int64)
+    assert np.array_equal(_among(v, c), np.isin(v, c[c >= 0]))

@@ -181,21 +181,19 @@ class BestFitSearch:
     def choose(self, partial: Partial, view: StateView) -> int:
         """The scan's choice (-1: none): the best in the chosen servers' racks, else in
         their pods, else anywhere."""
-        stages: list[np.ndarray | None] = [None]
         if partial.servers:
             topo = view.topology
-            racks = topo.server_rack[partial.servers]
-            pods = topo.server_pod[partial.servers]
             gr = self.index.groups
-            stages = [np.isin(gr.rack, racks[racks >= 0])]
-            if np.any(pods >= 0):
-                stages.append(np.isin(gr.pod, pods[pods >= 0]))
-            stages.append(None)
-        for allowed in stages:
-            found = self.best(partial, view, allowed)
+            racks = topo.server_rack[partial.servers]
+            found = self.best(partial, view, _among(gr.rack, racks))
             if found >= 0:
                 return found
-        return -1
+            pods = topo.server_pod[partial.servers]
+            if np.any(pods >= 0):
+                found = self.best(partial, view, _among(gr.pod, pods))
+                if found >= 0:
+                    return found
+        return self.best(partial, view, None)
 
     def best(self, partial: Partial, view: StateView, allowed: np.ndarray | None) -> int:
         """The scan's choice among the eligible servers of the groups ``allowed`` (a mask;
@@ -220,11 +218,13 @@ class BestFitSearch:
         fitted = np.flatnonzero(fit)
         best, best_i = -np.inf, -1
         if fitted.size:
-            idx, fits, leftover, given = self._score(partial, view, gr.members(fitted))
+            idx, free, fits = self._candidates(partial, view, gr.members(fitted))
             if fits.any():
-                m = leftover[fits].min()
-                return int(idx[fits & (leftover == m)].min())
-            if given.size:
+                idx, free = idx[fits], free[fits]
+                leftover = ((free - rem) * view.inv_capacity[idx]).sum(axis=1)
+                return int(idx[leftover == leftover.min()].min())
+            if idx.size:
+                given = _given(partial, view, idx, free)
                 best = given.max()
                 best_i = int(idx[given == best].min())
         # none fits: the most given, by bound
@@ -247,8 +247,9 @@ class BestFitSearch:
             else:
                 pick = alive
             bound[pick] = -np.inf
-            idx, _, _, given = self._score(partial, view, gr.members(pick))
-            if given.size:
+            idx, free, _ = self._candidates(partial, view, gr.members(pick))
+            if idx.size:
+                given = _given(partial, view, idx, free)
                 top = given.max()
                 if top >= best:
                     i = int(idx[given == top].min())
@@ -256,21 +257,34 @@ class BestFitSearch:
                         best, best_i = top, i
             take *= 4
 
-    def _score(self, partial: Partial, view: StateView, idx: np.ndarray):
-        """The candidates among ``idx`` (eligible, network-capable where needed), whether
-        each fits, its leftover and what it gives: the scan's arithmetic."""
+    def _candidates(self, partial: Partial, view: StateView, idx: np.ndarray):
+        """The candidates among ``idx`` (eligible, network-capable where needed), their
+        free rows and whether each fits: the scan's arithmetic (``server_tol`` is its
+        ``EPS · max(capacity, 1)``)."""
         alloc = self.alloc
         idx = idx[self.index.eligible_at(partial, idx)]
         rem = partial.remaining
         free = view.free[idx]
-        inv = view.inv_capacity[idx]
-        fits = np.all(free >= rem - EPS * np.maximum(view.capacity[idx], 1.0), axis=1)
+        fits = np.all(free >= rem - view.server_tol[idx], axis=1)
         if partial.bandwidth > 0 and not alloc._flat:
             inc = alloc._incident[idx]
             best = np.where(alloc._no_link[idx], -np.inf, partial.link_free[inc]).max(axis=1)
-            needs_net = ~fits if not partial.servers else np.ones(idx.size, dtype=bool)
-            ok = ~needs_net | (best >= partial.bandwidth - EPS)
-            idx, free, inv, fits = idx[ok], free[ok], inv[ok], fits[ok]
-        leftover = ((free - rem) * inv).sum(axis=1)
-        given = (np.minimum(free, rem) * inv).sum(axis=1)
-        return idx, fits, leftover, given
+            ok = best >= partial.bandwidth - EPS
+            if not partial.servers:
+                ok |= fits  # (the first server needs no network when it holds everything)
+            if not ok.all():
+                idx, free, fits = idx[ok], free[ok], fits[ok]
+        return idx, free, fits
+
+
+def _given(partial: Partial, view: StateView, idx: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """What each candidate gives, normalised: the scan's arithmetic."""
+    return (np.minimum(free, partial.remaining) * view.inv_capacity[idx]).sum(axis=1)
+
+
+def _among(values: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+    """``np.isin(values, chosen[chosen >= 0])`` for small non-negative labels (-1: none)."""
+    known = chosen[chosen >= 0]
+    table = np.zeros(int(max(values.max(initial=-1), known.max(initial=-1))) + 2, dtype=bool)
+    table[known + 1] = True
+    return table[values + 1]
