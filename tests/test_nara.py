@@ -514,3 +514,25 @@ def test_best_fit_multi_searches_racks_first_with_the_same_choices(preset, seed)
         rows.append(placed)
     assert rows[0] == rows[1]
     assert sum(p is not None and len(p[0]) > 1 for p in rows[0]) > 20   # multi-server ones
+
+
+@settings(max_examples=30, deadline=None)
+@given(reservation=st.sampled_from(["union", "per_pair_channel"]),
+       paths=st.lists(st.lists(st.integers(0, 51), max_size=4, unique=True), max_size=5),
+       bw=st.sampled_from([0.25, 1.0]))
+def test_a_placement_reserves_exactly_the_charged_links(reservation, paths, bw):
+    """The placement lists the links accepted paths charged (gathered from them, not from a
+    scan of every link): ascending, each with what reserved holds."""
+    from dcsim.allocators.multi import Partial
+
+    topo = build_topology({"kind": "fabric", "preset": "alpha"})
+    view = StateView(ClusterState(topo))
+    req = Request(0, 0.0, 1.0, np.array([1.0, 1.0]), bw)
+    part = Partial(req, view, reservation, True)
+    for p in paths:
+        part.accept_path(np.array(p, dtype=np.int64))
+    part.add(0)
+    placed = part.placement()
+    want = np.flatnonzero(part.reserved > 0)
+    assert placed.links.tolist() == want.tolist()
+    assert placed.bandwidth.tolist() == part.reserved[want].tolist()

@@ -152,6 +152,7 @@ def test_eligibility_from_the_bits_is_the_partials(topo, data):
         assert np.array_equal(ix.eligible_at(part, idx), want)
         sub = np.array(sorted(set(data.draw(st.lists(st.integers(0, n - 1), min_size=1)))))
         assert np.array_equal(ix.eligible_at(part, sub), want[sub])
+        assert [part.is_eligible(s) for s in range(n)] == want.tolist()
         any_free = part.eligibility == "any_free"
         may = ix.may_be_eligible(part.remaining, any_free)
         above = ix.free_max > gr.min_tol

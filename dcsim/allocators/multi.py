@@ -56,15 +56,18 @@ from __future__ import annotations
 import weakref
 from abc import abstractmethod
 from collections.abc import Callable, Generator
-from itertools import pairwise
-from math import inf, isfinite
 from typing import Literal
 
-import networkx as nx
 import numpy as np
 from pydantic import Field, PositiveInt
 
 from dcsim.allocators.base import Allocator, Choice
+from dcsim.allocators.weighted_paths import (  # noqa: F401 (PathWeight, link_weights: re-exported)
+    PathWeight,
+    link_weight,
+    link_weights,
+    weighted_k_paths,
+)
 from dcsim.errors import PluginError
 from dcsim.model import Placement, Request, StateView, Topology
 from dcsim.model.paths import PathService
@@ -99,13 +102,14 @@ class Partial:
     ``link_free`` is the free bandwidth the path check compares against ``bandwidth``: the
     view's under ``union``, the view's minus this request's earlier pairs under
     ``per_pair_channel``. ``reserved`` is the bandwidth this request will take per link
-    (``None`` when it needs no paths). ``scratch`` is a per-request dict for choosers that
+    (``None`` when it needs no paths; read-only to choosers, charged by :meth:`accept_path`).
+    ``scratch`` is a per-request dict for choosers that
     keep state between their calls (e.g. a BFS frontier).
     """
 
     __slots__ = ("request", "view", "remaining", "servers", "amounts", "chosen", "bandwidth",
                  "reservation", "link_free", "reserved", "scratch", "_tol", "_eligible",
-                 "eligibility")
+                 "eligibility", "_done_tol", "_accepted")
 
     def __init__(self, request: Request, view: StateView, reservation: Reservation,
                  needs_paths: bool, eligibility: Eligibility = "needed"):
@@ -127,12 +131,13 @@ class Partial:
         self._tol = view.server_tol
         self._eligible: np.ndarray | None = None
         self.eligibility = eligibility
+        self._done_tol = EPS * np.maximum(request.demand, 1.0)
+        self._accepted: list[np.ndarray] = []  # the links accept_path charged
 
     @property
     def done(self) -> bool:
         """Nothing left to place (and at least one server chosen)."""
-        return bool(self.servers) and not np.any(self.remaining > EPS * np.maximum(
-            self.request.demand, 1.0))
+        return bool(self.servers) and not np.any(self.remaining > self._done_tol)
 
     @property
     def previous(self) -> int:
@@ -156,8 +161,15 @@ class Partial:
         return np.any(free > self._tol[idx], axis=1) & ~self.chosen[idx]
 
     def is_eligible(self, server: int) -> bool:
-        """:meth:`eligible` of one server."""
-        return bool(self.eligible_at(np.array([server], dtype=np.int64))[0])
+        """:meth:`eligible` of one server (the same test on its row)."""
+        if self._eligible is not None:
+            return bool(self._eligible[server])
+        if not self.servers and not np.any(self.remaining > 0):
+            return True
+        free = self.view.free[server]
+        if self.eligibility != "any_free":
+            free = np.minimum(free, self.remaining)
+        return bool(np.any(free > self._tol[server])) and not self.chosen[server]
 
     def eligible(self) -> np.ndarray:
         """Servers a chooser may pick: unchosen, giving something the request still needs
@@ -189,6 +201,7 @@ class Partial:
 
     def accept_path(self, links: np.ndarray) -> None:
         """Charge an accepted path according to the reservation semantics."""
+        self._accepted.append(links)
         if self.reservation == "union":
             self.reserved[links] = self.bandwidth
         else:
@@ -214,9 +227,13 @@ class Partial:
         servers = np.array(self.servers, dtype=np.int64)
         if self.reserved is None:
             return Placement(servers, amounts)
-        links = np.flatnonzero(self.reserved > 0)
+        # the links with bandwidth reserved, ascending: only accepted paths' links can be
+        links = np.unique(np.concatenate(self._accepted)) if self._accepted else _NO_LINKS
+        links = links[self.reserved[links] > 0]
         return Placement(servers, amounts, links, self.reserved[links])
 
+
+_NO_LINKS = np.zeros(0, dtype=np.int64)
 
 #: Chooser: the next server for a partial allocation, or None when none will do.
 Chooser = Callable[[Partial, StateView], "int | None"]
@@ -305,103 +322,6 @@ def allocate_multi(
             part = send(choose(part, view))
     except StopIteration as stop:
         return stop.value
-
-
-def _leaf_servers(paths: PathService) -> frozenset:
-    """Graph nodes of the servers with exactly one link (cached on the path service)."""
-    leaves = getattr(paths, "_dcsim_leaf_servers", None)
-    if leaves is None:
-        g = paths.topology.graph
-        leaves = frozenset(v for v in paths.topology.servers if g.degree(v) == 1)
-        paths._dcsim_leaf_servers = leaves
-    return leaves
-
-
-def weighted_k_paths(paths: PathService, a: int, b: int, k: int,
-                     weight: np.ndarray | Callable[[int], float]) -> list[np.ndarray]:
-    """Up to ``k`` shortest simple paths between servers ``a`` and ``b`` by link ``weight``.
-
-    ``weight`` has one entry per link, or is a function of the link index (computing only
-    the links the search visits); a NaN or infinite weight removes the link. Not cached
-    (the weights follow the state). Paths of equal weight come in a fixed, deterministic
-    order.
-    """
-    if a == b or paths.is_flat:
-        return [np.zeros(0, dtype=np.int64)]
-    topo = paths.topology
-    li = topo._link_index
-    w = weight.tolist().__getitem__ if isinstance(weight, np.ndarray) else weight
-    lo, hi = min(a, b), max(a, b)
-    src = paths.nodes[paths.server_node[lo]]
-    dst = paths.nodes[paths.server_node[hi]]
-    # A server with one link (every server of a Fabric) can only end a simple path, never
-    # lie inside one: hiding the other such servers prunes the search to the switches
-    # without changing any path or its weight. Among paths of equal weight the order may
-    # differ from networkx's on the full graph (it breaks ties by push count); it is
-    # deterministic.
-    leaves = _leaf_servers(paths)
-    if src in leaves and dst in leaves:
-        hub = next(iter(topo.graph.adj[src]))
-        if hub in topo.graph.adj[dst]:
-            # two servers whose one link goes to the same switch (a rack's servers): the
-            # only simple path between them is through it, if both links are usable
-            up, down = li[(src, hub)], li[(hub, dst)]
-            if isfinite(w(up)) and isfinite(w(down)):
-                return [np.array([up, down], dtype=np.int64)]
-            return []
-
-    def edge_weight(u, v, _d):
-        if (v in leaves and v != src and v != dst) or (u in leaves and u != src and u != dst):
-            return None
-        x = w(li[(u, v)])
-        return x if isfinite(x) else None
-    out = []
-    try:
-        for p in nx.shortest_simple_paths(topo.graph, src, dst, weight=edge_weight):
-            out.append(np.fromiter((li[e] for e in pairwise(p)), dtype=np.int64,
-                                   count=len(p) - 1))
-            if len(out) == k:
-                break
-    except nx.NetworkXNoPath:
-        pass
-    return out
-
-
-#: How multi-server allocators rank candidate paths (see :meth:`MultiServerAllocator.paths`).
-PathWeight = Literal["hops", "inverse_free", "free"]
-
-
-def link_weights(kind: PathWeight, link_free: np.ndarray, link_capacity: np.ndarray
-                 ) -> np.ndarray:
-    """Per-link weights for :func:`weighted_k_paths`.
-
-    ``inverse_free``: capacity / free, 1 on an empty link (so on an idle network the paths
-    are the hop-count ones) and growing as the link fills; a link with nothing free is
-    skipped. ``free``: the free bandwidth itself, the NALB authors' weight, which makes the
-    *fullest* links the shortest.
-    """
-    if kind == "free":
-        return np.maximum(np.asarray(link_free, dtype=np.float64), 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        w = np.asarray(link_capacity, dtype=np.float64) / link_free
-    w[~(link_free > 0)] = np.inf
-    return w
-
-
-def link_weight(kind: PathWeight, link_free: np.ndarray, link_capacity: np.ndarray
-                ) -> Callable[[int], float]:
-    """:func:`link_weights` as a function of one link index (the same floats), for a search
-    that visits a few links of a large network."""
-    free_at, cap_at = link_free.item, link_capacity.item
-    if kind == "free":
-        def weight(i: int) -> float:
-            x = free_at(i)
-            return x if x > 0.0 else 0.0
-    else:
-        def weight(i: int) -> float:
-            x = free_at(i)
-            return cap_at(i) / x if x > 0.0 else inf
-    return weight
 
 
 class MultiServerAllocator(Allocator):
