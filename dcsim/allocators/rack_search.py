@@ -160,6 +160,8 @@ class BestFitSearch:
     def __init__(self, alloc: Any, view: StateView):
         self.alloc = alloc
         self.index = RackIndex(view, links=True)
+        #: every server has exactly one link (a Fabric)
+        self.one_link = alloc._incident.shape[1] == 1 and not alloc._no_link.any()
 
     @classmethod
     def build(cls, alloc: Any, view: StateView) -> BestFitSearch | None:
@@ -247,7 +249,7 @@ class BestFitSearch:
             else:
                 pick = alive
             bound[pick] = -np.inf
-            idx, free, _ = self._candidates(partial, view, gr.members(pick))
+            idx, free, _ = self._candidates(partial, view, gr.members(pick), False)
             if idx.size:
                 given = _given(partial, view, idx, free)
                 top = given.max()
@@ -257,24 +259,34 @@ class BestFitSearch:
                         best, best_i = top, i
             take *= 4
 
-    def _candidates(self, partial: Partial, view: StateView, idx: np.ndarray):
+    def _candidates(self, partial: Partial, view: StateView, idx: np.ndarray,
+                    need_fits: bool = True):
         """The candidates among ``idx`` (eligible, network-capable where needed), their
-        free rows and whether each fits: the scan's arithmetic (``server_tol`` is its
-        ``EPS · max(capacity, 1)``)."""
-        alloc = self.alloc
+        free rows and (unless ``need_fits`` is False and the network does not ask) whether
+        each fits: the scan's arithmetic (``server_tol`` is its ``EPS · max(capacity, 1)``)."""
         idx = idx[self.index.eligible_at(partial, idx)]
-        rem = partial.remaining
+        net = partial.bandwidth > 0 and not self.alloc._flat
+        if net and partial.servers:  # every candidate needs the network
+            idx = idx[self._net_ok(partial, idx)]
+            net = False
         free = view.free[idx]
-        fits = np.all(free >= rem - view.server_tol[idx], axis=1)
-        if partial.bandwidth > 0 and not alloc._flat:
-            inc = alloc._incident[idx]
-            best = np.where(alloc._no_link[idx], -np.inf, partial.link_free[inc]).max(axis=1)
-            ok = best >= partial.bandwidth - EPS
-            if not partial.servers:
-                ok |= fits  # (the first server needs no network when it holds everything)
+        fits = None
+        if need_fits or net:
+            fits = np.all(free >= partial.remaining - view.server_tol[idx], axis=1)
+        if net:  # the first server needs no network when it holds everything
+            ok = self._net_ok(partial, idx) | fits
             if not ok.all():
                 idx, free, fits = idx[ok], free[ok], fits[ok]
         return idx, free, fits
+
+    def _net_ok(self, partial: Partial, idx: np.ndarray) -> np.ndarray:
+        """Whether a link of each server has the bandwidth free (the scan's test)."""
+        alloc = self.alloc
+        inc = alloc._incident[idx]
+        if self.one_link:  # the best of one link is its own
+            return partial.link_free[inc[:, 0]] >= partial.bandwidth - EPS
+        best = np.where(alloc._no_link[idx], -np.inf, partial.link_free[inc]).max(axis=1)
+        return best >= partial.bandwidth - EPS
 
 
 def _given(partial: Partial, view: StateView, idx: np.ndarray, free: np.ndarray) -> np.ndarray:
