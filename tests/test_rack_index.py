@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from dcsim.allocators.index import RackIndex, matvec, rack_groups, server_links
 from dcsim.allocators.nara import NALB, NULB, BestFitMulti, Tetris
 from dcsim.model import ClusterState, Placement, Request, StateView, Topology
+from dcsim.model.state import EPS
 from dcsim.model.topologies import build_topology
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -323,3 +324,27 @@ def test_among_is_isin_of_the_known_labels(values, chosen):
 
     v, c = np.array(values, dtype=np.int64), np.array(chosen, dtype=np.int64)
     assert np.array_equal(_among(v, c), np.isin(v, c[c >= 0]))
+
+
+@FAST
+@given(topologies(), st.data())
+def test_the_leftover_bound_is_never_above_a_fitting_servers_leftover(topo, data):
+    """best_fit_multi searches fitting groups by this bound: at or below the leftover of
+    every server of the group that fits, with the scan's arithmetic (free amounts and
+    demands at and near the servers' tolerances too)."""
+    from dcsim.allocators.rack_search import leftover_bound
+
+    state = ClusterState(topo)
+    n, n_res = state.free.shape
+    values = NEAR_TOL + [2.0, 3.5, 4.0, 7.0, 10.0]
+    state.free[:] = np.minimum(topo.server_capacity, np.reshape(data.draw(st.lists(
+        st.sampled_from(values), min_size=n * n_res, max_size=n * n_res)), (n, n_res)))
+    view = StateView(state)
+    ix = RackIndex(view, mins=True)
+    gr = ix.groups
+    rem = np.array([data.draw(st.sampled_from(values)) for _ in range(n_res)])
+    bound = leftover_bound(ix, rem, np.arange(gr.n_groups))
+    fits = np.all(view.free >= rem - EPS * np.maximum(view.capacity, 1.0), axis=1)
+    leftover = ((view.free - rem) * view.inv_capacity).sum(axis=1)
+    for s in np.flatnonzero(fits):
+        assert bound[gr.gid[s]] <= leftover[s]

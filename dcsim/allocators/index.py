@@ -64,6 +64,8 @@ class RackGroups:
         inv = np.divide(1.0, cap, out=np.zeros_like(cap), where=cap > 0)
         #: per group and resource, the largest 1 / capacity
         self.max_inv = np.ascontiguousarray(np.maximum.reduceat(inv[order], starts, axis=0))
+        #: per group and resource, the smallest 1 / capacity
+        self.min_inv = np.ascontiguousarray(np.minimum.reduceat(inv[order], starts, axis=0))
 
     def members(self, groups: np.ndarray) -> np.ndarray:
         """The servers of ``groups``, group after group (ascending within each)."""
@@ -115,11 +117,12 @@ class RackIndex:
 
     ``weights``: name -> per-server, per-resource weight array (``free · w`` is aggregated);
     the raw free amounts are always aggregated (:attr:`free_max`). ``links``: also keep the
-    largest free bandwidth of a server's own links (:attr:`link_max`).
+    largest free bandwidth of a server's own links (:attr:`link_max`). ``mins``: also the
+    smallest free amounts (:attr:`free_min`).
     """
 
     def __init__(self, view: StateView, weights: dict[str, np.ndarray] | None = None,
-                 links: bool = False):
+                 links: bool = False, mins: bool = False):
         topo = view.topology
         self.view = view
         self.state = view._state
@@ -129,6 +132,7 @@ class RackIndex:
         n_res = view.free.shape[1]
         g = self.groups.n_groups
         self.free_max = np.zeros((g, n_res))
+        self.free_min = np.zeros((g, n_res)) if mins else None
         self.weighted = {k: np.zeros((g, n_res)) for k in self.weights}
         self.links = links and view.link_free.shape[0] > 0
         self.link_max = np.full(g, -np.inf)
@@ -166,6 +170,8 @@ class RackIndex:
         starts = np.cumsum(lens) - lens
         free = self.view.free[idx]
         self.free_max[groups] = np.maximum.reduceat(free, starts, axis=0)
+        if self.free_min is not None:
+            self.free_min[groups] = np.minimum.reduceat(free, starts, axis=0)
         for k, w in self.weights.items():
             self.weighted[k][groups] = np.maximum.reduceat(free * w[idx], starts, axis=0)
         if self.links:

@@ -159,7 +159,7 @@ class BestFitSearch:
 
     def __init__(self, alloc: Any, view: StateView):
         self.alloc = alloc
-        self.index = RackIndex(view, links=True)
+        self.index = RackIndex(view, links=True, mins=True)
         #: every server has exactly one link (a Fabric)
         self.one_link = alloc._incident.shape[1] == 1 and not alloc._no_link.any()
 
@@ -220,11 +220,9 @@ class BestFitSearch:
         fitted = np.flatnonzero(fit)
         best, best_i = -np.inf, -1
         if fitted.size:
-            idx, free, fits = self._candidates(partial, view, gr.members(fitted))
-            if fits.any():
-                idx, free = idx[fits], free[fits]
-                leftover = ((free - rem) * view.inv_capacity[idx]).sum(axis=1)
-                return int(idx[leftover == leftover.min()].min())
+            found, idx, free = self._least_leftover(partial, view, fitted)
+            if found >= 0:
+                return found
             if idx.size:
                 given = _given(partial, view, idx, free)
                 best = given.max()
@@ -259,6 +257,53 @@ class BestFitSearch:
                         best, best_i = top, i
             take *= 4
 
+    def _least_leftover(self, partial: Partial, view: StateView, fitted: np.ndarray):
+        """The fitting candidate of the groups ``fitted`` with the least leftover (then the
+        lowest index), or -1 with every candidate of them and its free row.
+
+        Groups are scored by a lower bound on their fitting servers' leftover, least first:
+        such a server's free amount is at least the group's smallest and at least
+        ``remaining - largest tolerance``, and the bound takes it with the smallest
+        ``1 / capacity`` where the difference is not negative (else the largest), in the
+        leftover's own floating-point operations; monotone rounding keeps it at or below
+        every leftover it bounds.
+        """
+        gr = self.index.groups
+        rem = partial.remaining
+        bound = leftover_bound(self.index, rem, fitted)
+        first = gr.first[fitted]
+        left = np.ones(fitted.size, dtype=bool)  # not searched yet
+        best, best_i = np.inf, -1
+        seen_idx: list[np.ndarray] = []
+        seen_free: list[np.ndarray] = []
+        take = 1
+        while True:
+            if best_i < 0:
+                alive = np.flatnonzero(left)
+            else:
+                alive = np.flatnonzero(left & ((bound < best)
+                                               | ((bound == best) & (first < best_i))))
+            if not alive.size:
+                break
+            if alive.size > take:
+                alive = alive[np.lexsort((first[alive], bound[alive]))[:take]]
+            left[alive] = False
+            idx, free, fits = self._candidates(partial, view, gr.members(fitted[alive]))
+            seen_idx.append(idx)
+            seen_free.append(free)
+            if fits.any():
+                idx = idx[fits]
+                leftover = ((free[fits] - rem) * view.inv_capacity[idx]).sum(axis=1)
+                top = leftover.min()
+                if top <= best:
+                    i = int(idx[leftover == top].min())
+                    if top < best or i < best_i:
+                        best, best_i = top, i
+            take *= 4
+        if best_i >= 0:
+            return best_i, None, None
+        return -1, np.concatenate(seen_idx), np.concatenate(seen_free)
+
     def _candidates(self, partial: Partial, view: StateView, idx: np.ndarray,
                     need_fits: bool = True):
         """The candidates among ``idx`` (eligible, network-capable where needed), their
@@ -287,6 +332,14 @@ class BestFitSearch:
             return partial.link_free[inc[:, 0]] >= partial.bandwidth - EPS
         best = np.where(alloc._no_link[idx], -np.inf, partial.link_free[inc]).max(axis=1)
         return best >= partial.bandwidth - EPS
+
+
+def leftover_bound(ix: RackIndex, rem: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Per group of ``groups``, at most the leftover ``Σ (free - rem) / capacity`` of any
+    of its servers that fits ``rem`` (free at least ``rem - EPS · max(capacity, 1)``)."""
+    gr = ix.groups
+    lo = np.maximum(ix.free_min[groups], rem - gr.max_tol[groups]) - rem
+    return (lo * np.where(lo < 0, gr.max_inv[groups], gr.min_inv[groups])).sum(axis=1)
 
 
 def _given(partial: Partial, view: StateView, idx: np.ndarray, free: np.ndarray) -> np.ndarray:
