@@ -14,7 +14,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dcsim.allocators.index import RackIndex, matvec, rack_groups, server_links
+from dcsim.allocators.index import RackIndex, bound_sum, matvec, rack_groups, server_links
 from dcsim.allocators.nara import NALB, NULB, BestFitMulti, Tetris
 from dcsim.model import ClusterState, Placement, Request, StateView, Topology
 from dcsim.model.state import EPS
@@ -160,6 +160,10 @@ def test_eligibility_from_the_bits_is_the_partials(topo, data):
         if not any_free:
             above &= part.remaining > gr.min_tol
         assert np.array_equal(may, above.any(axis=1))
+        assert np.array_equal(ix.may_fit(part.remaining),
+                              (ix.free_max >= part.remaining - gr.max_tol).all(axis=1))
+        given = np.minimum(ix.free_max, part.remaining) * gr.max_inv
+        assert np.array_equal(bound_sum(given), given.sum(axis=1))
         if part.servers or np.any(part.remaining > 0):  # (else every server is, unasked)
             assert may[gr.gid[want]].all()
 

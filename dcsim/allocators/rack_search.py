@@ -16,6 +16,7 @@ import numpy as np
 
 from dcsim.allocators.index import (
     RackIndex,
+    bound_sum,
     lexicographic_order,
     matvec,
     own_link_scores,
@@ -104,6 +105,7 @@ class TetrisSearch:
             self.lex_rank[lexicographic_order(n)] = np.arange(n)
             self.group_lex_rank = np.minimum.reduceat(self.lex_rank[gr.order], gr.ptr[:-1])
         group_rank = self.group_lex_rank if by_name else gr.first
+        need = ix.eligible_bits(partial)
         best, best_rank, best_i = -np.inf, -1, -1
         take = 1
         while True:
@@ -132,7 +134,7 @@ class TetrisSearch:
                 score = score + own_link_scores(partial, view, idx)
             if local >= 0:
                 score[view.topology.server_rack[idx] != local] *= o.locality_penalty
-            score[~ix.eligible_at(partial, idx)] = -np.inf
+            score[~ix.eligible_at(partial, idx, need)] = -np.inf
             top = score.max()
             if top > -np.inf and top >= best:
                 tied = idx[score == top]
@@ -160,6 +162,7 @@ class BestFitSearch:
     def __init__(self, alloc: Any, view: StateView):
         self.alloc = alloc
         self.index = RackIndex(view, links=True, mins=True)
+        self._need: int | None = None
         #: every server has exactly one link (a Fabric)
         self.one_link = alloc._incident.shape[1] == 1 and not alloc._no_link.any()
 
@@ -203,6 +206,7 @@ class BestFitSearch:
         ix = self.index
         gr = ix.groups
         ix.sync()
+        self._need = ix.eligible_bits(partial)  # (for _candidates, during this call)
         rem = partial.remaining
         first = not partial.servers
         if first and not np.any(rem > 0):
@@ -231,7 +235,7 @@ class BestFitSearch:
         if net:
             groups &= netok
         given_max = np.minimum(ix.free_max, rem) * gr.max_inv
-        bound = given_max.sum(axis=1)
+        bound = bound_sum(given_max)
         bound[~groups] = -np.inf
         bound[fitted] = -np.inf  # scored already
         take = 1
@@ -309,7 +313,7 @@ class BestFitSearch:
         """The candidates among ``idx`` (eligible, network-capable where needed), their
         free rows and (unless ``need_fits`` is False and the network does not ask) whether
         each fits: the scan's arithmetic (``server_tol`` is its ``EPS · max(capacity, 1)``)."""
-        idx = idx[self.index.eligible_at(partial, idx)]
+        idx = idx[self.index.eligible_at(partial, idx, self._need)]
         net = partial.bandwidth > 0 and not self.alloc._flat
         if net and partial.servers:  # every candidate needs the network
             idx = idx[self._net_ok(partial, idx)]
@@ -339,7 +343,7 @@ def leftover_bound(ix: RackIndex, rem: np.ndarray, groups: np.ndarray) -> np.nda
     of its servers that fits ``rem`` (free at least ``rem - EPS · max(capacity, 1)``)."""
     gr = ix.groups
     lo = np.maximum(ix.free_min[groups], rem - gr.max_tol[groups]) - rem
-    return (lo * np.where(lo < 0, gr.max_inv[groups], gr.min_inv[groups])).sum(axis=1)
+    return bound_sum(lo * np.where(lo < 0, gr.max_inv[groups], gr.min_inv[groups]))
 
 
 def _given(partial: Partial, view: StateView, idx: np.ndarray, free: np.ndarray) -> np.ndarray:
