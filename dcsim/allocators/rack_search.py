@@ -238,7 +238,7 @@ class BestFitSearch:
         bound = bound_sum(given_max)
         bound[~groups] = -np.inf
         bound[fitted] = -np.inf  # scored already
-        take = 1
+        take = 4  # groups per batch: any schedule gives the same choice (this one measured best)
         while True:
             if best_i < 0:
                 alive = np.flatnonzero(bound > -np.inf)
@@ -259,7 +259,7 @@ class BestFitSearch:
                     i = int(idx[given == top].min())
                     if top > best or i < best_i:
                         best, best_i = top, i
-            take *= 4
+            take *= 2
 
     def _least_leftover(self, partial: Partial, view: StateView, fitted: np.ndarray):
         """The fitting candidate of the groups ``fitted`` with the least leftover (then the
@@ -280,7 +280,7 @@ class BestFitSearch:
         best, best_i = np.inf, -1
         seen_idx: list[np.ndarray] = []
         seen_free: list[np.ndarray] = []
-        take = 1
+        take = 2  # (as in best: the schedule only sets the speed)
         while True:
             if best_i < 0:
                 alive = np.flatnonzero(left)
@@ -303,7 +303,7 @@ class BestFitSearch:
                     i = int(idx[leftover == top].min())
                     if top < best or i < best_i:
                         best, best_i = top, i
-            take *= 4
+            take *= 2
         if best_i >= 0:
             return best_i, None, None
         return -1, np.concatenate(seen_idx), np.concatenate(seen_free)
