@@ -162,6 +162,10 @@ def test_eligibility_from_the_bits_is_the_partials(topo, data):
         assert np.array_equal(may, above.any(axis=1))
         assert np.array_equal(ix.may_fit(part.remaining),
                               (ix.free_max >= part.remaining - gr.max_tol).all(axis=1))
+        some = np.array(sorted(set(data.draw(st.lists(st.integers(0, gr.n_groups - 1),
+                                                      min_size=1)))))
+        assert np.array_equal(ix.may_fit(part.remaining, some), ix.may_fit(part.remaining)[some])
+        assert np.array_equal(ix.may_be_eligible(part.remaining, any_free, some), may[some])
         given = np.minimum(ix.free_max, part.remaining) * gr.max_inv
         assert np.array_equal(bound_sum(given), given.sum(axis=1))
         if part.servers or np.any(part.remaining > 0):  # (else every server is, unasked)

@@ -214,28 +214,36 @@ class RackIndex:
             return partial.eligible_at(idx)
         return ((self.above[idx] & need) != 0) & ~partial.chosen[idx]
 
-    def may_be_eligible(self, remaining: np.ndarray, any_free: bool) -> np.ndarray:
-        """Per group: whether some server might be eligible (:meth:`Partial.eligible`): with
-        a free amount above tolerance of a resource the request still needs (``any_free``:
-        of any resource). Never False for a group with an eligible server."""
+    def may_be_eligible(self, remaining: np.ndarray, any_free: bool,
+                        groups: np.ndarray | None = None) -> np.ndarray:
+        """Per group (of ``groups``; default all): whether some server might be eligible
+        (:meth:`Partial.eligible`): with a free amount above tolerance of a resource the
+        request still needs (``any_free``: of any resource). Never False for a group with
+        an eligible server."""
         need = self._all_bits if any_free else self._needed_bits(
             remaining, self._gtol_lo, self._gtol_hi)
         if need is None:
-            above = self.free_max > self.groups.min_tol
-            above &= remaining > self.groups.min_tol
+            min_tol = _rows(self.groups.min_tol, groups)
+            above = _rows(self.free_max, groups) > min_tol
+            above &= remaining > min_tol
             return above.any(axis=1)
-        return (self.group_above & need) != 0
+        return (_rows(self.group_above, groups) & need) != 0
 
-    def may_fit(self, remaining: np.ndarray) -> np.ndarray:
-        """Per group: whether some server might hold all of ``remaining`` (within the
-        tolerance of :class:`~dcsim.allocators.nara.BestFitMulti`)."""
-        need = remaining - self.groups.max_tol
+    def may_fit(self, remaining: np.ndarray, groups: np.ndarray | None = None) -> np.ndarray:
+        """Per group (of ``groups``; default all): whether some server might hold all of
+        ``remaining`` (within the tolerance of :class:`~dcsim.allocators.nara.BestFitMulti`)."""
+        need = remaining - _rows(self.groups.max_tol, groups)
+        free_max = _rows(self.free_max, groups)
         if not need.shape[1]:
             return np.ones(need.shape[0], dtype=bool)
-        fit = self.free_max[:, 0] >= need[:, 0]  # column by column: the same test, faster
+        fit = free_max[:, 0] >= need[:, 0]  # column by column: the same test, faster
         for r in range(1, need.shape[1]):
-            fit &= self.free_max[:, r] >= need[:, r]
+            fit &= free_max[:, r] >= need[:, r]
         return fit
+
+
+def _rows(a: np.ndarray, groups: np.ndarray | None) -> np.ndarray:
+    return a if groups is None else a[groups]
 
 
 @cache

@@ -209,19 +209,22 @@ class BestFitSearch:
         self._need = ix.eligible_bits(partial)  # (for _candidates, during this call)
         rem = partial.remaining
         first = not partial.servers
+        # the groups of the stage, or all (None); the masks and bounds below are per one
+        ids = None if allowed is None else np.flatnonzero(allowed)
+        size = gr.n_groups if ids is None else ids.size
         if first and not np.any(rem > 0):
-            groups = np.ones(gr.n_groups, dtype=bool)
+            groups = np.ones(size, dtype=bool)
         else:
-            groups = ix.may_be_eligible(rem, partial.eligibility == "any_free")
-        if allowed is not None:
-            groups &= allowed
+            groups = ix.may_be_eligible(rem, partial.eligibility == "any_free", ids)
         net = partial.bandwidth > 0 and not self.alloc._flat
-        netok = ix.link_max >= partial.bandwidth - EPS if net else None
+        netok = None
+        if net:
+            netok = (ix.link_max if ids is None else ix.link_max[ids]) >= partial.bandwidth - EPS
         # a fitting server needs its network too after the first choice
-        fit = groups & ix.may_fit(rem)
+        fit = groups & ix.may_fit(rem, ids)
         if net and not first:
             fit &= netok
-        fitted = np.flatnonzero(fit)
+        fitted = np.flatnonzero(fit) if ids is None else ids[fit]
         best, best_i = -np.inf, -1
         if fitted.size:
             found, idx, free = self._least_leftover(partial, view, fitted)
@@ -234,24 +237,30 @@ class BestFitSearch:
         # none fits: the most given, by bound
         if net:
             groups &= netok
-        given_max = np.minimum(ix.free_max, rem) * gr.max_inv
+        if ids is None:
+            ids = np.arange(gr.n_groups)
+            given_max = np.minimum(ix.free_max, rem) * gr.max_inv
+        else:
+            given_max = np.minimum(ix.free_max[ids], rem) * gr.max_inv[ids]
         bound = bound_sum(given_max)
         bound[~groups] = -np.inf
-        bound[fitted] = -np.inf  # scored already
+        bound[fit] = -np.inf  # scored already
+        group_first = gr.first[ids]
         take = 4  # groups per batch: any schedule gives the same choice (this one measured best)
         while True:
             if best_i < 0:
                 alive = np.flatnonzero(bound > -np.inf)
             else:
-                alive = np.flatnonzero((bound > best) | ((bound == best) & (gr.first < best_i)))
+                alive = np.flatnonzero((bound > best)
+                                       | ((bound == best) & (group_first < best_i)))
             if not alive.size:
                 return best_i
             if alive.size > take:
-                pick = alive[np.lexsort((gr.first[alive], -bound[alive]))[:take]]
+                pick = alive[np.lexsort((group_first[alive], -bound[alive]))[:take]]
             else:
                 pick = alive
             bound[pick] = -np.inf
-            idx, free, _ = self._candidates(partial, view, gr.members(pick), False)
+            idx, free, _ = self._candidates(partial, view, gr.members(ids[pick]), False)
             if idx.size:
                 given = _given(partial, view, idx, free)
                 top = given.max()
