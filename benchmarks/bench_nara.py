@@ -7,11 +7,11 @@
 Runs the uniform request set of experiments/nara_table1.yaml (one arrival per tick, cpu and
 mem ~ U{1..50}, bw ~ U(0.1, 1.0), holding ~ U{1..H} with H = 30 x servers / 40, as the
 paper's 30 / 480 / 1920) under ``capacity: wait`` on alpha (40 servers), gamma (640), delta
-(2,560), a ~10k-server Fabric (delta with 64 racks per pod: 10,240 servers) and, with
-``--topologies ...,fabric40k``, 40,960 servers (256 racks per pod; not in the default set:
-a few minutes). Each cell is
+(2,560), a ~10k-server Fabric (delta with 64 racks per pod: 10,240 servers) and a
+40,960-server one (256 racks per pod). Each cell is
 one episode of ``--requests`` requests (default: the paper's episodes, 128 on alpha, 896 on
-gamma, 2,048 on delta, and 1,024 on fabric10k; about a minute in all), timed by the
+gamma, 2,048 on delta, 1,024 on fabric10k and 512 on fabric40k; under a minute in all since
+issue #19's rack index), timed by the
 engine (``mean_decision_s``: the allocator's own time per request). Prints decisions/s per
 allocator and topology, then each cell's cost relative to the baseline cell
 measured in the same run (random_multi on alpha, or the first cell), so that growth with size

@@ -144,6 +144,16 @@ class Partial:
         """The most recently chosen server, -1 before the first choice."""
         return self.servers[-1] if self.servers else -1
 
+    def anchor(self, which: str, carried: int = -1) -> int:
+        """The server a locality term is measured from, -1 for none: the request's
+        ``first`` chosen server, the ``previous`` one, ``carried`` (given by the caller,
+        e.g. one chosen for an earlier request) or ``none``."""
+        if which == "first":
+            return self.servers[0] if self.servers else -1
+        if which == "previous":
+            return self.previous
+        return carried if which == "carried" else -1
+
     def gives(self) -> np.ndarray:
         """Per server and resource, what it would give now: ``min(free, remaining)``."""
         return np.minimum(self.view.free, self.remaining)

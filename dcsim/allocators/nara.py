@@ -111,12 +111,7 @@ def tetris_scores(partial: Partial, view: StateView, inv_cap2: np.ndarray,
     score = (view.free * inv_cap2) @ vec
     if bandwidth_term != "none":
         score = score + bandwidth_scores(partial, view, bandwidth_term)
-    if anchor == "first":
-        at = partial.servers[0] if partial.servers else -1
-    elif anchor == "previous":
-        at = partial.previous
-    else:
-        at = carried if anchor == "carried" else -1
+    at = partial.anchor(anchor, carried)
     if at >= 0:
         rack = view.topology.server_rack
         if rack[at] >= 0:

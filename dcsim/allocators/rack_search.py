@@ -84,12 +84,7 @@ class TetrisSearch:
               and view.link_free.shape[0] > 0)
         if bw:  # a server's term is at most B / capacity of one of its links (share <= 1)
             bound = bound + partial.bandwidth / self.link_cap
-        if anchor == "first":
-            at = partial.servers[0] if partial.servers else -1
-        elif anchor == "previous":
-            at = partial.previous
-        else:
-            at = carried if anchor == "carried" else -1
+        at = partial.anchor(anchor, carried)
         local = -1
         if at >= 0:
             local = int(view.topology.server_rack[at])
