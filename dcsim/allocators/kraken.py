@@ -110,6 +110,7 @@ class _Plan:
         self.link_at = [levels.uplink[m][np.maximum(anc[m], 0)] for m in range(j0, H)]
         self.link_below = [np.flatnonzero(m < lvl) for m in range(j0, H)]
         self.weight = [(2 * k - lvl).astype(np.int32) for k in range(j0, H + 1)]
+        self.weight_col = [w[:, None] for w in self.weight]
         own = anc[lvl, np.arange(lvl.size)]  # the node's own index
         self.own = np.array([off_cs[int(k)] for k in lvl]) + own
         self.own[lvl == H] = unlimited_cs
@@ -148,6 +149,7 @@ class _Plan:
         out.link_at = [a[cols] for a in self.link_at]
         out.link_below = [np.flatnonzero(m < out.level) for m in range(self.j0, self.height)]
         out.weight = [w[cols] for w in self.weight]
+        out.weight_col = [w[:, None] for w in out.weight]
         out.own = self.own[cols]
         out._batch()
         return out
@@ -243,6 +245,7 @@ def kraken_embed_sparse(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
         sup = [q.astype(np.int32)]
         np.minimum(sup[0], nn, out=sup[0])
     else:
+        upper = None
         slots = _counts(free_cpu, s, plan.cpu_top, plan.buffer(free_cpu.shape), nn, plain)
         lcap = _counts(link_free, b, plan.link_top, plan.buffer(link_free.shape), None, plain)
         sup = [np.minimum(slots, lcap[:, up0])]
@@ -258,45 +261,52 @@ def kraken_embed_sparse(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
         plan = plan.take(np.concatenate([hosts, np.arange(levels.n_hosts, plan.level.size)]))
     else:
         j0 = 1  # per_vm: a host is a centre only for the whole VC (below)
-    edge = np.empty((K, 2), dtype=np.int32)
-    edge[:, 0], edge[:, 1] = 0, UNLIMITED
-    CS = np.concatenate(cs[j0:] + [edge], axis=1)
-    SUP = np.concatenate(sup[j0:] + [edge[:, :1]], axis=1)
+    # Candidates × states from here on (node-major): gathering rows of a (nodes, K) array
+    # is several times cheaper than gathering columns of a (K, nodes) one.
+    edge = np.empty((2, K), dtype=np.int32)
+    edge[0], edge[1] = 0, UNLIMITED
+    CS = np.concatenate([c.T for c in cs[j0:]] + [edge])
+    SUP = np.concatenate([x.T for x in sup[j0:]] + [edge[:1]])
     # A centre of gravity below the root has >= N/2 of the VMs in its subtree: other
     # centres cannot be strictly cheaper, so only centres that can hold N/2 are kept; the
     # others start UNLIMITED VMs short, so that none of them places all N. Every class's
-    # values are gathered at once: (K, classes, C) and (K, links on the way, C) blocks.
+    # values are gathered at once: (classes, C, K) and (links on the way, C, K) blocks.
     C = plan.level.size
     n_cls = H + 1 - j0
-    got = CS[:, plan.cs_all].reshape(K, n_cls + 1, C)  # every class's, then each own
-    rest = np.where(got[:, n_cls] < half, UNLIMITED, nn)
-    takes = got[:, :n_cls]  # becomes each class's VMs, in place
+    got = np.take(CS, plan.cs_all, axis=0).reshape(n_cls + 1, C, K)  # classes, then own
+    rest = np.where(got[n_cls] < half.T, UNLIMITED, nn.T)
+    takes = got[:n_cls]  # becomes each class's VMs, in place
     if n_cls > 1:
-        below = SUP[:, plan.sup_all].reshape(K, n_cls - 1, C)
-        res = lcap[:, plan.link_all].reshape(K, n_cls - 1, C)  # links m = j0..H-1
+        below = np.take(SUP, plan.sup_all, axis=0).reshape(n_cls - 1, C, K)
+        if upper is not None:  # only the links above the hosts were counted
+            links = lcap[:, upper].T
+            at = plan.link_all - upper.start
+        else:
+            links, at = lcap.T, plan.link_all
+        res = np.take(links, at, axis=0).reshape(n_cls - 1, C, K)  # links m = j0..H-1
         if plan.link_below_all.size:  # ... unlimited below a centre
-            res.reshape(K, -1)[:, plan.link_below_all] = UNLIMITED
+            res.reshape(-1, K)[plan.link_below_all] = UNLIMITED
     cost = np.zeros(rest.shape, dtype=np.int32)
     for i, k in enumerate(range(j0, H + 1)):
-        t = takes[:, i]  # class k: VMs within the level-k ancestor's subtree ...
+        t = takes[i]  # class k: VMs within the level-k ancestor's subtree ...
         if i:  # ... but not the level-(k - 1) ancestor's; the links on the way must fit
-            t -= below[:, i - 1]
-            lim = res[:, 0]
+            t -= below[i - 1]
+            lim = res[0]
             for m in range(1, i):
-                lim = np.minimum(lim, res[:, m])
+                lim = np.minimum(lim, res[m])
             np.minimum(t, lim, out=t)
         np.minimum(t, rest, out=t)
         rest -= t
-        cost += t * plan.weight[i]
+        cost += t * plan.weight_col[i]
         if k < H:
             for m in range(i):
-                res[:, m] -= t
+                res[m] -= t
     cost[rest != 0] = _BIG
     rows = np.arange(K)
-    best = cost.argmin(axis=1)
-    ok = cost[rows, best] < _BIG
+    best = cost.argmin(axis=0)
+    ok = cost[best, rows] < _BIG
     cls = np.zeros((H + 1, K), dtype=np.int32)  # the best centre's VMs per class
-    cls[j0:] = takes[rows, :, best].T
+    cls[j0:] = takes[:, best, rows]
     cls *= ok
     path = plan.anc[:, best]  # (H + 1, K): the centre's ancestors, -1 below it
     if host_link == "per_vm":  # a host holding the whole VC costs 0: the first one wins
