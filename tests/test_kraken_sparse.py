@@ -107,22 +107,24 @@ def test_child_sum_equals_reduceat():
             assert np.array_equal(got, np.add.reduceat(x, levels.starts[k], axis=1))
 
 
-def test_hose_loads_of_the_sparse_result():
-    """The loads AHAB reserves from the triples equal hose_loads_batch of the dense counts."""
-    _, levels = fat_tree(2, 3, 4)
-    rng = np.random.default_rng(5)
-    free, lf, n, s, b = random_rows(levels, rng, 9, "pow2", full=True)
-    counts, ok = kraken_embed_batch(levels, free, lf, n, s, b)
-    loads = hose_loads_batch(levels, counts, n, b)
-    for i in np.flatnonzero(ok):
-        np.testing.assert_array_equal(loads[i], levels.hose_loads(counts[i], int(n[i]), b[i]))
+@pytest.mark.parametrize("host_link", HOST_LINK_RULES)
+def test_reserving_the_triples_equals_subtracting_dense_loads(host_link):
+    """AHAB's reserve_rows on the sparse result leaves exactly the floats of subtracting
+    the dense counts' compute and hose_loads_batch from every row (x - 0.0 is x)."""
+    from dcsim.allocators.ahab import reserve_rows
 
-
-def test_plain_sizes_is_the_hint_it_claims():
-    """plain_sizes holds only for positive powers of two (the fast path's assumption)."""
-    _, levels = fat_tree(2, 2, 3)
-    one = np.array([1.0, 2.0, 0.5])
-    assert plain_sizes(levels, one, one)
-    assert not plain_sizes(levels, np.array([1.0, 3.0]), np.array([1.0, 1.0]))
-    assert not plain_sizes(levels, np.array([1.0, 1.0]), np.array([0.0, 1.0]))
-    assert not plain_sizes(levels, np.array([2.0**-40]), np.array([1.0]))  # int32 overflow
+    for levels in (fat_tree(2, 3, 4)[1], uneven_tree(np.random.default_rng(3))[1]):
+        rng = np.random.default_rng(5)
+        free, lf, n, s, b = random_rows(levels, rng, 9, "any", full=True)
+        ok, r, h, m = kraken_embed_sparse(levels, free, lf, n, s, b, host_link)
+        counts, _ = kraken_embed_batch(levels, free, lf, n, s, b, host_link)
+        cpu, links = free.copy(), lf.copy()
+        reserve_rows(levels, cpu, links, r, h, m, n, s, b, host_link)
+        want_cpu = free - counts * s[:, None]
+        want_links = lf - hose_loads_batch(levels, counts, n, b, host_link)
+        assert ok.any()
+        np.testing.assert_array_equal(cpu, want_cpu)
+        np.testing.assert_array_equal(links, want_links)
+        for i in np.flatnonzero(ok):  # and the dense loads are the one-row ones
+            np.testing.assert_array_equal(
+                want_links[i], lf[i] - levels.hose_loads(counts[i], int(n[i]), b[i], host_link))
