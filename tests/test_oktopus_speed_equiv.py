@@ -19,6 +19,7 @@ from dcsim.allocators.vc_batch import (
     _popcount_swar,
     hose_bits,
     hose_limit,
+    integral_lookahead,
     popcount,
     sum_sets,
 )
@@ -82,6 +83,10 @@ def check_rows(levels, free, lf, n, s, b, opts=None):
     dense = np.zeros_like(counts)
     np.add.at(dense, (r, h), m)  # each (row, host) once: add.at would expose a repeat
     np.testing.assert_array_equal(dense, counts)
+    if integral_lookahead(free, lf, s, b):  # AHAB's hint, where it holds
+        hinted, ok3 = oktopus_embed_batch(levels, free, lf, n, s, b, **opts, integral=True)
+        assert np.array_equal(ok3, ok)
+        np.testing.assert_array_equal(hinted, counts)
     return ok
 
 

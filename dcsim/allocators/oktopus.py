@@ -58,6 +58,7 @@ from dcsim.allocators.vc_base import VCAllocator
 from dcsim.allocators.vc_batch import (
     MAX_BITS_N,
     hose_limit,
+    integral_lookahead,
     powers_of_two,
     vm_counts,
 )
@@ -198,7 +199,8 @@ def oktopus_embed(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarra
 
 def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray,
                         n: np.ndarray, s: np.ndarray, b: np.ndarray, host_link: str = "hose",
-                        host_counts: str = "exact", sparse: bool = False):
+                        host_counts: str = "exact", sparse: bool = False,
+                        integral: bool = False):
     """:func:`oktopus_embed` for K VCs, one per row of K independent states, vectorised.
 
     ``free_cpu`` (K, hosts), ``link_free`` (K, links), ``n``/``s``/``b`` (K,). Returns VM
@@ -217,7 +219,10 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
     any (a row's levels above its first hit are computed, but never used).
 
     ``sparse``: return ``(ok, rows, hosts, VMs)`` triples of the hosts that get VMs instead
-    (AHAB's lookahead, :meth:`Oktopus.embed_sparse`).
+    (AHAB's lookahead, :meth:`Oktopus.embed_sparse`). ``integral``: the caller guarantees
+    whole free CU and BU and sizes that are powers of two from 1
+    (:func:`~dcsim.allocators.vc_batch.integral_lookahead`), so the slots are exact floors
+    and the single-host test needs no tolerance.
     """
     H = levels.height
     K, n_hosts = free_cpu.shape
@@ -235,9 +240,16 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
             out.rows(np.array([i]), c[None, :])
             ok[i] = True
     topo = _topology(levels)
-    slots = vm_counts(free_cpu, s, n[:, None])  # float, ≤ n
-    fits = _single_host(slots, link_free[:, levels.uplink[0]], n[:, None], b[:, None],
-                        host_link)
+    if integral:  # ⌊free / s + 1e-9⌋ = ⌊free / s⌋, and N·B ≤ up + 1e-9 iff N·B ≤ up
+        slots = np.floor(free_cpu * (1.0 / s)[:, None])
+        np.minimum(slots, n[:, None], out=slots)
+        fits = slots >= n[:, None]
+        if host_link == "per_vm_strict":
+            fits &= (n * b)[:, None] <= link_free[:, topo.uplink[0]]
+    else:
+        slots = vm_counts(free_cpu, s, n[:, None])  # float, ≤ n
+        fits = _single_host(slots, link_free[:, levels.uplink[0]], n[:, None], b[:, None],
+                            host_link)
     one = fits.any(axis=1)  # a single host: no bandwidth at all (per_vm_strict: N·B)
     if any_big:
         one &= ~big
@@ -350,14 +362,18 @@ class Oktopus(VCAllocator):
         return oktopus_embed(self.levels, free_cpu, link_free, n, s, b, self.host_link,
                              self.options.host_counts)
 
-    def embed_batch(self, free_cpu, link_free, n, s, b):
+    def embed_batch(self, free_cpu, link_free, n, s, b, integral=False):
         return oktopus_embed_batch(self.levels, free_cpu, link_free, n, s, b, self.host_link,
-                                   self.options.host_counts)
+                                   self.options.host_counts, integral=integral)
 
-    def embed_sparse(self, free_cpu, link_free, n, s, b):
+    def embed_sparse(self, free_cpu, link_free, n, s, b, integral=False):
         """:meth:`embed_batch` as (ok, rows, hosts, VMs) triples (AHAB's lookahead)."""
         return oktopus_embed_batch(self.levels, free_cpu, link_free, n, s, b, self.host_link,
-                                   self.options.host_counts, sparse=True)
+                                   self.options.host_counts, sparse=True, integral=integral)
+
+    def lookahead_hints(self, free_cpu, link_free, s, b):
+        """``integral`` (:func:`~dcsim.allocators.vc_batch.integral_lookahead`)."""
+        return {"integral": integral_lookahead(free_cpu, link_free, s, b)}
 
 
 @hookimpl

@@ -175,3 +175,29 @@ def hose_sets(up: np.ndarray, n: np.ndarray, b: np.ndarray) -> np.ndarray:
     """
     c = hose_limit(up, n, b).astype(np.int64)
     return hose_bits(c, n[:, None].astype(np.int64))
+
+
+def plain_steps(step: np.ndarray) -> bool:
+    """Whether every step is a power of two in [2**-10, 2**10] (see :func:`whole_numbers`)."""
+    return bool(step.size == 0 or (
+        step.min() >= 2.0**-10 and step.max() <= 2.0**10 and powers_of_two(step)))
+
+
+def whole_numbers(x: np.ndarray) -> bool:
+    """Whether every value is a whole number of at most 2**31 in magnitude. With such bases
+    and :func:`plain_steps` steps (and counts below 2**16), ``base - y * step`` is exact
+    in floating point, a multiple of 2**-10: it is ≥ -1e-9 iff it is ≥ 0, iff y ≤
+    ⌊base / step⌋. So every VM count (``vm_counts``, ``_fit_count``) is an exact floor of
+    the quotient, and ``x + 1e-9 >= y`` is ``x >= y`` for whole y."""
+    return bool((x.astype(np.int32) == x).all())  # NaN, inf and |x| > 2**31 fail
+
+
+def integral_lookahead(free_cpu: np.ndarray, link_free: np.ndarray, s: np.ndarray,
+                       b: np.ndarray) -> bool:
+    """Whether every state a lookahead reaches from (free_cpu, link_free) by embedding VCs
+    of sizes among s and b keeps whole free CU and BU (:func:`whole_numbers`): they are
+    whole now and every size is a power of two from 1 to 2**10. The ``integral`` hint of
+    the embedders' ``lookahead_hints``."""
+    steps = np.concatenate([np.ravel(s), np.ravel(b)])
+    plain = steps.size == 0 or (steps.min() >= 1 and plain_steps(steps))
+    return bool(plain and whole_numbers(free_cpu) and whole_numbers(link_free))

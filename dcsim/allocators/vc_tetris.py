@@ -70,8 +70,8 @@ import numpy as np
 from pydantic import Field
 
 from dcsim.allocators.vc_base import VCAllocator
-from dcsim.allocators.vc_batch import slots_rows
-from dcsim.allocators.vc_tetris_first import _embed_first, _integral, _plain_steps
+from dcsim.allocators.vc_batch import integral_lookahead, slots_rows
+from dcsim.allocators.vc_tetris_first import _embed_first
 from dcsim.allocators.vc_tetris_score import (  # noqa: F401  (the last two: re-exported)
     _EPS,
     ZERO_BANDWIDTH,
@@ -239,9 +239,7 @@ class VCTetris(VCAllocator):
     def lookahead_hints(self, free_cpu, link_free, s, b):
         """``integral`` for :meth:`embed_batch` when every state stays integral: whole
         free CU and BU now, and sizes that are powers of two from 1 to 2**10."""
-        steps = np.concatenate([np.ravel(s), np.ravel(b)])
-        whole = steps.size == 0 or (steps.min() >= 1 and _plain_steps(steps))
-        return {"integral": bool(whole and _integral(free_cpu) and _integral(link_free))}
+        return {"integral": integral_lookahead(free_cpu, link_free, s, b)}
 
 
 @hookimpl

@@ -295,7 +295,8 @@ def _fit_count(base: np.ndarray, step: np.ndarray, cap: np.ndarray,
     comparison the one-row code makes; it fails from some y on (step >= 0). As floats, of
     ``base``'s shape (``step`` and ``cap`` broadcast to it); in place where it can (large
     temporaries are slow to allocate). Divides by 0: the caller ignores those warnings.
-    ``exact``: the bases are :func:`_integral`, the steps :func:`_plain_steps` and the caps
+    ``exact``: the bases are whole (:func:`~dcsim.allocators.vc_batch.whole_numbers`), the
+    steps :func:`~dcsim.allocators.vc_batch.plain_steps` and the caps
     below 2**16, so the count is ⌊base / step⌋ clipped to 0..cap, with no correction."""
     if exact:
         q = np.multiply(base, 1.0 / step)

@@ -1,13 +1,13 @@
 """VC-TETRIS for many requests at once, the common case: each row tried in its *first*
 candidate group only (:func:`_embed_first`), with the all-pairs version of
 :mod:`dcsim.allocators.vc_tetris_batch` as the fallback; and the exact-floor checks that
-AHAB's integral lookahead states allow (:func:`_integral`, :func:`_plain_steps`)."""
+AHAB's integral lookahead states allow (:func:`dcsim.allocators.vc_batch.whole_numbers`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from dcsim.allocators.vc_batch import powers_of_two, slots_rows
+from dcsim.allocators.vc_batch import plain_steps, slots_rows, whole_numbers
 from dcsim.allocators.vc_tetris_batch import (
     _EPS,
     _embed_rows,
@@ -46,8 +46,8 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
     nl, sl, bl = n[live], s[live], b[live]
     nn = nl[:, None]
     uh = lf[:, levels.uplink_cols[0]]
-    exact = integral or (_plain_steps(sl) and _plain_steps(bl) and _integral(fr)
-                         and _integral(uh))
+    exact = integral or (plain_steps(sl) and plain_steps(bl) and whole_numbers(fr)
+                         and whole_numbers(uh))
     if pre is not None:
         slots, runs = pre
     else:
@@ -169,17 +169,3 @@ def _greedy_flat(pp: np.ndarray, hh: np.ndarray, rr: np.ndarray, free_cpu: np.nd
     keys, owner = _ironed_keys(free_cpu[rr, hh], up_free[rr, hh], ln, n[pp], s[pp], b[pp],
                                host_link, zero_bandwidth)
     return _pick_counts(_rank(keys), owner, pp, n[pp], None)
-
-
-def _plain_steps(step: np.ndarray) -> bool:
-    """Whether every step is a power of two in [2**-10, 2**10] (see :func:`_integral`)."""
-    return bool(step.size == 0 or (
-        step.min() >= 2.0**-10 and step.max() <= 2.0**10 and powers_of_two(step)))
-
-
-def _integral(x: np.ndarray) -> bool:
-    """Whether every value is a whole number of at most 2**31 in magnitude. With such bases
-    and :func:`_plain_steps` steps (and counts below 2**16), ``base - y * step`` is exact
-    in floating point, a multiple of 2**-10: it is ≥ -1e-9 iff it is ≥ 0, iff y ≤
-    ⌊base / step⌋, and :func:`_fit_count` needs no correction."""
-    return bool((x.astype(np.int32) == x).all())  # NaN, inf and |x| > 2**31 fail
