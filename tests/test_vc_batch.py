@@ -19,7 +19,8 @@ from dcsim.allocators.vc_tetris import (
     tetris_embed,
     tetris_embed_batch,
 )
-from dcsim.allocators.vc_tetris_batch import _feasible_runs, _greedy_batch
+from dcsim.allocators.vc_tetris_batch import _feasible_runs
+from dcsim.allocators.vc_tetris_first import _greedy_batch
 from dcsim.allocators.vc_tetris_score import _greedy
 from dcsim.model.state import ClusterState, StateView
 from dcsim.model.topologies import build_topology

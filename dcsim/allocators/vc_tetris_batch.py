@@ -146,9 +146,9 @@ def _ironed_keys(fr: np.ndarray, up: np.ndarray, ln: np.ndarray, n: np.ndarray,
 
     The (i+1)-th VM's key is its ρ as :func:`_greedy` computes it (the same floats; a
     feasible −inf is −1e300), ironed to the running minimum over the host's VMs 1..i+1
-    (see :func:`_greedy_batch`). The table is (max run, A), VM-major so that every numpy
-    call runs over the A hosts (a short inner axis is slow); its entries past a host's run
-    are computed but not read.
+    (see :func:`dcsim.allocators.vc_tetris_first._greedy_batch`). The table is (max run,
+    A), VM-major so that every numpy call runs over the A hosts (a short inner axis is
+    slow); its entries past a host's run are computed but not read.
     """
     A = ln.size
     T = int(ln.max())
@@ -199,37 +199,6 @@ def _pick_counts(rank: np.ndarray, owner: np.ndarray, seg: np.ndarray, n: np.nda
     first = np.cumsum(size) - size  # each segment's first position
     take = np.arange(sv.size) - first[sv] < n[owner]
     return np.bincount(owner[order[take]], minlength=seg.size)
-
-
-def _greedy_batch(hosts: np.ndarray, rows: np.ndarray, free_cpu: np.ndarray,
-                  link_free: np.ndarray, uplink: np.ndarray, runs: np.ndarray,
-                  n: np.ndarray, s: np.ndarray, b: np.ndarray, host_link: str = "hose",
-                  zero_bandwidth: str = "least_preferred") -> np.ndarray:
-    """:func:`_greedy` for P (state row, group) pairs, each with its own VC, without a loop
-    over the VMs: ``hosts`` (P, W) padded, ``rows`` (P,) the pair's row of ``free_cpu``
-    and ``runs`` (K, hosts) (:func:`_feasible_runs`) and of ``link_free`` (K, links),
-    ``uplink`` each host's uplink, n/s/b (P,) the pair's VC, where the hosts' ``runs``
-    total at least n (else the greedy dies). Returns m (P, W), the VMs per host of the
-    greedy, which places all n. (:func:`_embed_rows` runs the same steps on its rows.)
-
-    The greedy (max key among the hosts' next VMs, ties to the lowest position) takes the
-    VMs in the order of the keys *ironed* to their running minimum along each host,
-    I[h, i] = min(key[h, 0..i]), sorted by (−I, position, i): a host whose key rises after
-    it took a VM is the only such host and is picked again at once, which the running
-    minimum encodes (``tests/test_vc_batch.py`` checks it against the loop). So m counts
-    each host's VMs among the first n in that order. An infeasible VM (key −inf) irons
-    every later one of its host to −inf: only each host's run of feasible VMs from the
-    first (``runs``) takes part; the greedy places all n VMs iff the runs total ≥ n.
-    """
-    h = np.maximum(hosts, 0)
-    length = np.where(hosts >= 0, runs[rows[:, None], h], 0)
-    pp, pw = np.nonzero(length)  # pair by pair, in position order
-    hh, rr, ln = hosts[pp, pw], rows[pp], length[pp, pw]
-    keys, owner = _ironed_keys(free_cpu[rr, hh], link_free[rr, uplink[hh]], ln, n[pp], s[pp],
-                               b[pp], host_link, zero_bandwidth)
-    m = np.zeros(hosts.shape, dtype=np.int64)
-    m[pp, pw] = _pick_counts(_rank(keys), owner, pp, n[pp], None)
-    return m
 
 
 def _feasible_runs(free_cpu: np.ndarray, up_free: np.ndarray, n: np.ndarray, s: np.ndarray,

@@ -158,6 +158,36 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
         has[fl[one] - 1, fr_rows[one]] = False
 
 
+def _greedy_batch(hosts: np.ndarray, rows: np.ndarray, free_cpu: np.ndarray,
+                  link_free: np.ndarray, uplink: np.ndarray, runs: np.ndarray,
+                  n: np.ndarray, s: np.ndarray, b: np.ndarray, host_link: str = "hose",
+                  zero_bandwidth: str = "least_preferred") -> np.ndarray:
+    """:func:`~dcsim.allocators.vc_tetris_score._greedy` for P (state row, group) pairs,
+    each with its own VC, without a loop over the VMs: ``hosts`` (P, W) padded, ``rows``
+    (P,) the pair's row of ``free_cpu`` and ``runs`` (K, hosts)
+    (:func:`~dcsim.allocators.vc_tetris_batch._feasible_runs`) and of ``link_free`` (K, links),
+    ``uplink`` each host's uplink, n/s/b (P,) the pair's VC, where the hosts' ``runs``
+    total at least n (else the greedy dies). Returns m (P, W), the VMs per host of the
+    greedy, which places all n (through :func:`_greedy_flat`, which the batches use).
+
+    The greedy (max key among the hosts' next VMs, ties to the lowest position) takes the
+    VMs in the order of the keys *ironed* to their running minimum along each host,
+    I[h, i] = min(key[h, 0..i]), sorted by (−I, position, i): a host whose key rises after
+    it took a VM is the only such host and is picked again at once, which the running
+    minimum encodes (``tests/test_vc_batch.py`` checks it against the loop). So m counts
+    each host's VMs among the first n in that order. An infeasible VM (key −inf) irons
+    every later one of its host to −inf: only each host's run of feasible VMs from the
+    first (``runs``) takes part; the greedy places all n VMs iff the runs total ≥ n.
+    """
+    h = np.maximum(hosts, 0)
+    length = np.where(hosts >= 0, runs[rows[:, None], h], 0)
+    pp, pw = np.nonzero(length)  # pair by pair, in position order
+    m = np.zeros(hosts.shape, dtype=np.int64)
+    m[pp, pw] = _greedy_flat(pp, hosts[pp, pw], rows[pp], free_cpu, link_free[:, uplink],
+                             runs, n, s, b, host_link, zero_bandwidth)
+    return m
+
+
 def _greedy_flat(pp: np.ndarray, hh: np.ndarray, rr: np.ndarray, free_cpu: np.ndarray,
                  up_free: np.ndarray, runs: np.ndarray, n: np.ndarray, s: np.ndarray,
                  b: np.ndarray, host_link: str, zero_bandwidth: str) -> np.ndarray:
