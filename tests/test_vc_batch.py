@@ -187,21 +187,31 @@ def test_an_empty_batch_embeds_nothing(name):
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
-def test_embedders_override_embed_batch_with_the_same_result(variant):
-    """Oktopus/VCTetris.embed_batch equal the default row-by-row VCAllocator.embed_batch,
-    under every option (the classes pass their options on)."""
-    cls = {"oktopus": Oktopus, "vc_tetris": VCTetris}[variant[0]]
-    topo, _ = tree(2, 3, 2)
-    e = make_embedder(cls.name, "test", topology=topo, options=variant[1])
+def test_embedders_embed_through_their_batch_with_the_one_row_result(variant):
+    """Oktopus/VCTetris.embed (the batch code on one row, with its hints) and .embed_batch
+    equal the one-row reference function row by row, under every option (the classes pass
+    their options on), on fractional states too."""
+    name, opts = variant
+    cls = {"oktopus": Oktopus, "vc_tetris": VCTetris}[name]
+    topo, levels = tree(2, 3, 2)
+    e = make_embedder(cls.name, "test", topology=topo, options=opts)
     e.setup(StateView(ClusterState(topo)))
     assert type(e).embed_batch is not VCAllocator.embed_batch
+    one = BATCHED[name][0]
+    extra = (e.capacity,) if name == "vc_tetris" else ()
     rng = np.random.default_rng(8)
     free, lf = states(topo, rng, 12)
+    free[6:] -= 0.5 * rng.random((6, topo.n_servers))  # not whole: no integral hint
     n, s, b = rng.integers(1, 13, 12), rng.choice([1.0, 2.0], 12), rng.choice([1.0, 2.0], 12)
-    got = e.embed_batch(free, lf, n, s, b)
-    want = VCAllocator.embed_batch(e, free, lf, n, s, b)
-    np.testing.assert_array_equal(got[0], want[0])
-    np.testing.assert_array_equal(got[1], want[1])
+    counts, ok = e.embed_batch(free, lf, n, s, b)
+    for i in range(12):
+        args = (free[i], lf[i], int(n[i]), float(s[i]), float(b[i]))
+        want = one(levels, *args[:5], *extra, **opts)
+        got = e.embed(*args)
+        assert ok[i] == (want is not None) == (got is not None), i
+        if want is not None:
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(counts[i], want)
 
 
 # ------------------------------------------------------------------ TETRIS's greedy

