@@ -138,6 +138,26 @@ def test_two_interval_sets_everywhere(exact_path, seed, opts):
     assert ok.any()
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_integral_states_with_overdrawn_host_links(seed):
+    """The integral hint under per_vm_strict reads each host's cap min(⌊free/s⌋, ⌊up/b⌋,
+    N) in one pass; an overdrawn host link (whole, negative) must still make that host
+    hold nothing at all, as on the general path."""
+    topo, levels = fat_tree(4, 3, 4)
+    rng = np.random.default_rng(seed)
+    k = 30
+    free, lf = random_states(topo, rng, k, tight=False)
+    hosts = TreeLevels(topo).uplink[0]
+    over = rng.random((k, hosts.size)) < 0.2
+    lf[:, hosts] = np.where(over, -rng.integers(1, 3, over.shape), lf[:, hosts])
+    n = rng.integers(2, 30, k)
+    s = rng.choice([1.0, 2.0], k)
+    b = rng.choice([1.0, 2.0], k)
+    assert integral_lookahead(free, lf, s, b)
+    ok = check_rows(levels, free, lf, n, s, b, {"host_link": "per_vm_strict"})
+    assert ok.any() and not ok.all()
+
+
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 10), pow2=st.booleans(),
        python=st.booleans(), opts=st.sampled_from(OPTIONS))

@@ -240,7 +240,13 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
             out.rows(np.array([i]), c[None, :])
             ok[i] = True
     topo = _topology(levels)
-    if integral:  # ⌊free / s + 1e-9⌋ = ⌊free / s⌋, and N·B ≤ up + 1e-9 iff N·B ≤ up
+    caps = None
+    if integral and host_link == "per_vm_strict":
+        caps = _strict_caps(free_cpu, link_free[:, topo.uplink[0]], n, s, b)
+    if caps is not None:  # a host holds {0..cap}: all N VMs iff cap = N
+        slots = caps
+        fits = caps >= n[:, None]
+    elif integral:  # ⌊free / s + 1e-9⌋ = ⌊free / s⌋, and N·B ≤ up + 1e-9 iff N·B ≤ up
         slots = np.floor(free_cpu * (1.0 / s)[:, None])
         np.minimum(slots, n[:, None], out=slots)
         fits = slots >= n[:, None]
@@ -258,7 +264,7 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
         on = np.flatnonzero(one)
         out.one(on, first[on], n[on])
         ok |= one
-    need = slots @ topo.ones_hosts >= n  # the slots of all hosts (exact float sums)
+    need = slots @ topo.ones_hosts >= n  # what all hosts hold (exact float sums)
     need &= ~one
     if any_big:
         need &= ~big
@@ -268,11 +274,14 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
     nr, br = n[rows], b[rows]
     nf = nr[:, None].astype(np.float64)
     exact_div = powers_of_two(br)
-    lf = link_free[rows]
-    c = hose_limit(lf[:, topo.uplink[0]], nr, br, exact_div)
     cap = slots[rows]
     known = None  # the hosts' sizes, when they are plain
-    if _per_vm_hosts(host_link, host_counts):  # {0..min(slots, c)}: c VMs' B fit
+    if caps is not None:
+        c = np.broadcast_to(nf, cap.shape)  # read only (_Sets never writes it)
+        known = cap
+    else:
+        c = hose_limit(_cols(link_free, rows, topo.uplink[0]), nr, br, exact_div)
+    if caps is None and _per_vm_hosts(host_link, host_counts):  # {0..min(slots, c)}
         cap = np.minimum(cap, c)
         c = np.broadcast_to(nf, c.shape)  # read only (_Sets never writes it)
         # with c = N the set is {0..cap}, an interval, wherever cap ≥ 0 (_Sets.sizes)
@@ -298,20 +307,49 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
         if k == H or hit_level.all():
             break
         np.minimum(total, 63.0, out=total)
-        c = hose_limit(lf[:, topo.uplink[k]], nr, br, exact_div)
+        c = hose_limit(_cols(link_free, rows, topo.uplink[k]), nr, br, exact_div)
         sets.append(_Sets(c, total, nr, nf, exact))
     top = int(hit_level.max())
     if top == 0:
         return out.result(ok)
-    amount = np.zeros((rows.size, levels.size[top]))
+    # (row, node, VMs) entries, from each row's hit group down to its hosts
+    er = eg = np.zeros(0, dtype=np.int64)
+    ea = np.zeros(0)
     for j in range(top, 0, -1):
         at = np.flatnonzero(hit_level == j)
-        amount[at, hit_group[at]] = nr[at]
-        amount = _split_level(amount, sets[j - 1], sizes[j], odd[j], levels, topo, j)
-    got = hit_level > 0
-    out.rows(rows[got], amount[got])
-    ok[rows[got]] = True
+        if at.size:
+            er = np.concatenate([er, at])
+            eg = np.concatenate([eg, hit_group[at]])
+            ea = np.concatenate([ea, nr[at].astype(np.float64)])
+        er, eg, ea = _split_level(er, eg, ea, sets[j - 1], sizes[j], odd[j], topo, j)
+    out.entries(rows[er], eg, ea.astype(np.int64))
+    ok[rows[hit_level > 0]] = True
     return out.result(ok)
+
+
+def _strict_caps(free_cpu: np.ndarray, up: np.ndarray, n: np.ndarray, s: np.ndarray,
+                 b: np.ndarray) -> np.ndarray | None:
+    """Under ``per_vm_strict`` on integral states (whole free CU and BU, sizes powers of two
+    from 1): what each host holds, {0..cap} with cap = min(⌊free / s⌋, ⌊up / b⌋, N), as
+    (K, hosts) floats; None if some cap is negative (an overdrawn host or link: the
+    general path).
+
+    The quotients are exact and ⌊min(x, y)⌋ = min(⌊x⌋, ⌊y⌋); ⌊up / b⌋ is
+    :func:`hose_limit`'s ⌊(up + 1e-9) / b⌋, since up / b is a whole number plus at most
+    1 − 1/b. So cap is the general path's min(slots, c), a host holds all N VMs iff
+    cap = N (N slots and N·B ≤ up), and a row whose caps total less than N embeds nowhere.
+    """
+    caps = free_cpu * (1.0 / s)[:, None]
+    q = up * (1.0 / b)[:, None]
+    np.minimum(caps, q, out=caps)
+    np.floor(caps, out=caps)
+    np.minimum(caps, n[:, None], out=caps)
+    return None if caps.min(initial=0.0) < 0 else caps
+
+
+def _cols(x: np.ndarray, rows: np.ndarray, cols) -> np.ndarray:
+    """x[rows][:, cols] without copying the other columns (``cols``: a slice or indices)."""
+    return x[rows, cols] if isinstance(cols, slice) else x[rows[:, None], cols]
 
 
 class _Out:
@@ -328,6 +366,13 @@ class _Out:
             self.parts.append((rows, hosts, n))
         else:
             self.counts[rows, hosts] = n
+
+    def entries(self, rows: np.ndarray, hosts: np.ndarray, m: np.ndarray) -> None:
+        """Row ``rows[i]`` puts ``m[i]`` VMs on host ``hosts[i]`` (each pair once)."""
+        if self.sparse:
+            self.parts.append((rows, hosts, m))
+        else:
+            self.counts[rows, hosts] = m
 
     def rows(self, rows: np.ndarray, counts: np.ndarray) -> None:
         """``rows`` get these VM counts per host (whole numbers, maybe as floats)."""

@@ -163,29 +163,31 @@ def _sum_level(sets: _Sets, topo: _Topology, k: int, live: np.ndarray):
     return total, a3, odd, (rr, gg, _exact_sums(sets.bits(rr, topo.kids[k][gg])))
 
 
-def _split_level(amount: np.ndarray, sets: _Sets, a3: np.ndarray, odd: np.ndarray,
-                 levels: TreeLevels, topo: _Topology, j: int) -> np.ndarray:
-    """Level-j amounts (rows, groups) split among the children (rows, level j−1), greedily.
+def _split_level(er: np.ndarray, eg: np.ndarray, ea: np.ndarray, sets: _Sets,
+                 a3: np.ndarray, odd: np.ndarray, topo: _Topology, j: int):
+    """Amounts ``ea`` of level-j groups ``eg`` of rows ``er`` (entries, each (row, group)
+    once, ``ea`` > 0) split among the groups' children, greedily: the children's entries
+    (rows, level j − 1 nodes, amounts > 0).
 
     Under a parent whose children hold {0..a_c} (``a3``, from :func:`_sum_level`), the
     greedy descent (each child the most it can take such that the rest stays feasible for
     the children after it) gives child c min(a_c, max(0, A − Σ a of its earlier
-    siblings)): one matrix product. Parents in ``odd`` with something to split get the
-    exact greedy (:func:`_exact_splits`). Amounts are floats (exact small integers).
+    siblings)): one matrix product over the entries. Parents in ``odd`` get the exact
+    greedy (:func:`_exact_splits`). Amounts are floats (exact small integers); only the
+    few groups that get VMs are touched, not every group of every row.
     """
-    r, g, w = a3.shape
-    before = (a3.reshape(r * g, w) @ topo.upper[j]).reshape(r, g, w)
-    take = amount[:, :, None] - before
+    ac = a3[er, eg]
+    take = ea[:, None] - ac @ topo.upper[j]
     np.maximum(take, 0.0, out=take)
-    np.minimum(take, a3, out=take)
-    take = _ungrouped(take, topo, j, levels.size[j - 1])
-    rr, gg = np.nonzero(odd & (amount > 0))
-    if rr.size:
-        kids = topo.kids[j][gg]
-        exact = _exact_splits(amount[rr, gg].astype(np.int64), sets.bits(rr, kids))
-        has = kids >= 0
-        take[np.broadcast_to(rr[:, None], kids.shape)[has], kids[has]] = exact[has]
-    return take
+    np.minimum(take, ac, out=take)
+    kids = topo.kids[j][eg]
+    o = odd[er, eg]
+    if o.any():
+        take[o] = _exact_splits(ea[o].astype(np.int64), sets.bits(er[o], kids[o]))
+    keep = take > 0
+    keep &= kids >= 0
+    at = np.nonzero(keep)[0]
+    return er[at], kids[keep], take[keep]
 
 
 def _exact_sums(sets: np.ndarray) -> np.ndarray:
