@@ -277,13 +277,13 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
     cap = slots[rows]
     known = None  # the hosts' sizes, when they are plain
     if caps is not None:
-        c = np.broadcast_to(nf, cap.shape)  # read only (_Sets never writes it)
+        c = None  # no hose limit below N
         known = cap
     else:
         c = hose_limit(_cols(link_free, rows, topo.uplink[0]), nr, br, exact_div)
     if caps is None and _per_vm_hosts(host_link, host_counts):  # {0..min(slots, c)}
         cap = np.minimum(cap, c)
-        c = np.broadcast_to(nf, c.shape)  # read only (_Sets never writes it)
+        c = None  # no hose limit below N
         # with c = N the set is {0..cap}, an interval, wherever cap ≥ 0 (_Sets.sizes)
         known = cap if cap.min(initial=0.0) >= 0 else np.where(cap >= 0, cap, _ODD)
     sets = [_Sets(c, cap, nr, nf, sizes=known)]  # per level: the feasible sets of its nodes

@@ -28,19 +28,20 @@ class _Sets:
     """The feasible-count sets of one level's nodes for the rows, mostly without bits.
 
     Node i of row r holds {x ≤ cap : x ≤ c or x ≥ N − c}, with c (−1..N) the hose limit
-    of its uplink (:func:`hose_limit`) and cap < N (for the rows still unplaced) the top of
+    of its uplink (:func:`hose_limit`; None: N, no limit, where ``sizes`` are given) and
+    cap < N (for the rows still unplaced) the top of
     {0..cap}, what its subtree holds, as floats; except the nodes in ``exact``
     ((rows, nodes, bits)): groups whose subtree holds an arbitrary set, given as bits.
     """
 
-    def __init__(self, c: np.ndarray, cap: np.ndarray, n: np.ndarray, nf: np.ndarray,
+    def __init__(self, c: np.ndarray | None, cap: np.ndarray, n: np.ndarray, nf: np.ndarray,
                  exact=None, sizes: np.ndarray | None = None):
         self.c, self.cap, self.n, self.nf = c, cap, n, nf  # nf: n as a float column
         self.exact = exact
         self._sizes = sizes  # :meth:`sizes`, when the caller knows it (read only)
         self.inside = None
         if exact is not None:  # what each subtree holds, as bits (all: see cap)
-            self.inside = np.full(c.shape, _ALL)
+            self.inside = np.full(cap.shape, _ALL)
             self.inside[exact[0], exact[1]] = exact[2]
 
     def sizes(self) -> np.ndarray:
@@ -69,8 +70,8 @@ class _Sets:
     def bits(self, rr: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """(groups, width) bit sets of the nodes ``cols`` (−1: padding, {0}) of rows rr."""
         idx = (rr[:, None], np.maximum(cols, 0))
-        sets = hose_bits(self.c[idx].astype(np.int64), self.n[rr, None],
-                         self.cap[idx].astype(np.int64))
+        c = self.n[rr, None] if self.c is None else self.c[idx].astype(np.int64)
+        sets = hose_bits(c, self.n[rr, None], self.cap[idx].astype(np.int64))
         if self.inside is not None:
             sets &= self.inside[idx]
         sets[cols < 0] = 1
