@@ -50,6 +50,12 @@ def check(levels, free, lf, n, s, b, opts=None, integral=False):
             assert not counts[i].any(), i
         else:
             np.testing.assert_array_equal(counts[i], want, err_msg=f"row {i}")
+    ok2, r, h, m = tetris_embed_batch(levels, free, lf, n, s, b, **opts, integral=integral,
+                                      sparse=True)  # AHAB's lookahead: the same as entries
+    assert np.array_equal(ok2, ok) and m.dtype == np.int64 and (m[n[r] > 0] > 0).all()
+    dense = np.zeros_like(counts)
+    np.add.at(dense, (r, h), m)  # each (row, host) once: add.at would expose a repeat
+    np.testing.assert_array_equal(dense, counts)
     return ok
 
 

@@ -57,6 +57,7 @@ from dcsim.allocators.oktopus_sets import (
 from dcsim.allocators.vc_base import VCAllocator
 from dcsim.allocators.vc_batch import (
     MAX_BITS_N,
+    Embedded,
     hose_limit,
     integral_lookahead,
     powers_of_two,
@@ -229,7 +230,7 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
     n = np.asarray(n, dtype=np.int64)
     s = np.asarray(s, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
-    out = _Out(K, n_hosts, sparse)
+    out = Embedded(K, n_hosts, sparse)
     ok = np.zeros(K, dtype=bool)
     big = n > MAX_BITS_N
     any_big = big.any()
@@ -262,7 +263,7 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
     if one.any():
         first = np.argmax(fits, axis=1)
         on = np.flatnonzero(one)
-        out.one(on, first[on], n[on])
+        out.entries(on, first[on], n[on])
         ok |= one
     need = slots @ topo.ones_hosts >= n  # what all hosts hold (exact float sums)
     need &= ~one
@@ -350,46 +351,6 @@ def _strict_caps(free_cpu: np.ndarray, up: np.ndarray, n: np.ndarray, s: np.ndar
 def _cols(x: np.ndarray, rows: np.ndarray, cols) -> np.ndarray:
     """x[rows][:, cols] without copying the other columns (``cols``: a slice or indices)."""
     return x[rows, cols] if isinstance(cols, slice) else x[rows[:, None], cols]
-
-
-class _Out:
-    """Embeddings collected as dense counts (K, hosts), or as (row, host, VMs) triples."""
-
-    def __init__(self, K: int, n_hosts: int, sparse: bool):
-        self.sparse = sparse
-        self.counts = None if sparse else np.zeros((K, n_hosts), dtype=np.int64)
-        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-
-    def one(self, rows: np.ndarray, hosts: np.ndarray, n: np.ndarray) -> None:
-        """Each of ``rows`` puts all its n VMs on one host."""
-        if self.sparse:
-            self.parts.append((rows, hosts, n))
-        else:
-            self.counts[rows, hosts] = n
-
-    def entries(self, rows: np.ndarray, hosts: np.ndarray, m: np.ndarray) -> None:
-        """Row ``rows[i]`` puts ``m[i]`` VMs on host ``hosts[i]`` (each pair once)."""
-        if self.sparse:
-            self.parts.append((rows, hosts, m))
-        else:
-            self.counts[rows, hosts] = m
-
-    def rows(self, rows: np.ndarray, counts: np.ndarray) -> None:
-        """``rows`` get these VM counts per host (whole numbers, maybe as floats)."""
-        if self.sparse:
-            r, h = np.nonzero(counts)
-            self.parts.append((rows[r], h, counts[r, h].astype(np.int64)))
-        else:
-            self.counts[rows] = counts
-
-    def result(self, ok: np.ndarray):
-        if not self.sparse:
-            return self.counts, ok
-        if not self.parts:
-            empty = np.zeros(0, dtype=np.int64)
-            return ok, empty, empty, empty
-        r, h, m = (np.concatenate(x) for x in zip(*self.parts, strict=True))
-        return ok, r, h, m.astype(np.int64)
 
 
 class Oktopus(VCAllocator):

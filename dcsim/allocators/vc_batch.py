@@ -201,3 +201,48 @@ def integral_lookahead(free_cpu: np.ndarray, link_free: np.ndarray, s: np.ndarra
     steps = np.concatenate([np.ravel(s), np.ravel(b)])
     plain = steps.size == 0 or (steps.min() >= 1 and plain_steps(steps))
     return bool(plain and whole_numbers(free_cpu) and whole_numbers(link_free))
+
+
+class Embedded:
+    """What a batch embedder found for K rows: dense VM counts (K, hosts), or with
+    ``sparse`` (row, host, VMs) entries, each (row, host) once, VMs > 0 if N > 0 (AHAB's
+    lookahead reserves only those: :func:`dcsim.allocators.ahab.reserve_rows`)."""
+
+    def __init__(self, K: int, n_hosts: int, sparse: bool):
+        self.sparse = sparse
+        self.n_hosts = n_hosts
+        self.counts = None if sparse else np.zeros((K, n_hosts), dtype=np.int64)
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def entries(self, rows: np.ndarray, hosts: np.ndarray, m: np.ndarray) -> None:
+        """Row ``rows[i]`` puts ``m[i]`` VMs on host ``hosts[i]``."""
+        if self.sparse:
+            self.parts.append((rows, hosts, m))
+        else:
+            self.counts[rows, hosts] = m
+
+    def flat(self, at: np.ndarray, m: np.ndarray) -> None:
+        """:meth:`entries` given as flat indices ``row * hosts + host``."""
+        if self.sparse:
+            r = at // self.n_hosts
+            self.parts.append((r, at - r * self.n_hosts, m))
+        else:
+            self.counts.ravel()[at] = m
+
+    def rows(self, rows: np.ndarray, counts: np.ndarray) -> None:
+        """``rows`` get these VM counts per host (whole numbers, maybe as floats)."""
+        if self.sparse:
+            r, h = np.nonzero(counts)
+            self.parts.append((rows[r], h, counts[r, h]))
+        else:
+            self.counts[rows] = counts
+
+    def result(self, ok: np.ndarray):
+        """(counts, ok), or with ``sparse`` (ok, rows, hosts, VMs), all int64."""
+        if not self.sparse:
+            return self.counts, ok
+        if not self.parts:
+            empty = np.zeros(0, dtype=np.int64)
+            return ok, empty, empty, empty
+        r, h, m = (np.concatenate(x) for x in zip(*self.parts, strict=True))
+        return ok, r, h, m.astype(np.int64)

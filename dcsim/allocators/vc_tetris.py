@@ -70,7 +70,7 @@ import numpy as np
 from pydantic import Field
 
 from dcsim.allocators.vc_base import VCAllocator
-from dcsim.allocators.vc_batch import integral_lookahead, slots_rows
+from dcsim.allocators.vc_batch import Embedded, integral_lookahead, slots_rows
 from dcsim.allocators.vc_tetris_first import _embed_first
 from dcsim.allocators.vc_tetris_score import (  # noqa: F401  (the last two: re-exported)
     _EPS,
@@ -139,7 +139,8 @@ def tetris_embed(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray
 def tetris_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray,
                        n: np.ndarray, s: np.ndarray, b: np.ndarray,
                        capacity: np.ndarray | None = None, host_link: str = "hose",
-                       zero_bandwidth: str = "least_preferred", integral: bool = False):
+                       zero_bandwidth: str = "least_preferred", integral: bool = False,
+                       sparse: bool = False):
     """:func:`tetris_embed` for K VCs, one per row of K independent states, vectorised.
 
     ``free_cpu`` (K, hosts), ``link_free`` (K, links), ``n``/``s``/``b`` (K,). Returns VM
@@ -155,6 +156,7 @@ def tetris_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
     ``integral``: the caller guarantees whole free CU and BU (below 2**31) and sizes that
     are powers of two from 1 to 2**10 (:meth:`VCTetris.lookahead_hints`); then every VM
     count is an exact floor of a quotient, computed once for the single hosts and the runs.
+    ``sparse``: return ``(ok, rows, hosts, VMs)`` entries instead (:class:`Embedded`).
     """
     K, n_hosts = free_cpu.shape
     n = np.asarray(n, dtype=np.int64)
@@ -163,10 +165,10 @@ def tetris_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
     if capacity is None:
         topo = levels.topology
         capacity = topo.server_capacity[:, topo.resource_index("cpu")]
-    counts = np.zeros((K, n_hosts), dtype=np.int64)
+    out = Embedded(K, n_hosts, sparse)
     ok = np.zeros(K, dtype=bool)
     if K == 0:
-        return counts, ok
+        return out.result(ok)
     enough = ~(free_cpu.sum(axis=1) + _EPS < n * s)
     pre = None  # (slots, runs) of every row, when they can be shared with _embed_first
     if integral and host_link == "per_vm_strict" and zero_bandwidth in (
@@ -193,7 +195,8 @@ def tetris_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
         best = np.argmax(free_cpu, axis=1)
         top = free_cpu[np.arange(K), best]
         one = enough & (slots_rows(top[:, None], s)[:, 0] >= n)  # single hosts
-    counts[one, best[one]] = n[one]
+    on = np.flatnonzero(one)
+    out.entries(on, best[on], n[on])
     ok |= one
     todo = enough & ~one
     odd = todo & ~(link_free.min(axis=1) + _EPS >= 0)  # NaN too, as the one-row check
@@ -201,13 +204,14 @@ def tetris_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
         c = tetris_embed(levels, free_cpu[i], link_free[i], int(n[i]), float(s[i]),
                          float(b[i]), capacity, host_link, zero_bandwidth)
         if c is not None:
-            counts[i], ok[i] = c, True
+            out.rows(np.array([i]), c[None, :])
+            ok[i] = True
     live = np.flatnonzero(todo & ~odd)
     if live.size:
-        _embed_first(levels, live, free_cpu, link_free, n, s, b, capacity, counts, ok,
+        _embed_first(levels, live, free_cpu, link_free, n, s, b, capacity, out, ok,
                      host_link, zero_bandwidth, integral,
                      None if pre is None else (pre[0][live], pre[1][live]))
-    return counts, ok
+    return out.result(ok)
 
 
 class VCTetris(VCAllocator):
@@ -236,6 +240,12 @@ class VCTetris(VCAllocator):
     def embed_batch(self, free_cpu, link_free, n, s, b, integral=False):
         return tetris_embed_batch(self.levels, free_cpu, link_free, n, s, b, self.capacity,
                                   self.host_link, self.options.zero_bandwidth, integral)
+
+    def embed_sparse(self, free_cpu, link_free, n, s, b, integral=False):
+        """:meth:`embed_batch` as (ok, rows, hosts, VMs) entries (AHAB's lookahead)."""
+        return tetris_embed_batch(self.levels, free_cpu, link_free, n, s, b, self.capacity,
+                                  self.host_link, self.options.zero_bandwidth, integral,
+                                  sparse=True)
 
     def lookahead_hints(self, free_cpu, link_free, s, b):
         """``integral`` for :meth:`embed_batch` when every state stays integral: whole

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dcsim.allocators.vc_batch import groupsum, slots_rows
+from dcsim.allocators.vc_batch import Embedded, groupsum, slots_rows
 from dcsim.allocators.vc_tetris_score import (
     _EPS,
     zero_bandwidth_blocked,
@@ -16,11 +16,11 @@ from dcsim.model.vc import UNLIMITED, TreeLevels, host_link_vms
 
 def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
                 link_free: np.ndarray, n: np.ndarray, s: np.ndarray, b: np.ndarray,
-                capacity: np.ndarray, counts: np.ndarray, ok: np.ndarray,
+                capacity: np.ndarray, out: Embedded, ok: np.ndarray,
                 host_link: str = "hose", zero_bandwidth: str = "least_preferred",
                 start: int = 1) -> None:
     """The group levels of :func:`tetris_embed_batch` for rows ``live`` (no single host fits,
-    no link overdrawn): fills their ``counts`` and ``ok`` in place.
+    no link overdrawn): puts their embeddings in ``out`` and sets their ``ok``.
 
     Per level, the greedy runs for every (row, group) pair that can hold its row's VC (the
     hosts' ``min(slots, n)`` total ≥ n, the one-row code's filter, and their feasible runs
@@ -116,8 +116,8 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
             gw = np.argmax(np.where(passed[win], frac, -np.inf), axis=1)
         won = np.full(K, -1, dtype=np.int64)
         won[win] = gw
-        put = np.flatnonzero(won[ar] == group[k])
-        counts.ravel()[flat[put]] = mi[put]
+        put = np.flatnonzero((won[ar] == group[k]) & (mi > 0))
+        out.flat(flat[put], mi[put])
         ok[win] = True
         alive[win] = False
         if not alive.any():

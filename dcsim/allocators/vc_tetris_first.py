@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dcsim.allocators.vc_batch import plain_steps, slots_rows, whole_numbers
+from dcsim.allocators.vc_batch import Embedded, plain_steps, slots_rows, whole_numbers
 from dcsim.allocators.vc_tetris_batch import (
     _EPS,
     _embed_rows,
@@ -22,7 +22,7 @@ from dcsim.model.vc import TreeLevels, host_link_vms
 
 def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
                  link_free: np.ndarray, n: np.ndarray, s: np.ndarray, b: np.ndarray,
-                 capacity: np.ndarray, counts: np.ndarray, ok: np.ndarray,
+                 capacity: np.ndarray, out: Embedded, ok: np.ndarray,
                  host_link: str = "hose", zero_bandwidth: str = "least_preferred",
                  integral: bool = False, pre: tuple | None = None) -> None:
     """:func:`_embed_rows` (same arguments, same results) trying each row's *first*
@@ -81,7 +81,6 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
     has = np.empty((H, L), dtype=bool)  # (H, L): whether a level has a candidate
     for k in range(1, H + 1):
         np.any(cand[k], axis=1, out=has[k - 1])
-    n_hosts = free_cpu.shape[1]
     while True:
         level = has.argmax(axis=0) + 1  # each row's lowest level with a candidate
         rows = np.flatnonzero(has.any(axis=0))
@@ -139,7 +138,7 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
         won = ~bad
         if won.any():
             put = won[pp] & (m > 0)
-            counts.ravel()[live[rr[put]] * n_hosts + hh[put]] = m[put]
+            out.entries(live[rr[put]], hh[put], m[put])
             ok[live[rows[won]]] = True
             has[:, rows[won]] = False
         if not bad.any():
@@ -151,7 +150,7 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
             more = np.where(fl == k, cand[k][fr_rows].sum(axis=1) > 1, more)
         for k in np.unique(fl[more]):  # other candidates: the all-pairs version from there
             r = fr_rows[more & (fl == k)]
-            _embed_rows(levels, live[r], free_cpu, link_free, n, s, b, capacity, counts,
+            _embed_rows(levels, live[r], free_cpu, link_free, n, s, b, capacity, out,
                         ok, host_link, zero_bandwidth, start=int(k))
         has[:, fr_rows[more]] = False
         one = ~more  # the only candidate at that level failed: on to the next level
