@@ -81,40 +81,28 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
     has = np.empty((H, L), dtype=bool)  # (H, L): whether a level has a candidate
     for k in range(1, H + 1):
         np.any(cand[k], axis=1, out=has[k - 1])
+    active = runs > 0
     while True:
         level = has.argmax(axis=0) + 1  # each row's lowest level with a candidate
         rows = np.flatnonzero(has.any(axis=0))
         if rows.size == 0:
             return
         level = level[rows]
-        # the hosts of each row's first group there, row by row (grouped by level):
-        # entries (pair, host) with pairs numbered in that order
-        parts, pair_rows, pair_level = [], [], []
-        for k in np.unique(level):
-            r = rows[level == k]
-            if levels.size[k] > 1:  # the first group by free fraction (ties: lowest index)
+        # each row's first group there by free fraction (ties: lowest index)
+        g = np.zeros(rows.size, dtype=np.int64)
+        for k in range(1, H + 1):
+            at = np.flatnonzero(level == k) if levels.size[k] > 1 else ()
+            if len(at):
+                r = rows[at]
                 frac = (_free_fraction(levels, k, fr[r], capacity) if free_g is None else
                         _free_fraction(levels, k, None, capacity, free_g[k][r]))
-                g = np.argmax(np.where(cand[k][r], frac, -np.inf), axis=1)
-            else:
-                g = np.zeros(r.size, dtype=np.int64)
-            parts.append(levels.hosts_of[k][g])
-            pair_rows.append(r)
-            pair_level.append(np.full(r.size, k))
-        rows = np.concatenate(pair_rows)
-        level = np.concatenate(pair_level)
-        # only the hosts with a run take part (a host without one gets no VM, reserves
-        # nothing, and fails no check: no row here has a link overdrawn)
-        pp_parts, hh_parts, first = [], [], 0
-        for members, r in zip(parts, pair_rows, strict=True):
-            act = runs[r[:, None], np.maximum(members, 0)] > 0
-            if members.size and members[:, -1].min() < 0:  # padded: groups of other sizes
-                act &= members >= 0
-            i, w = np.nonzero(act)
-            pp_parts.append(i + first)
-            hh_parts.append(members[i, w])
-            first += members.shape[0]
-        pp, hh = np.concatenate(pp_parts), np.concatenate(hh_parts)
+                g[at] = np.argmax(np.where(cand[k][r], frac, -np.inf), axis=1)
+        # the hosts of that group with a run, (pair, host) entries pair by pair in host
+        # order; a host without a run gets no VM, reserves nothing, and fails no check
+        # (no row here has a link overdrawn)
+        act = levels.group_table[level] == g[:, None]
+        act &= active[rows]
+        pp, hh = np.nonzero(act)
         rr = rows[pp]
         np_, bp = nl[rows], bl[rows]
         m = _greedy_flat(pp, hh, rr, fr, uh, runs, np_, sl[rows], bp, host_link,

@@ -80,6 +80,8 @@ class TreeLevels:
             _, inv = np.unique(ps.server_ancestor_nodes[:, k - 1], return_inverse=True)
             groups.append(inv.astype(np.int64))
         self.group = groups
+        #: (H + 1, hosts): ``group`` as one matrix, row k the level-k group of every host
+        self.group_table = np.stack(groups)
         self.size = [int(g.max()) + 1 for g in groups]  # groups per level
         self.uplink: list[np.ndarray] = []
         self.parent: list[np.ndarray] = []
