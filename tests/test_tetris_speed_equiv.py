@@ -119,6 +119,25 @@ def test_integral_hint(seed, opts):
     check(levels, free, lf, n, s, b, opts, integral=True)
 
 
+@pytest.mark.parametrize("seed", range(2))
+def test_integral_hint_with_overdrawn_hosts(seed):
+    """A host with negative free CU (whole) has min(slots, n) < 0, which the one-row
+    filter counts in its group's total: the hinted path must not drop that filter then.
+    (Racks of five hosts with 2 slots and one overdrawn: runs total 10, room 8 or 9.)"""
+    topo, levels = k12()
+    rng = np.random.default_rng(300 + seed)
+    k = 40
+    free = np.full((k, topo.n_servers), 2.0)
+    free[:, ::6] = -rng.choice([1.0, 2.0], (k, topo.n_servers // 6))  # one host per rack
+    lf = topo.link_capacity * np.ones((k, 1))
+    n = rng.integers(6, 13, k)
+    s = np.ones(k)
+    b = rng.choice([1.0, 2.0], k)
+    for opts in ({"host_link": "per_vm_strict", "zero_bandwidth": z}
+                 for z in ("least_preferred", "most_preferred")):
+        assert check(levels, free, lf, n, s, b, opts, integral=True).all()
+
+
 def test_integral_hint_only_where_it_holds():
     topo, levels = small()
     from dcsim.allocators.vc_tetris import VCTetris

@@ -54,22 +54,29 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
         slots = np.floor(fr * (1.0 / sl)[:, None]) if exact else None
         runs = _runs(fr, uh, nn, sl[:, None], bl[:, None], host_link, zero_bandwidth, exact,
                      slots)
-    if exact:  # slots_rows: ⌊free / s + 1e-9⌋ is ⌊free / s⌋ here (whole floats)
-        room = np.minimum(slots, nn)
-    else:
-        room = np.minimum(slots_rows(fr, sl), nn)
+    # the one-row code's filter: the hosts' min(slots, n) total ≥ n. The shared runs are
+    # min(⌊up / b⌋, slots, n) ≥ 0, so with slots ≥ 0 they never exceed min(slots, n),
+    # and their total ≥ n (the greedy's own condition) implies it.
+    room = None
+    if pre is None or slots.min(initial=0.0) < 0:
+        if exact:  # slots_rows: ⌊free / s + 1e-9⌋ is ⌊free / s⌋ here (whole floats)
+            room = np.minimum(slots, nn)
+        else:
+            room = np.minimum(slots_rows(fr, sl), nn)
     cand = [None]  # per level: the groups that can hold the row's VC
     free_g = None
     L = live.size
     if integral:  # whole numbers: sums in any order are exact; one child sum per level
-        g = np.concatenate([runs, room, fr]).astype(np.float64, copy=False)
+        parts = [runs, fr] if room is None else [runs, fr, room]
+        g = np.concatenate(parts).astype(np.float64, copy=False)
         free_g = [fr]
         for k in range(1, H + 1):
             g = levels.child_sum(g, k - 1)
             c = g[:L] >= nn
-            c &= g[L:2 * L] >= nn
+            if room is not None:
+                c &= g[2 * L:] >= nn
             cand.append(c)
-            free_g.append(g[2 * L:])
+            free_g.append(g[L:2 * L])
     else:
         run_g, room_g = runs, room
         for k in range(1, H + 1):
