@@ -174,13 +174,16 @@ def tetris_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
     if integral and host_link == "per_vm_strict" and zero_bandwidth in (
             "least_preferred", "most_preferred"):
         # every count is an exact floor (_fit_count's exact case): the runs are
-        # min(⌊free / s⌋, ⌊uplink / b⌋) in 0..n, and a host holds the whole VC (N slots,
-        # N·B on its uplink) iff its run is N
-        slots = np.floor(free_cpu * (1.0 / s)[:, None])
-        runs = np.multiply(link_free[:, levels.uplink_cols[0]], (1.0 / b)[:, None])
+        # min(⌊free / s⌋, ⌊uplink / b⌋) in 0..n (⌊min(x, y)⌋ = min(⌊x⌋, ⌊y⌋)), and a
+        # host holds the whole VC (N slots, N·B on its uplink) iff its run is N
+        runs = np.multiply(free_cpu, (1.0 / s)[:, None])
+        q = np.multiply(link_free[:, levels.uplink_cols[0]], (1.0 / b)[:, None])
+        np.minimum(runs, q, out=runs)
         np.floor(runs, out=runs)
-        np.minimum(runs, slots, out=runs)
-        np.fmax(runs, 0.0, out=runs)
+        slots = None  # no host overdrawn: _embed_first needs no slots
+        if runs.min(initial=0.0) < 0:
+            slots = np.floor(free_cpu * (1.0 / s)[:, None])
+            np.fmax(runs, 0.0, out=runs)
         nn = n[:, None]
         np.fmin(runs, nn, out=runs)
         fit = runs >= nn
@@ -189,14 +192,16 @@ def tetris_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
         fit = _single_hosts(slots_rows(free_cpu, s), link_free[:, levels.uplink[0]],
                             n[:, None], b[:, None], host_link)
     if host_link == "per_vm_strict":
-        best = np.argmax(np.where(fit, free_cpu, -np.inf), axis=1)
         one = enough & fit.any(axis=1)
+        on = np.flatnonzero(one)
+        best = np.argmax(np.where(fit[on], free_cpu[on], -np.inf), axis=1)
     else:
         best = np.argmax(free_cpu, axis=1)
         top = free_cpu[np.arange(K), best]
         one = enough & (slots_rows(top[:, None], s)[:, 0] >= n)  # single hosts
-    on = np.flatnonzero(one)
-    out.entries(on, best[on], n[on])
+        on = np.flatnonzero(one)
+        best = best[on]
+    out.entries(on, best, n[on])
     ok |= one
     todo = enough & ~one
     odd = todo & ~(link_free.min(axis=1) + _EPS >= 0)  # NaN too, as the one-row check
@@ -210,7 +215,8 @@ def tetris_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
     if live.size:
         _embed_first(levels, live, free_cpu, link_free, n, s, b, capacity, out, ok,
                      host_link, zero_bandwidth, integral,
-                     None if pre is None else (pre[0][live], pre[1][live]))
+                     None if pre is None else
+                     (None if pre[0] is None else pre[0][live], pre[1][live]))
     return out.result(ok)
 
 

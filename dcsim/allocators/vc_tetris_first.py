@@ -38,7 +38,8 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
     candidate at that level fails goes on to the next level in another round.
 
     ``integral``: :func:`tetris_embed_batch`'s; ``pre``: the live rows' slots and runs
-    (whole floats, exact floors) when it computed them.
+    (whole floats, exact floors) when it computed them, slots None where every run and
+    slot is ≥ 0.
     """
     H = levels.height
     fr = free_cpu[live]
@@ -55,10 +56,11 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
         runs = _runs(fr, uh, nn, sl[:, None], bl[:, None], host_link, zero_bandwidth, exact,
                      slots)
     # the one-row code's filter: the hosts' min(slots, n) total ≥ n. The shared runs are
-    # min(⌊up / b⌋, slots, n) ≥ 0, so with slots ≥ 0 they never exceed min(slots, n),
-    # and their total ≥ n (the greedy's own condition) implies it.
+    # min(⌊up / b⌋, slots, n) ≥ 0, so with slots ≥ 0 (``pre`` has no slots when no host
+    # is overdrawn) they never exceed min(slots, n), and their total ≥ n (the greedy's
+    # own condition) implies it.
     room = None
-    if pre is None or slots.min(initial=0.0) < 0:
+    if pre is None or (slots is not None and slots.min(initial=0.0) < 0):
         if exact:  # slots_rows: ⌊free / s + 1e-9⌋ is ⌊free / s⌋ here (whole floats)
             room = np.minimum(slots, nn)
         else:
