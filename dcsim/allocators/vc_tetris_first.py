@@ -111,7 +111,9 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
         # (no row here has a link overdrawn)
         act = levels.group_table[level] == g[:, None]
         act &= active[rows]
-        pp, hh = np.nonzero(act)
+        pp = np.flatnonzero(act)  # cheaper than a 2-d nonzero
+        hh = pp % act.shape[1]
+        pp //= act.shape[1]
         rr = rows[pp]
         np_, bp = nl[rows], bl[rows]
         m = _greedy_flat(pp, hh, rr, fr, uh, runs, np_, sl[rows], bp, host_link,
