@@ -211,6 +211,19 @@ def test_hose_limit_skips_the_correction_only_where_exact(seed, n):
 
 @settings(max_examples=200, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 63))
+def test_hose_limit_on_integral_states(seed, n):
+    """The lookahead's integral hint (whole residuals, overdrawn ones included, B powers of
+    two from 1): one floor of up · (1/b) gives the corrected limit."""
+    rng = np.random.default_rng(seed)
+    up = np.floor(rng.random((6, 40)) * 140) - 4.0  # -4..135
+    b = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 1024.0])
+    nn = np.full(6, n)
+    np.testing.assert_array_equal(hose_limit(up, nn, b, integral=True),
+                                  hose_limit(up, nn, b, exact_div=False))
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 63))
 def test_hose_bits_with_a_cap(seed, n):
     """{x ≤ cap : x ≤ c or x ≥ n − c}, shifts of 64 or more included (c = −1, cap < 0)."""
     rng = np.random.default_rng(seed)

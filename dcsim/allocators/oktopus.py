@@ -281,7 +281,8 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
         c = None  # no hose limit below N
         known = cap
     else:
-        c = hose_limit(_cols(link_free, rows, topo.uplink[0]), nr, br, exact_div)
+        c = hose_limit(_cols(link_free, rows, topo.uplink[0]), nr, br, exact_div,
+                           integral)
     if caps is None and _per_vm_hosts(host_link, host_counts):  # {0..min(slots, c)}
         cap = np.minimum(cap, c)
         c = None  # no hose limit below N
@@ -308,7 +309,8 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
         if k == H or hit_level.all():
             break
         np.minimum(total, 63.0, out=total)
-        c = hose_limit(_cols(link_free, rows, topo.uplink[k]), nr, br, exact_div)
+        c = hose_limit(_cols(link_free, rows, topo.uplink[k]), nr, br, exact_div,
+                       integral)
         sets.append(_Sets(c, total, nr, nf, exact))
     top = int(hit_level.max())
     if top == 0:

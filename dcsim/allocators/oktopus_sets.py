@@ -151,11 +151,14 @@ def _sum_level(sets: _Sets, topo: _Topology, k: int, live: np.ndarray):
     group holds {0..total} unless a mark shows (total ≥ _ODD); those groups (of the rows in
     ``live``: the others already have their subtree) get the exact sum. Returns the
     totals, the children's a (rows, groups, width; for :func:`_split_level`), the
-    exactly summed groups as a mask and as (rows, groups, bit sets), or None for none.
+    exactly summed groups as a mask (None: no group has a mark) and as (rows, groups,
+    bit sets), or None for none.
     """
     a3 = _grouped(sets.sizes(), topo, k)
     r, g, w = a3.shape
     total = (a3.reshape(r * g, w) @ topo.ones[k]).reshape(r, g)
+    if total.max(initial=0.0) < _ODD:  # the common case: every group an interval
+        return total, a3, None, None
     odd = total >= _ODD
     odd &= live[:, None]
     rr, gg = np.nonzero(odd)
@@ -182,8 +185,8 @@ def _split_level(er: np.ndarray, eg: np.ndarray, ea: np.ndarray, sets: _Sets,
     np.maximum(take, 0.0, out=take)
     np.minimum(take, ac, out=take)
     kids = topo.kids[j][eg]
-    o = odd[er, eg]
-    if o.any():
+    o = None if odd is None else odd[er, eg]
+    if o is not None and o.any():
         take[o] = _exact_splits(ea[o].astype(np.int64), sets.bits(er[o], kids[o]))
     keep = take > 0
     keep &= kids >= 0

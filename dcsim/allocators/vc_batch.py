@@ -115,7 +115,7 @@ def powers_of_two(b: np.ndarray) -> bool:
 
 
 def hose_limit(up: np.ndarray, n: np.ndarray, b: np.ndarray,
-               exact_div: bool | None = None) -> np.ndarray:
+               exact_div: bool | None = None, integral: bool = False) -> np.ndarray:
     """(K, m) floats: the largest y in 0..n whose hose y·b fits ``up`` (+1e-9), −1 if none.
 
     ``up`` (K, m) residual bandwidth of m links per row; n, b (K,). The product y·b grows
@@ -123,9 +123,18 @@ def hose_limit(up: np.ndarray, n: np.ndarray, b: np.ndarray,
     comparison ``y * b <= up + 1e-9`` the one-row code makes: the division may be off by an
     ulp either way. When every b is a positive power of two (AHAB's workloads;
     ``exact_div``, :func:`powers_of_two` unless given), division and product are exact,
-    the quotient's floor is already c and the correction is skipped.
+    the quotient's floor is already c and the correction is skipped. ``integral`` (the
+    lookahead hint, :func:`integral_lookahead`: whole ``up``, b powers of two from 1):
+    up / b is a whole number plus at most 1 − 1/b, so ⌊(up + 1e-9) / b⌋ is ⌊up · (1/b)⌋,
+    and a whole up < 0 gives a quotient ≤ −1/b, clamped to −1.
     """
     nn = n[:, None].astype(np.float64)
+    if integral:
+        c = np.multiply(up, (1.0 / b)[:, None])
+        np.floor(c, out=c)
+        np.fmin(c, nn, out=c)
+        np.fmax(c, -1.0, out=c)
+        return c
     bb = b[:, None]
     u = up + _EPS
     if powers_of_two(b) if exact_div is None else exact_div:
