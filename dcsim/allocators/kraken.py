@@ -236,12 +236,13 @@ def kraken_embed_sparse(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
         slots = None
         upper = plan.upper  # the links above the hosts, when they are one slice
         if upper is None:
-            lcap = _counts(link_free, b, plan.link_top, plan.buffer(link_free.shape), None,
-                           True)
+            lcap = _counts(link_free, b, plan.link_top, plan.buffer(link_free.shape, "upper"),
+                           None, True)
         else:  # the host links' counts are never read
             lcap = np.empty(link_free.shape, dtype=np.int32)
             up = link_free[:, upper]
-            lcap[:, upper] = _counts(up, b, plan.link_top, plan.buffer(up.shape), None, True)
+            lcap[:, upper] = _counts(up, b, plan.link_top, plan.buffer(up.shape, "upper"),
+                                     None, True)  # not q's buffer: q is in use
         sup = [q.astype(np.int32)]
         np.minimum(sup[0], nn, out=sup[0])
     else:
