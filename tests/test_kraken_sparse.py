@@ -24,10 +24,12 @@ from dcsim.allocators.kraken import (
     kraken_embed_sparse,
     plain_sizes,
 )
+from dcsim.allocators.vc_batch import integral_lookahead
 from dcsim.model.vc import HOST_LINK_RULES, TreeLevels
 
 SIZES = {"pow2": [0.0, 1.0, 2.0, 4.0, 8.0], "any": [0.0, 0.5, 1.0, 1.5, 3.0, 2.5],
-         "plain": [0.5, 1.0, 2.0, 4.0, 8.0]}  # plain: AHAB's fast path (plain_sizes)
+         "plain": [0.5, 1.0, 2.0, 4.0, 8.0],  # plain: AHAB's fast path (plain_sizes)
+         "whole": [1.0, 2.0, 4.0, 8.0]}  # ... on integral states (integral_lookahead)
 
 
 def random_rows(levels, rng, k, sizes, full=False):
@@ -48,8 +50,12 @@ def check(levels, free, lf, n, s, b, host_link):
     want, want_ok = kraken_embed_batch_reference(levels, free, lf, n, s, b, host_link)
     assert np.array_equal(ok, want_ok)
     assert np.array_equal(counts, want)
-    for plain in {False, plain_sizes(levels, s, b)}:  # AHAB's hint, where it holds
-        ok2, r, h, m = kraken_embed_sparse(levels, free, lf, n, s, b, host_link, plain)
+    hints = {(False, False), (plain_sizes(levels, s, b), False)}  # AHAB's, where they hold
+    if hints != {(False, False)} and integral_lookahead(free, lf, s, b):
+        hints.add((True, True))
+    for plain, integral in hints:
+        ok2, r, h, m = kraken_embed_sparse(levels, free, lf, n, s, b, host_link, plain,
+                                           integral)
         assert np.array_equal(ok2, ok) and (m > 0).all()
         dense = np.zeros_like(counts)
         np.add.at(dense, (r, h), m)  # each (row, host) once: add.at would expose a repeat
@@ -93,6 +99,30 @@ def test_many_rows_on_the_ahab_fat_tree(host_link):
     for full in (True, False):
         free, lf, n, s, b = random_rows(levels, rng, 40, "plain", full=full)
         n = rng.integers(3, 61, 40)
+        check(levels, free, lf, n, s, b, host_link)
+
+
+def test_as_many_links_above_the_hosts_as_hosts():
+    """Hypothesis's example (seed 1430): 3 hosts under 3 upper links. The upper links'
+    counts once shared the host counts' scratch buffer and overwrote them."""
+    rng = np.random.default_rng(1430)
+    _, levels = uneven_tree(rng)
+    assert levels.n_hosts == sum(levels.size[1:levels.height])  # links above the hosts
+    check(levels, *random_rows(levels, rng, 2, "plain"), "per_vm_strict")
+
+
+@pytest.mark.parametrize("host_link", HOST_LINK_RULES)
+def test_integral_states_on_the_ahab_fat_tree(host_link):
+    """The shipped experiments' sizes on whole states: the integral hint's floors without
+    the ε give the same embeddings."""
+    from dcsim.model.topologies import build_topology
+
+    levels = TreeLevels(build_topology({"kind": "fat_tree", "preset": "ahab_k12"}))
+    rng = np.random.default_rng(13)
+    for full in (True, False):
+        free, lf, n, s, b = random_rows(levels, rng, 40, "whole", full=full)
+        n = rng.integers(3, 61, 40)
+        assert integral_lookahead(free, lf, s, b)
         check(levels, free, lf, n, s, b, host_link)
 
 

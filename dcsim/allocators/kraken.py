@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from dcsim.allocators.vc_base import VCAllocator
-from dcsim.allocators.vc_batch import powers_of_two
+from dcsim.allocators.vc_batch import integral_lookahead, powers_of_two
 from dcsim.hookspecs import hookimpl
 from dcsim.model.vc import UNLIMITED, TreeLevels, host_link_vms
 
@@ -58,15 +58,17 @@ class Kraken(VCAllocator):
     def embed_batch(self, free_cpu, link_free, n, s, b):
         return kraken_embed_batch(self.levels, free_cpu, link_free, n, s, b, self.host_link)
 
-    def embed_sparse(self, free_cpu, link_free, n, s, b, plain=False):
+    def embed_sparse(self, free_cpu, link_free, n, s, b, plain=False, integral=False):
         """:meth:`embed_batch` as (ok, rows, hosts, VMs) triples (AHAB's lookahead);
-        ``plain``: the sizes passed :func:`plain_sizes`."""
+        ``plain``: the sizes passed :func:`plain_sizes`; ``integral``: the states are
+        integral (:func:`~dcsim.allocators.vc_batch.integral_lookahead`)."""
         return kraken_embed_sparse(self.levels, free_cpu, link_free, n, s, b, self.host_link,
-                                   plain)
+                                   plain, integral)
 
     def lookahead_hints(self, free_cpu, link_free, s, b):
-        """``plain`` (:func:`plain_sizes`) for :meth:`embed_sparse`."""
-        return {"plain": plain_sizes(self.levels, s, b)}
+        """``plain`` (:func:`plain_sizes`) and ``integral`` for :meth:`embed_sparse`."""
+        return {"plain": plain_sizes(self.levels, s, b),
+                "integral": integral_lookahead(free_cpu, link_free, s, b)}
 
 
 @hookimpl
@@ -174,16 +176,19 @@ def plain_sizes(levels: TreeLevels, s: np.ndarray, b: np.ndarray) -> bool:
 
 
 def _counts(free: np.ndarray, size: np.ndarray, top: float, q: np.ndarray,
-            cap: np.ndarray | None = None, plain: bool = False) -> np.ndarray:
+            cap: np.ndarray | None = None, plain: bool = False,
+            whole: bool = False) -> np.ndarray:
     """:func:`dcsim.allocators.vc_batch.vm_counts` as int32: ⌊free / size + 1e-9⌋ per row,
     ``UNLIMITED`` where size[row] ≤ 0, at most ``cap`` (K, 1) if given. ``top`` bounds
     ``free`` (the capacity): below ``UNLIMITED`` quotients need no float cap. ``q`` is a
     float buffer of free's shape, reused between calls. Dividing by a power of two is
     multiplying by its exact reciprocal, which is cheaper; ``plain``: every size is one
-    (:func:`plain_sizes`)."""
+    (:func:`plain_sizes`); ``whole``: besides, free is whole and every size ≥ 1, so
+    free / size is a whole number plus at most 1 − 1/size and the ε changes no floor."""
     if plain:
         np.multiply(free, (1.0 / size)[:, None], out=q)
-        q += 1e-9
+        if not whole:
+            q += 1e-9
         np.floor(q, out=q)
     else:
         pos = size > 0
@@ -207,12 +212,14 @@ def _counts(free: np.ndarray, size: np.ndarray, top: float, q: np.ndarray,
 
 def kraken_embed_sparse(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray,
                         n: np.ndarray, s: np.ndarray, b: np.ndarray, host_link: str = "hose",
-                        plain: bool = False):
+                        plain: bool = False, integral: bool = False):
     """Embed K VCs, one per row of K independent states: the embeddings of
     :func:`kraken_embed` row by row (tested), as (row, host, VMs) triples.
 
     ``free_cpu`` (K, hosts), ``link_free`` (K, links), ``n``/``s``/``b`` (K,); ``plain``:
-    the sizes passed :func:`plain_sizes`. Returns the feasibility mask (K,) and three
+    the sizes passed :func:`plain_sizes`; ``integral``: the states are integral
+    (:func:`~dcsim.allocators.vc_batch.integral_lookahead`: whole free CU and BU, sizes
+    powers of two from 1), so no count needs the ε. Returns the feasibility mask (K,) and three
     arrays: the rows, hosts and VM counts (> 0) of the embeddings, in no particular order.
     Made for AHAB's lookahead, whose cost is the fixed cost of numpy calls on small
     arrays: every centre of every level is scored at once, and the VMs are handed down
@@ -231,18 +238,19 @@ def kraken_embed_sparse(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
         q2 = np.multiply(link_free[:, up0], (1.0 / b)[:, None],
                          out=plan.buffer(free_cpu.shape, "host links"))
         np.minimum(q, q2, out=q)
-        q += 1e-9
+        if not integral:
+            q += 1e-9
         np.floor(q, out=q)
         slots = None
         upper = plan.upper  # the links above the hosts, when they are one slice
         if upper is None:
             lcap = _counts(link_free, b, plan.link_top, plan.buffer(link_free.shape, "upper"),
-                           None, True)
+                           None, True, integral)
         else:  # the host links' counts are never read
             lcap = np.empty(link_free.shape, dtype=np.int32)
             up = link_free[:, upper]
             lcap[:, upper] = _counts(up, b, plan.link_top, plan.buffer(up.shape, "upper"),
-                                     None, True)  # not q's buffer: q is in use
+                                     None, True, integral)  # not q's buffer: q is in use
         sup = [q.astype(np.int32)]
         np.minimum(sup[0], nn, out=sup[0])
     else:
@@ -370,8 +378,8 @@ def _hand_down(levels: TreeLevels, cls: np.ndarray, path: np.ndarray, sup: list[
     np.subtract(ea[:, None], share, out=share)
     np.maximum(share, 0, out=share)
     np.minimum(share, cap, out=share)
-    i, w = np.nonzero(share)
-    r, h, m = er[i], ch[i, w], share[i, w]
+    i = np.flatnonzero(share)  # cheaper than a 2-d nonzero
+    r, h, m = er[i // share.shape[1]], ch.ravel()[i], share.ravel()[i]
     if j0 == 0:  # hosts as centres
         pr = np.flatnonzero((path[0] >= 0) & (cls[0] > 0))
         if pr.size:
