@@ -61,6 +61,7 @@ from dcsim.allocators.vc_batch import (
     hose_limit,
     integral_lookahead,
     powers_of_two,
+    rows_cols,
     vm_counts,
 )
 from dcsim.hookspecs import hookimpl
@@ -281,7 +282,7 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
         c = None  # no hose limit below N
         known = cap
     else:
-        c = hose_limit(_cols(link_free, rows, topo.uplink[0]), nr, br, exact_div,
+        c = hose_limit(rows_cols(link_free, rows, topo.uplink[0]), nr, br, exact_div,
                            integral)
     if caps is None and _per_vm_hosts(host_link, host_counts):  # {0..min(slots, c)}
         cap = np.minimum(cap, c)
@@ -309,7 +310,7 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
         if k == H or hit_level.all():
             break
         np.minimum(total, 63.0, out=total)
-        c = hose_limit(_cols(link_free, rows, topo.uplink[k]), nr, br, exact_div,
+        c = hose_limit(rows_cols(link_free, rows, topo.uplink[k]), nr, br, exact_div,
                        integral)
         sets.append(_Sets(c, total, nr, nf, exact))
     top = int(hit_level.max())
@@ -348,11 +349,6 @@ def _strict_caps(free_cpu: np.ndarray, up: np.ndarray, n: np.ndarray, s: np.ndar
     np.floor(caps, out=caps)
     np.minimum(caps, n[:, None], out=caps)
     return None if caps.min(initial=0.0) < 0 else caps
-
-
-def _cols(x: np.ndarray, rows: np.ndarray, cols) -> np.ndarray:
-    """x[rows][:, cols] without copying the other columns (``cols``: a slice or indices)."""
-    return x[rows, cols] if isinstance(cols, slice) else x[rows[:, None], cols]
 
 
 class Oktopus(VCAllocator):

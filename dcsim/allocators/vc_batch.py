@@ -114,6 +114,11 @@ def powers_of_two(b: np.ndarray) -> bool:
     return bool((np.frexp(b)[0] == 0.5).all())
 
 
+def rows_cols(x: np.ndarray, rows: np.ndarray, cols) -> np.ndarray:
+    """x[rows][:, cols] without copying the other columns (``cols``: a slice or indices)."""
+    return x[rows, cols] if isinstance(cols, slice) else x[rows[:, None], cols]
+
+
 def hose_limit(up: np.ndarray, n: np.ndarray, b: np.ndarray,
                exact_div: bool | None = None, integral: bool = False) -> np.ndarray:
     """(K, m) floats: the largest y in 0..n whose hose y·b fits ``up`` (+1e-9), −1 if none.

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from dcsim.allocators.vc_batch import Embedded, plain_steps, slots_rows, whole_numbers
+from dcsim.allocators.vc_batch import (
+    Embedded,
+    plain_steps,
+    rows_cols,
+    slots_rows,
+    whole_numbers,
+)
 from dcsim.allocators.vc_tetris_batch import (
     _EPS,
     _embed_rows,
@@ -43,10 +49,9 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
     """
     H = levels.height
     fr = free_cpu[live]
-    lf = link_free[live]
     nl, sl, bl = n[live], s[live], b[live]
     nn = nl[:, None]
-    uh = lf[:, levels.uplink_cols[0]]
+    uh = rows_cols(link_free, live, levels.uplink_cols[0])
     exact = integral or (plain_steps(sl) and plain_steps(bl) and whole_numbers(fr)
                          and whole_numbers(uh))
     if pre is not None:
@@ -131,7 +136,8 @@ def _embed_first(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
             size = levels.size[j]
             mj = np.bincount(pp * size + levels.group[j][hh], weights=mf, minlength=P * size)
             mj = mj.reshape(P, size)
-            link = lf[rows][:, levels.uplink[j]] + _EPS
+            link = rows_cols(link_free, live[rows], levels.uplink_cols[j])
+            link += _EPS
             over = (~(np.minimum(mj, np_[:, None] - mj) * bp[:, None] <= link)).any(axis=1)
             bad |= over & (level > j)  # level-j links are inside groups above level j
         won = ~bad
