@@ -70,3 +70,21 @@ def test_first_fit_inline_check_is_feasible_servers(seed, down):
         ok = feasible_servers(req, view)
         want = int(ok.argmax()) if ok.any() else None
         assert ff.allocate(req, view) == want
+
+
+_edge = st.one_of(st.floats(allow_nan=True, allow_infinity=True),
+                  st.sampled_from([0.0, 1.0, 1.0 + 1e-9, 1.0 + 3e-9, 1e-9, -1e-9, 2e-9]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(pairs=st.lists(st.tuples(_edge, _edge), min_size=1, max_size=4),
+       nudge=st.sampled_from([0.0, 1e-10, 9e-10, 1e-9, 2e-9, -2e-9]))
+def test_placement_total_check_is_allclose(pairs, nudge):
+    """The engine's check that a placement totals the demand (Python floats) decides
+    exactly as np.allclose(rtol=1e-9, atol=1e-9), infinities and NaN included."""
+    from dcsim.sim.engine import _close
+
+    total = np.array([a for a, _ in pairs])
+    demand = np.array([a + nudge if np.isfinite(a) else b for a, b in pairs])
+    for t, d in ((total, demand), (total, np.array([b for _, b in pairs]))):
+        assert _close(t, d) == np.allclose(t, d, rtol=1e-9, atol=1e-9)
