@@ -166,11 +166,11 @@ class PoolExecutor(Executor):
         return {"executor": self.name, "jobs": self.jobs}
 
     def run(self, exp: Experiment, plans: list[RunPlan], out: Path) -> Iterator[Outcome]:
-        """At most ``jobs`` runs are in the pool at a time. When a worker dies (``os._exit``
-        in a plugin, a signal, the out-of-memory killer) the pool breaks and every run in
-        it fails with it; those runs are then run again one at a time, each in a pool of
-        its own, so only the run that kills its worker fails, and a fresh pool takes the
-        rest."""
+        """At most ``jobs`` runs are under way at a time, and one more waits behind each
+        (so a worker goes on at once). When a worker dies (``os._exit`` in a plugin, a
+        signal, the out-of-memory killer) the pool breaks and every run in it fails with
+        it; those runs are then run again one at a time, each in a pool of its own, so
+        only the run that kills its worker fails, and a fresh pool takes the rest."""
         if self.jobs <= 1 or len(plans) <= 1:
             yield from super().run(exp, plans, out)
             return
@@ -194,7 +194,9 @@ def _pool_pass(queue: list[RunPlan], workers: int, out: Path,
     try:
         pending = {}
         while queue or pending:
-            while queue and len(pending) < workers:
+            # one run queued behind each worker's, so that a worker starts its next run
+            # as soon as it ends one, not after this process has handled the result
+            while queue and len(pending) < 2 * workers:
                 plan = queue.pop()
                 pending[pool.submit(_pool_attempt, plan, out)] = plan
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
