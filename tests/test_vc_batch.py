@@ -291,6 +291,23 @@ def test_high_bit_is_exact_past_float_precision():
     assert got.tolist() == [x.bit_length() - 1 for x in xs]
 
 
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), hosts=st.integers(1, 30), segs=st.integers(1, 5))
+def test_one_lexsort_picks_as_rank_then_sort(seed, hosts, segs):
+    """The first-group greedy's single lexsort by (segment, −key) picks what ranking the
+    keys and sorting by (segment, rank) picks, with many equal keys and ±inf."""
+    from dcsim.allocators.vc_tetris_batch import _pick_by_keys, _pick_counts, _rank
+
+    rng = np.random.default_rng(seed)
+    seg = np.sort(rng.integers(0, segs, hosts))
+    ln = rng.integers(1, 5, hosts)
+    owner = np.repeat(np.arange(hosts), ln)
+    keys = rng.choice([-np.inf, -1e300, 0.0, 0.5, 1.0, 2.0, np.inf], owner.size)
+    n = rng.integers(1, 8, segs)[seg]  # one n per segment, given per host
+    np.testing.assert_array_equal(_pick_by_keys(keys, owner, seg, n),
+                                  _pick_counts(_rank(keys), owner, seg, n, None))
+
+
 @settings(max_examples=200, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, MAX_BITS_N))
 def test_hose_sets_are_the_counts_whose_hose_fits(seed, n):

@@ -194,7 +194,22 @@ def _pick_counts(rank: np.ndarray, owner: np.ndarray, seg: np.ndarray, n: np.nda
         on = act[owner]
         owner, rank = owner[on], rank[on]
     sv = seg[owner]
-    order = np.argsort(sv * big + rank, kind="stable")
+    return _first_n(np.argsort(sv * big + rank, kind="stable"), sv, owner, seg, n)
+
+
+def _pick_by_keys(keys: np.ndarray, owner: np.ndarray, seg: np.ndarray,
+                  n: np.ndarray) -> np.ndarray:
+    """``_pick_counts(_rank(keys), owner, seg, n, None)`` with one sort: numpy's lexsort by
+    (segment, −key) is stable, so equal keys keep the list order, as the rank does."""
+    sv = seg[owner]
+    return _first_n(np.lexsort((-keys, sv)), sv, owner, seg, n)
+
+
+def _first_n(order: np.ndarray, sv: np.ndarray, owner: np.ndarray, seg: np.ndarray,
+             n: np.ndarray) -> np.ndarray:
+    """Each host's VMs among its segment's first n in ``order`` (VMs sorted by segment,
+    then in the greedy's order): position j is picked iff j − (the segment's first
+    position) < n."""
     size = np.bincount(sv)
     first = np.cumsum(size) - size  # each segment's first position
     take = np.arange(sv.size) - first[sv] < n[owner]

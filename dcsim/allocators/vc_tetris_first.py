@@ -19,8 +19,7 @@ from dcsim.allocators.vc_tetris_batch import (
     _embed_rows,
     _free_fraction,
     _ironed_keys,
-    _pick_counts,
-    _rank,
+    _pick_by_keys,
     _runs,
 )
 from dcsim.model.vc import TreeLevels, host_link_vms
@@ -202,4 +201,4 @@ def _greedy_flat(pp: np.ndarray, hh: np.ndarray, rr: np.ndarray, free_cpu: np.nd
     ln = runs[rr, hh].astype(np.int64)  # whole floats when the caller shared its runs
     keys, owner = _ironed_keys(free_cpu[rr, hh], up_free[rr, hh], ln, n[pp], s[pp], b[pp],
                                host_link, zero_bandwidth)
-    return _pick_counts(_rank(keys), owner, pp, n[pp], None)
+    return _pick_by_keys(keys, owner, pp, n[pp])
