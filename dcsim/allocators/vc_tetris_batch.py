@@ -157,9 +157,11 @@ def _ironed_keys(fr: np.ndarray, up: np.ndarray, ln: np.ndarray, n: np.ndarray,
     b_after = up - host_link_vms(y, n, host_link) * b
     zero_b = b_after <= _EPS
     # tetris_rho at b' = 0, floored (infeasible*: blocked VMs are past the runs, never read)
-    stranded = np.where(b > 0, np.inf if zero_bandwidth == "most_preferred" else -1e300,
-                        np.inf)
-    key = np.where(c_after > _EPS, stranded, np.inf)  # where b' = 0; divide elsewhere
+    if zero_bandwidth == "most_preferred":  # +inf, stranded or not
+        key = np.full(c_after.shape, np.inf)
+    else:
+        stranded = np.where(b > 0, -1e300, np.inf)
+        key = np.where(c_after > _EPS, stranded, np.inf)  # where b' = 0; divide elsewhere
     np.divide(c_after, b_after, out=key, where=~zero_b)
     for i in range(1, T):  # ironed: the running minimum
         np.minimum(key[i], key[i - 1], out=key[i])
