@@ -204,6 +204,8 @@ def tetris_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
     out.entries(on, best, n[on])
     ok |= one
     todo = enough & ~one
+    if pre is not None:  # runs totalling less than N: no candidate group at any level
+        todo &= pre[1].sum(axis=1) >= n
     odd = todo & ~(link_free.min(axis=1) + _EPS >= 0)  # NaN too, as the one-row check
     for i in np.flatnonzero(odd):
         c = tetris_embed(levels, free_cpu[i], link_free[i], int(n[i]), float(s[i]),
