@@ -226,10 +226,11 @@ def kraken_embed_sparse(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
     only to the subtrees that get some.
     """
     H = levels.height
-    K = free_cpu.shape[0]
+    K = K0 = free_cpu.shape[0]
     nn = n.astype(np.int32)[:, None]
     plan = _plan(levels, 0 if host_link == "hose" else 1)
     up0 = levels.uplink_cols[0]
+    kept = None  # the rows still scored, when some were dropped
     if plain and host_link == "per_vm_strict" and isinstance(up0, slice):
         # hosts are never centres: only min(slots, host link slots) is needed, and
         # ⌊min(x, y) + ε⌋ = min(⌊x + ε⌋, ⌊y + ε⌋), so the host level is one pass fewer each
@@ -242,6 +243,18 @@ def kraken_embed_sparse(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
             q += 1e-9
         np.floor(q, out=q)
         slots = None
+        sup0 = q.astype(np.int32)
+        np.minimum(sup0, nn, out=sup0)
+        kept = np.flatnonzero(sup0.sum(axis=1) >= n)  # else the hosts hold < N VMs in all
+        if 4 * kept.size <= 3 * K:  # a quarter or more cannot embed (under load, most
+            # futures' VCs): score only the others, worth the gathers then
+            if kept.size == 0:
+                empty = np.zeros(0, dtype=np.int64)
+                return np.zeros(K0, dtype=bool), empty, empty, empty
+            sup0, nn, link_free, b = sup0[kept], nn[kept], link_free[kept], b[kept]
+            K = kept.size
+        else:
+            kept = None
         upper = plan.upper  # the links above the hosts, when they are one slice
         if upper is None:
             lcap = _counts(link_free, b, plan.link_top, plan.buffer(link_free.shape, "upper"),
@@ -250,9 +263,8 @@ def kraken_embed_sparse(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
             lcap = np.empty(link_free.shape, dtype=np.int32)
             up = link_free[:, upper]
             lcap[:, upper] = _counts(up, b, plan.link_top, plan.buffer(up.shape, "upper"),
-                                     None, True, integral)  # not q's buffer: q is in use
-        sup = [q.astype(np.int32)]
-        np.minimum(sup[0], nn, out=sup[0])
+                                     None, True, integral)  # not q's buffer
+        sup = [sup0]
     else:
         upper = None
         slots = _counts(free_cpu, s, plan.cpu_top, plan.buffer(free_cpu.shape), nn, plain)
@@ -329,7 +341,12 @@ def kraken_embed_sparse(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
             path[:, on] = -1
             path[0, on] = whole[on].argmax(axis=1)
             j0 = 0
-    return (ok,) + _hand_down(levels, cls, path, sup, j0)
+    r, h, m = _hand_down(levels, cls, path, sup, j0)
+    if kept is not None:  # back to the caller's rows
+        every = np.zeros(K0, dtype=bool)
+        every[kept] = ok
+        return every, kept[r], h, m
+    return ok, r, h, m
 
 
 def _hand_down(levels: TreeLevels, cls: np.ndarray, path: np.ndarray, sup: list[np.ndarray],
