@@ -62,6 +62,7 @@ from dcsim.allocators.vc_batch import (
     integral_lookahead,
     powers_of_two,
     rows_cols,
+    strict_host_caps,
     vm_counts,
 )
 from dcsim.hookspecs import hookimpl
@@ -338,17 +339,15 @@ def _strict_caps(free_cpu: np.ndarray, up: np.ndarray, n: np.ndarray, s: np.ndar
     (K, hosts) floats; None if some cap is negative (an overdrawn host or link: the
     general path).
 
-    The quotients are exact and ⌊min(x, y)⌋ = min(⌊x⌋, ⌊y⌋); ⌊up / b⌋ is
-    :func:`hose_limit`'s ⌊(up + 1e-9) / b⌋, since up / b is a whole number plus at most
-    1 − 1/b. So cap is the general path's min(slots, c), a host holds all N VMs iff
-    cap = N (N slots and N·B ≤ up), and a row whose caps total less than N embeds nowhere.
+    :func:`~dcsim.allocators.vc_batch.strict_host_caps` is exact, and its ⌊up / b⌋ is
+    :func:`hose_limit`'s ⌊(up + 1e-9) / b⌋. So cap is the general path's min(slots, c),
+    a host holds all N VMs iff cap = N (N slots and N·B ≤ up), and a row whose caps total
+    less than N embeds nowhere.
     """
-    caps = free_cpu * (1.0 / s)[:, None]
-    q = up * (1.0 / b)[:, None]
-    np.minimum(caps, q, out=caps)
-    np.floor(caps, out=caps)
-    np.minimum(caps, n[:, None], out=caps)
-    return None if caps.min(initial=0.0) < 0 else caps
+    caps = strict_host_caps(free_cpu, up, s, b)
+    if caps.min(initial=0.0) < 0:
+        return None
+    return np.minimum(caps, n[:, None], out=caps)
 
 
 class Oktopus(VCAllocator):

@@ -114,6 +114,19 @@ def powers_of_two(b: np.ndarray) -> bool:
     return bool((np.frexp(b)[0] == 0.5).all())
 
 
+def strict_host_caps(free_cpu: np.ndarray, up: np.ndarray, s: np.ndarray,
+                     b: np.ndarray) -> np.ndarray:
+    """(K, hosts) floats min(⌊free / s⌋, ⌊up / b⌋): the VMs each host takes under
+    ``per_vm_strict`` (s per VM of compute, b per VM of its uplink ``up``), for integral
+    states (:func:`integral_lookahead`). The quotients by powers of two are exact,
+    ⌊min(x, y)⌋ = min(⌊x⌋, ⌊y⌋), and no ε is needed: x / s is a whole number plus at most
+    1 − 1/s. Negative where a host or its uplink is overdrawn."""
+    caps = free_cpu * (1.0 / s)[:, None]
+    np.minimum(caps, up * (1.0 / b)[:, None], out=caps)
+    np.floor(caps, out=caps)
+    return caps
+
+
 def rows_cols(x: np.ndarray, rows: np.ndarray, cols) -> np.ndarray:
     """x[rows][:, cols] without copying the other columns (``cols``: a slice or indices)."""
     return x[rows, cols] if isinstance(cols, slice) else x[rows[:, None], cols]

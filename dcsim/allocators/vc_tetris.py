@@ -70,7 +70,12 @@ import numpy as np
 from pydantic import Field
 
 from dcsim.allocators.vc_base import VCAllocator
-from dcsim.allocators.vc_batch import Embedded, integral_lookahead, slots_rows
+from dcsim.allocators.vc_batch import (
+    Embedded,
+    integral_lookahead,
+    slots_rows,
+    strict_host_caps,
+)
 from dcsim.allocators.vc_tetris_first import _embed_first
 from dcsim.allocators.vc_tetris_score import (  # noqa: F401  (the last two: re-exported)
     _EPS,
@@ -176,10 +181,7 @@ def tetris_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.n
         # every count is an exact floor (_fit_count's exact case): the runs are
         # min(⌊free / s⌋, ⌊uplink / b⌋) in 0..n (⌊min(x, y)⌋ = min(⌊x⌋, ⌊y⌋)), and a
         # host holds the whole VC (N slots, N·B on its uplink) iff its run is N
-        runs = np.multiply(free_cpu, (1.0 / s)[:, None])
-        q = np.multiply(link_free[:, levels.uplink_cols[0]], (1.0 / b)[:, None])
-        np.minimum(runs, q, out=runs)
-        np.floor(runs, out=runs)
+        runs = strict_host_caps(free_cpu, link_free[:, levels.uplink_cols[0]], s, b)
         slots = None  # no host overdrawn: _embed_first needs no slots
         if runs.min(initial=0.0) < 0:
             slots = np.floor(free_cpu * (1.0 / s)[:, None])
