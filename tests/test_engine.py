@@ -191,25 +191,28 @@ def test_workload_attrs_become_request_columns():
     assert rec["N"] == [3, 4]
 
 
-def test_the_fused_path_gives_the_rows_of_the_general_one():
-    """A server index as an ``int`` takes the engine's fused path; the same index as a numpy
-    integer takes the general one (``_settle``): same summary, same request rows, and
-    ``released`` gets the same placements."""
+@pytest.mark.parametrize("config", [
+    {}, {"warmup_requests": 50, "sample_every": 3}, {"warmup_time": 40.0, "sample_every": 1}])
+def test_the_fused_path_gives_the_rows_of_the_general_one(config):
+    """The engine's fused path (engine_fused) gives what its general path (``_offer``,
+    ``_arrive``, ``_settle``) gives: same summary, same request and time-series rows, and
+    ``released`` gets the same placements; within the fused path, a server index as a numpy
+    integer (handed to ``_settle``) gives what the same ``int`` does. The summary's measured
+    counts (totalled per batch) are those of the rows, warm-up or not."""
     from conftest import random_source, star_topology
 
     from dcsim.allocators.builtin import BestFitAllocator
-    from dcsim.sim import Engine
+    from dcsim.sim import Engine, EngineConfig
 
     class Rows:
         def __init__(self):
             self.rows = {}
 
         def __call__(self, kind, cols):
-            if kind == "requests":
-                for k, v in cols.items():
-                    self.rows.setdefault(k, []).extend(list(v))
+            for k, v in cols.items():
+                self.rows.setdefault((kind, k), []).extend(list(v))
 
-    def run(as_numpy: bool):
+    def run(as_numpy: bool, fused: bool = True):
         released = []
 
         class Alloc(BestFitAllocator):
@@ -223,19 +226,31 @@ def test_the_fused_path_gives_the_rows_of_the_general_one():
 
         sink = Rows()
         topo = star_topology(6)
-        out = Engine(topo, random_source(np.random.default_rng(3), 400), Alloc(),
-                     np.random.default_rng(0), sink=sink).run()
+        eng = Engine(topo, random_source(np.random.default_rng(3), 400), Alloc(),
+                     np.random.default_rng(0), EngineConfig(**config), sink=sink)
+        assert eng._fused
+        eng._fused = fused
+        out = eng.run()
         out.pop("mean_decision_s")
-        sink.rows.pop("decision_s")
+        sink.rows.pop(("requests", "decision_s"))
         return out, sink.rows, released
 
     import pandas as pd
 
-    fused, general = run(False), run(True)
-    assert fused[0] == general[0]
-    pd.testing.assert_frame_equal(pd.DataFrame(fused[1]), pd.DataFrame(general[1]))
-    assert not all(fused[1]["accepted"])
-    assert fused[2] == general[2] and len(fused[2]) > 100
+    fused, general = run(False), run(False, fused=False)
+    for other in (general, run(True)):
+        assert fused[0] == other[0]
+        for kind in ("requests", "timeseries"):
+            frames = [pd.DataFrame({k: v for (t, k), v in r[1].items() if t == kind})
+                      for r in (fused, other)]
+            pd.testing.assert_frame_equal(*frames)
+        assert fused[2] == other[2]
+    rows = pd.DataFrame({k: v for (t, k), v in fused[1].items() if t == "requests"})
+    assert not rows["accepted"].all() and len(fused[2]) > 100
+    measured = rows[rows["measured"]]
+    assert 0 < len(measured) <= 400 and (len(measured) < 400) == bool(config)
+    assert fused[0]["received"] == len(measured)
+    assert fused[0]["accepted"] == int(measured["accepted"].sum())
 
 
 def test_periodic_samples_run_until_the_last_arrival():

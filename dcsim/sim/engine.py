@@ -33,6 +33,7 @@ import math
 import time
 from collections.abc import Callable
 from functools import partial
+from itertools import compress
 from types import GeneratorType, MappingProxyType
 from typing import Any
 
@@ -47,6 +48,7 @@ from dcsim.model.state import EPS
 from dcsim.sim.config import EngineConfig
 from dcsim.sim.core import SimCore
 from dcsim.sim.engine_clock import HeldAndDeferred
+from dcsim.sim.engine_fused import FusedArrivals
 from dcsim.sim.metrics import AcceptanceLog, Meter
 from dcsim.sim.records import ColumnBuffer, request_columns, unpack_batch
 from dcsim.workload.base import RequestBatch, RequestSource
@@ -70,7 +72,7 @@ def _close(total: np.ndarray, demand: np.ndarray) -> bool:
     return bool(np.allclose(total, demand, rtol=1e-9, atol=1e-9))
 
 
-class Engine(HeldAndDeferred, SimCore):
+class Engine(FusedArrivals, HeldAndDeferred, SimCore):
     """Simulate one workload against one allocator on one topology."""
 
     def __init__(
@@ -124,9 +126,8 @@ class Engine(HeldAndDeferred, SimCore):
             a.flags.writeable = False
         # component failures (dcsim.sim.loss_failures.LossFailures), built on this engine
         self._failures = failures(self) if failures is not None else None
-        # the common case, fused (in _arrive): a server index, released by _depart_server
-        self._fused = not self._defer and self._failures is None
-        self._fused_release = self._fused and not self._wait
+        # the common case, fused (engine_fused): loss mode, nothing else watching arrivals
+        self._fused = not self._defer and self._failures is None and not self._wait
         self._take_one, self._give_one = self.state.server_ops()
         self._warm_requests = self.config.warmup_requests
         self._warm_time = self.config.warmup_time
@@ -166,7 +167,6 @@ class Engine(HeldAndDeferred, SimCore):
         wait = self._wait
         # a sample before every sample_every-th arrival, unless samples are periodic
         every = 0 if self.config.sample_interval else self.config.sample_every
-        arrive = self._arrive
         shift = 0.0  # total wait so far: how far later arrivals are pushed back
         for batch in self.source.batches(self.rng):
             demand, duration, bandwidth, attrs = unpack_batch(batch, self.topology.resources,
@@ -176,28 +176,13 @@ class Engine(HeldAndDeferred, SimCore):
             decisions: list[float] = []
             times = batch.arrival.tolist()
             waits = [0.0] * len(times) if wait else None
-            amounts = demand.tolist()  # each request's demand as floats, once per batch
-
-            def offer(i: int, t: float, demand=demand, duration=duration,
-                      bandwidth=bandwidth, attrs=attrs, placements=placements,
-                      decisions=decisions, waits=waits, amounts=amounts):
-                """Request i of the batch, at t: decided now, or a generator to run (a
-                hold for capacity, a stepwise decision) that returns the time held."""
-                if every and self.received % every == 0:
-                    self._sample()
-                req = new_request(
-                    self.received, t, duration[i], demand[i], bandwidth[i],
-                    (MappingProxyType({k: v[i] for k, v in attrs.items()}) if attrs
-                     else _NO_ATTRS))
-                if wait:
-                    return self._held_arrival(req, i, placements, decisions, waits)
-                r = arrive(req, amounts[i])
-                if type(r) is not tuple:  # a stepwise allocator: run its decision here
-                    return self._stepwise(r, placements, decisions)
-                placements.append(r[0])
-                decisions.append(r[1])
-                return None
-
+            if self._fused:  # the common case (engine_fused)
+                offer = self._fused_offer(demand, duration, bandwidth, attrs,
+                                          demand.tolist(), placements, decisions, every,
+                                          _NO_ATTRS)
+            else:
+                offer = self._offer(demand, duration, bandwidth, attrs, placements, decisions,
+                                    waits, every)
             shift = yield from self.walk(times, offer, shift=shift)
             self._finish_batch(batch, first_id, np.asarray(times, dtype=np.float64), placements,
                                decisions, None if waits is None else np.asarray(waits))
@@ -208,6 +193,29 @@ class Engine(HeldAndDeferred, SimCore):
         self.failures_window(env.now, open_=False)
         if self._failures is not None:
             self._failures.check_done()
+
+    def _offer(self, demand: np.ndarray, duration: list[float], bandwidth: list[float],
+               attrs: dict[str, list], placements: list, decisions: list,
+               waits: list[float] | None, every: int):
+        """``offer(i, t)`` for one batch, the general path: request i of the batch, at t,
+        decided now, or a generator for the clock to run (a hold for capacity, a stepwise
+        decision) that returns the time held."""
+        def offer(i: int, t: float):
+            if every and self.received % every == 0:
+                self._sample()
+            req = new_request(
+                self.received, t, duration[i], demand[i], bandwidth[i],
+                (MappingProxyType({k: v[i] for k, v in attrs.items()}) if attrs
+                 else _NO_ATTRS))
+            if waits is not None:
+                return self._held_arrival(req, i, placements, decisions, waits)
+            r = self._arrive(req)
+            if type(r) is not tuple:  # a stepwise allocator: run its decision here
+                return self._stepwise(r, placements, decisions)
+            placements.append(r[0])
+            decisions.append(r[1])
+            return None
+        return offer
 
     def _held_arrival(self, req: Request, i: int, placements: list, decisions: list,
                       waits: list[float]):
@@ -234,18 +242,16 @@ class Engine(HeldAndDeferred, SimCore):
         self.failures_window(now, open_=True)
 
     # ------------------------------------------------------------------ decisions
-    def _arrive(self, req: Request, amount: list[float] | None = None):
+    def _arrive(self, req: Request):
         """Offer ``req`` to the allocator: (placement or None, decision seconds), or, for an
         allocator whose ``allocate()`` returns a generator, a generator the arrival process
-        runs (``yield from``) to get that pair. ``amount``: its demand as floats, if the
-        caller has it."""
+        runs (``yield from``) to get that pair."""
         now = self.env.now
         measured = req.id >= self._warm_requests and req.arrival >= self._warm_time
         if measured and not self.meter.open:
             self._open_window(now)
         self.received += 1
         if measured:
-            self._measured_received += 1
             self.meter.decision_sample()
         self.view.now = now
         if self._defer:
@@ -254,21 +260,6 @@ class Engine(HeldAndDeferred, SimCore):
         t0 = time.perf_counter()
         choice = self.allocator.allocate(req, self.view)
         decision = time.perf_counter() - t0
-        if type(choice) is int and self._fused:  # _take_server's common case, inlined
-            if amount is None:
-                amount = req.demand.tolist()
-            if 0 <= choice < self._n_servers and self._take_one(choice, amount):
-                dur = req.duration
-                self.meter.held(req.id, now, now + dur, amount)
-                self.accepted += 1
-                if measured:  # a single-server placement's footprint is 0
-                    self._measured_accepted += 1
-                    self._decision_sum += decision
-                self.env.timeout(dur).callbacks.append(
-                    partial(self._depart_server, choice, req, amount) if self._fused_release
-                    else partial(self._on_depart, req, self._placement(choice, req), amount))
-                return choice, decision  # the records read an index as its placement
-            return self._settle(req, choice, now, measured, decision)  # raises the error
         if type(choice) is GeneratorType:
             return self._arrive_steps(req, choice, now, measured, decision)
         return self._settle(req, choice, now, measured, decision)
@@ -298,7 +289,6 @@ class Engine(HeldAndDeferred, SimCore):
             self.meter.accepted(req.id, now, now + req.duration, placement, amount)
             self.accepted += 1
             if measured:
-                self._measured_accepted += 1
                 self._footprint_sum += placement.footprint
             if self._failures is None:
                 self.depart_after(req.duration, partial(self._on_depart, req, placement,
@@ -306,8 +296,6 @@ class Engine(HeldAndDeferred, SimCore):
             else:  # released by what it holds at its end (a failure may have moved it)
                 self._failures.hold(req, placement, amount, now + req.duration)
                 self.depart_after(req.duration, partial(self._failures.departure, req.id))
-        if measured:
-            self._decision_sum += decision
         return placement, decision
 
     def _admit(self, req: Request, choice: Any) -> tuple[Placement | None, list[float] | None]:
@@ -359,7 +347,7 @@ class Engine(HeldAndDeferred, SimCore):
 
     def _depart_server(self, s: int, req: Request, amount: list[float],
                        _event: simpy.Event) -> None:
-        """``_depart`` of a request the fused path of ``_arrive`` put on server ``s``."""
+        """``_depart`` of a request the fused path (engine_fused) put on server ``s``."""
         self._give_one(s, amount)
         self.meter.departed(req.id)
         self.released += 1
@@ -393,12 +381,17 @@ class Engine(HeldAndDeferred, SimCore):
         decisions: list[float],
         waits: np.ndarray | None,
     ) -> None:
-        """Keep the measured accepted flags (for acceptance_last20); write the batch's rows."""
+        """Count the batch's measured requests, their acceptances and decision time; keep
+        their accepted flags (for acceptance_last20); write the batch's rows."""
         n = len(placements)
         ids = np.arange(first_id, first_id + n, dtype=np.int64)
         accepted = np.fromiter((p is not None for p in placements), dtype=bool, count=n)
         measured = (ids >= self.config.warmup_requests) & (arrival >= self.config.warmup_time)
-        self._measured_log.extend(accepted[measured])
+        kept = accepted[measured]
+        self._measured_log.extend(kept)
+        self._measured_received += int(kept.size)
+        self._measured_accepted += int(np.count_nonzero(kept))
+        self._decision_sum += sum(compress(decisions, measured.tolist()))
         if self.sink is not None:
             self.sink("requests", request_columns(self.topology, batch, ids, arrival, accepted,
                                                   measured, placements, decisions, waits))
