@@ -36,6 +36,12 @@ class FirstFitAllocator(Allocator):
     name = "first_fit"
     description = "lowest-indexed server that fits the request"
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # the two thresholds as 0-d arrays, rewritten at each call: numpy compares an array
+        # with a 0-d array faster than with a Python float (same values, same result)
+        self._thresholds = (np.empty(()), np.empty(()))
+
     def allocate(self, request: Request, view: StateView) -> Choice:
         cols = view._columns  # view.fits, inlined: this runs once per request
         if len(cols) != 2 or view.server_up is not None:
@@ -43,8 +49,11 @@ class FirstFitAllocator(Allocator):
             i = int(ok.argmax())
             return i if ok[i] else None
         d0, d1 = request.demand.tolist()
-        ok = cols[0] >= d0 - EPS
-        ok &= cols[1] >= d1 - EPS
+        t0, t1 = self._thresholds
+        t0[()] = d0 - EPS
+        t1[()] = d1 - EPS
+        ok = cols[0] >= t0
+        ok &= cols[1] >= t1
         i = int(ok.argmax())
         return i if ok.item(i) else None
 
