@@ -48,13 +48,10 @@ from dcsim.model.state import EPS
 from dcsim.sim.config import EngineConfig
 from dcsim.sim.core import SimCore
 from dcsim.sim.engine_clock import HeldAndDeferred
-from dcsim.sim.engine_fused import FusedArrivals
+from dcsim.sim.engine_fused import NO_ATTRS, FusedArrivals
 from dcsim.sim.metrics import AcceptanceLog, Meter
 from dcsim.sim.records import ColumnBuffer, request_columns, unpack_batch
 from dcsim.workload.base import RequestBatch, RequestSource
-
-_NO_ATTRS: MappingProxyType[str, Any] = MappingProxyType({})  # a request without attrs
-
 
 #: Receives column batches: ``sink(kind, columns)`` with kind "requests" (one call per
 #: workload batch, numpy arrays or lists) or "timeseries". The sink decides how to group
@@ -177,9 +174,8 @@ class Engine(FusedArrivals, HeldAndDeferred, SimCore):
             times = batch.arrival.tolist()
             waits = [0.0] * len(times) if wait else None
             if self._fused:  # the common case (engine_fused)
-                offer = self._fused_offer(demand, duration, bandwidth, attrs,
-                                          demand.tolist(), placements, decisions, every,
-                                          _NO_ATTRS)
+                offer = self._fused_offer(demand, duration, bandwidth, attrs, placements,
+                                          decisions, every)
             else:
                 offer = self._offer(demand, duration, bandwidth, attrs, placements, decisions,
                                     waits, every)
@@ -206,7 +202,7 @@ class Engine(FusedArrivals, HeldAndDeferred, SimCore):
             req = new_request(
                 self.received, t, duration[i], demand[i], bandwidth[i],
                 (MappingProxyType({k: v[i] for k, v in attrs.items()}) if attrs
-                 else _NO_ATTRS))
+                 else NO_ATTRS))
             if waits is not None:
                 return self._held_arrival(req, i, placements, decisions, waits)
             r = self._arrive(req)

@@ -26,6 +26,8 @@ from simpy.events import NORMAL
 
 from dcsim.model.request import new_request
 
+NO_ATTRS: MappingProxyType[str, Any] = MappingProxyType({})  # a request without attrs
+
 
 class _Departure:
     """What SimPy's ``Environment.step`` reads of a plain ``Timeout`` (its callbacks and
@@ -47,12 +49,12 @@ class FusedArrivals:
     engine's."""
 
     def _fused_offer(self, demand: np.ndarray, duration: list[float], bandwidth: list[float],
-                     attrs: dict[str, list], amounts: list[list[float]], placements: list,
-                     decisions: list[float], every: int, no_attrs: MappingProxyType
-                     ) -> Callable[[int, float], Any]:
-        """``offer(i, t)`` for one batch (its columns as :func:`unpack_batch` gives them,
-        ``amounts`` the demand rows as floats): request ``i`` arrives at ``t``; returns
-        None, or the generator of a stepwise decision for the clock to run."""
+                     attrs: dict[str, list], placements: list, decisions: list[float],
+                     every: int) -> Callable[[int, float], Any]:
+        """``offer(i, t)`` for one batch (its columns as :func:`unpack_batch` gives them):
+        request ``i`` arrives at ``t``; returns None, or the generator of a stepwise
+        decision for the clock to run."""
+        amounts = demand.tolist()  # each request's demand as floats, once per batch
         env = self.env
         view = self.view
         meter = self.meter
@@ -74,7 +76,7 @@ class FusedArrivals:
                 self._sample()
             req = new_request(rid, t, duration[i], demand[i], bandwidth[i],
                               MappingProxyType({k: v[i] for k, v in attrs.items()}) if attrs
-                              else no_attrs)
+                              else NO_ATTRS)
             now = env.now
             measured = rid >= warm_requests and t >= warm_time
             if measured:
