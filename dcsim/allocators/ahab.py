@@ -30,12 +30,14 @@ the embedder's other options (e.g. ``{zero_bandwidth: most_preferred}`` for ``vc
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
 
 from dcsim.allocators.base import Choice
+from dcsim.allocators.jit import kernels_on
 from dcsim.allocators.vc_base import (
     VCAllocator,
     embedder_label_extra,
@@ -80,6 +82,7 @@ class Ahab(VCAllocator):
         self.embedder.setup(view)
         self.total_cpu = float(view.capacity[:, self.cpu].sum())
         self.seen: list[tuple[int, float, float]] = []
+        self.kernels = self._lookahead_on() and kernels_on()
         self.dists = None
         if self.options.distributions == "workload" and self._lookahead_on():
             attrs = getattr(view.workload, "attrs", None) or {}
@@ -162,27 +165,45 @@ class Ahab(VCAllocator):
         lf[:q] -= self.levels.hose_loads(counts, n, b, self.host_link)
         if self.options.count_new:
             reward[:q] += n * s
-        embed = getattr(self.embedder, "embed_sparse", None) or self._sparse_from_dense
         # what the embedder can check once for every state the lookahead reaches
         hints = self.embedder.lookahead_hints(free_cpu, link_free, ss, bs)
-        ns, ss, bs = ns.T.copy(), ss.T.copy(), bs.T.copy()  # step by step, contiguous
-        gain = ns * ss
-        for j in range(ns.shape[0]):
-            nj, sj, bj = ns[j], ss[j], bs[j]
-            ok, r, h, m = embed(cpu, lf, nj, sj, bj, **hints)
-            if r.size:  # under load about half the futures' VCs do not fit
-                reserve_rows(self.levels, cpu, lf, r, h, m, nj, sj, bj, self.host_link)
-            np.add(reward, gain[j], out=reward, where=ok)
+        advance(self.embedder, self.levels, cpu, lf, ns.T.copy(), ss.T.copy(), bs.T.copy(),
+                reward, hints, self.kernels)
         return float(reward[:q].mean()), float(reward[q:].mean())
 
-    def _sparse_from_dense(self, cpu, lf, n, s, b, **hints):
-        """The embedder's ``embed_batch`` as (ok, rows, hosts, VMs) triples."""
-        c, ok = self.embedder.embed_batch(cpu, lf, n, s, b, **hints)
-        r, h = np.nonzero(c)
-        keep = ok[r]  # a row without an embedding reserves nothing
-        if not keep.all():
-            r, h = r[keep], h[keep]
-        return ok, r, h, c[r, h]
+
+def advance(embedder, levels: TreeLevels, cpu: np.ndarray, lf: np.ndarray, ns: np.ndarray,
+            ss: np.ndarray, bs: np.ndarray, reward: np.ndarray, hints: dict[str, Any],
+            kernels: bool = False) -> None:
+    """Advance K lookahead states (rows of ``cpu`` and ``lf``, C-contiguous, in place)
+    through VCs (ns[j], ss[j], bs[j]) step by step (``ns``/``ss``/``bs`` (steps, K)),
+    each embedded by ``embedder`` in every row at once and reserved where it fits, adding
+    its N·S to ``reward`` there. ``hints``: the embedder's ``lookahead_hints``;
+    ``kernels``: use the embedder's compiled rollout when it has one (the same floats)."""
+    gain = ns * ss
+    kernel = embedder.lookahead_kernel(hints) if kernels else None
+    if kernel is not None:  # every step of every row in one compiled call
+        kernel(cpu, lf, ns.astype(np.int64), ss.astype(np.float64), bs.astype(np.float64),
+               gain.astype(np.float64), reward)
+        return
+    embed = getattr(embedder, "embed_sparse", None) or partial(_sparse_from_dense, embedder)
+    host_link = embedder.host_link
+    for j in range(ns.shape[0]):
+        nj, sj, bj = ns[j], ss[j], bs[j]
+        ok, r, h, m = embed(cpu, lf, nj, sj, bj, **hints)
+        if r.size:  # under load about half the futures' VCs do not fit
+            reserve_rows(levels, cpu, lf, r, h, m, nj, sj, bj, host_link)
+        np.add(reward, gain[j], out=reward, where=ok)
+
+
+def _sparse_from_dense(embedder, cpu, lf, n, s, b, **hints):
+    """The embedder's ``embed_batch`` as (ok, rows, hosts, VMs) triples."""
+    c, ok = embedder.embed_batch(cpu, lf, n, s, b, **hints)
+    r, h = np.nonzero(c)
+    keep = ok[r]  # a row without an embedding reserves nothing
+    if not keep.all():
+        r, h = r[keep], h[keep]
+    return ok, r, h, c[r, h]
 
 
 def reserve_rows(levels: TreeLevels, cpu: np.ndarray, lf: np.ndarray, r: np.ndarray,

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dcsim.allocators.jit import tree_tables
 from dcsim.allocators.vc_base import VCAllocator
 from dcsim.allocators.vc_batch import integral_lookahead, powers_of_two
 from dcsim.hookspecs import hookimpl
@@ -69,6 +70,24 @@ class Kraken(VCAllocator):
         """``plain`` (:func:`plain_sizes`) and ``integral`` for :meth:`embed_sparse`."""
         return {"plain": plain_sizes(self.levels, s, b),
                 "integral": integral_lookahead(free_cpu, link_free, s, b)}
+
+    def lookahead_kernel(self, hints):
+        """:func:`dcsim.allocators.kraken_jit.rollouts`, for plain sizes."""
+        if not hints.get("plain"):
+            return None
+        from dcsim.allocators import kraken_jit
+
+        t = tree_tables(self.levels)
+        mode = ("hose", "per_vm", "per_vm_strict").index(self.host_link)
+        # the numpy code leaves out the 1e-9 only on its per_vm_strict path for integral
+        # states (which needs the host links as one slice); the floors are the same anyway
+        eps = not (self.host_link == "per_vm_strict" and t.host_links_slice
+                   and hints.get("integral", False))
+
+        def run(cpu, lf, ns, ss, bs, gain, reward):
+            kraken_jit.rollouts(cpu, lf, ns, ss, bs, gain, reward, mode, eps, t.height,
+                                t.sizes, t.parent, t.uplink, t.group)
+        return run
 
 
 @hookimpl

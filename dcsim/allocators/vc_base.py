@@ -103,6 +103,14 @@ class VCAllocator(Allocator):
         (checked once, where each call would check them). Default: none."""
         return {}
 
+    def lookahead_kernel(self, hints: dict[str, Any]):
+        """A compiled rollout of a whole lookahead (:mod:`dcsim.allocators.jit`), or None
+        (the default): ``run(cpu, lf, ns, ss, bs, gain, reward)`` embeds, step by step,
+        VC (ns[j, r], ss[j, r], bs[j, r]) in state r (rows of ``cpu`` and ``lf``, updated
+        in place) and adds ``gain[j, r]`` to ``reward[r]`` when it embeds, exactly as
+        :meth:`Ahab._rollouts` does with this embedder's batch code under ``hints``."""
+        return None
+
     def allocate(self, request: Request, view: StateView) -> Choice:
         n, s, b = vc_size(request, self.label)
         counts = self.embed(view.free[:, self.cpu], view.link_free, n, s, b)

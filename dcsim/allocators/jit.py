@@ -1,0 +1,69 @@
+"""Compiled lookahead kernels: whether to use them, and the tree as flat tables for them.
+
+AHAB's lookahead embeds a few dozen small VCs in a few dozen states per decision; numpy
+spends most of that in the fixed cost of its calls, not in the work. An embedder may
+therefore offer a *rollout kernel* (``lookahead_kernel``): the whole lookahead, every
+step of every row, as one call to a function compiled by numba (the ``fast`` extra). A
+kernel computes exactly what the numpy batch code computes, float for float (the same
+operations in the same order where order matters; ``tests/test_jit_kernels.py`` compares
+rewards and final states), so the rows of a run do not depend on it.
+
+``DCSIM_KERNELS`` chooses: ``auto`` (default) uses the kernels when numba is installed,
+``numpy`` never, ``numba`` always (an error without numba).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import numpy as np
+
+from dcsim.errors import ConfigError
+from dcsim.model.vc import TreeLevels
+
+#: The values of ``DCSIM_KERNELS``.
+KERNEL_CHOICES = ("auto", "numpy", "numba")
+
+
+def kernels_on() -> bool:
+    """Whether lookahead kernels are to be used (``DCSIM_KERNELS``, module docstring)."""
+    choice = os.environ.get("DCSIM_KERNELS", "auto").strip().lower() or "auto"
+    if choice not in KERNEL_CHOICES:
+        raise ConfigError(f"DCSIM_KERNELS={choice!r}: expected one of "
+                          f"{', '.join(KERNEL_CHOICES)}")
+    if choice == "numpy":
+        return False
+    found = importlib.util.find_spec("numba") is not None
+    if choice == "numba" and not found:
+        raise ConfigError("DCSIM_KERNELS=numba needs numba: pip install 'dcsim[fast]'")
+    return found
+
+
+class TreeTables:
+    """A :class:`TreeLevels` as padded int64 tables for compiled code (cached per levels):
+    ``sizes`` (H + 1,); ``parent`` and ``uplink`` (H, widest level), row k the level-k
+    groups' parent group and uplink (padded with -1); ``group`` (H + 1, hosts), each
+    host's group per level."""
+
+    def __init__(self, levels: TreeLevels):
+        H = levels.height
+        self.height = H
+        self.sizes = np.array(levels.size, dtype=np.int64)
+        width = int(self.sizes.max())
+        self.parent = np.full((max(H, 1), width), -1, dtype=np.int64)
+        self.uplink = np.full((max(H, 1), width), -1, dtype=np.int64)
+        for k in range(H):
+            self.parent[k, :levels.size[k]] = levels.parent[k]
+            self.uplink[k, :levels.size[k]] = levels.uplink[k]
+        self.group = np.ascontiguousarray(levels.group_table, dtype=np.int64)
+        up0 = levels.uplink_cols[0]
+        #: whether the host links are one slice of the link columns (KRAKEN's fast path)
+        self.host_links_slice = isinstance(up0, slice)
+
+
+def tree_tables(levels: TreeLevels) -> TreeTables:
+    tables = levels.__dict__.get("_tree_tables")
+    if tables is None:
+        tables = levels.__dict__["_tree_tables"] = TreeTables(levels)
+    return tables
