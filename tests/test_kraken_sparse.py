@@ -158,3 +158,17 @@ def test_reserving_the_triples_equals_subtracting_dense_loads(host_link):
         for i in np.flatnonzero(ok):  # and the dense loads are the one-row ones
             np.testing.assert_array_equal(
                 want_links[i], lf[i] - levels.hose_loads(counts[i], int(n[i]), b[i], host_link))
+
+
+@pytest.mark.parametrize("host_link", HOST_LINK_RULES)
+def test_a_row_without_an_embedding_gets_no_vms_below_an_overdrawn_link(host_link):
+    """An overdrawn link's count is negative; handing down a failed row's zero VMs once
+    gave its hosts negative counts, which AHAB's lookahead then reserved."""
+    rng = np.random.default_rng(0)
+    _, levels = fat_tree(2, 2, 3)
+    free, lf, n, s, b = random_rows(levels, rng, 30, "plain")
+    lf -= rng.random(lf.shape) < 0.2  # some links below zero
+    assert (lf < 0).any()
+    ok, r, h, m = kraken_embed_sparse(levels, free, lf, n, s, b, host_link, True, False)
+    assert not ok.all()
+    assert ok[r].all()

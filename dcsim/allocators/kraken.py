@@ -35,7 +35,7 @@ from dcsim.allocators.jit import tree_tables
 from dcsim.allocators.vc_base import VCAllocator
 from dcsim.allocators.vc_batch import integral_lookahead, powers_of_two
 from dcsim.hookspecs import hookimpl
-from dcsim.model.vc import UNLIMITED, TreeLevels, host_link_vms
+from dcsim.model.vc import HOST_LINK_RULES, UNLIMITED, TreeLevels, host_link_vms
 
 
 def kraken_embed(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray, n: int,
@@ -78,7 +78,7 @@ class Kraken(VCAllocator):
         from dcsim.allocators import kraken_jit
 
         t = tree_tables(self.levels)
-        mode = ("hose", "per_vm", "per_vm_strict").index(self.host_link)
+        mode = HOST_LINK_RULES.index(self.host_link)
         # the numpy code leaves out the 1e-9 only on its per_vm_strict path for integral
         # states (which needs the host links as one slice); the floors are the same anyway
         eps = not (self.host_link == "per_vm_strict" and t.host_links_slice
@@ -361,6 +361,9 @@ def kraken_embed_sparse(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
             path[0, on] = whole[on].argmax(axis=1)
             j0 = 0
     r, h, m = _hand_down(levels, cls, path, sup, j0)
+    if not ok.all():  # a row without an embedding has no VMs, but below an overdrawn
+        keep = ok[r]  # link (a negative sup) the hand-down would give it some
+        r, h, m = r[keep], h[keep], m[keep]
     if kept is not None:  # back to the caller's rows
         every = np.zeros(K0, dtype=bool)
         every[kept] = ok
