@@ -44,7 +44,7 @@ class TreeTables:
     """A :class:`TreeLevels` as padded int64 tables for compiled code (cached per levels):
     ``sizes`` (H + 1,); ``parent`` and ``uplink`` (H, widest level), row k the level-k
     groups' parent group and uplink (padded with -1); ``group`` (H + 1, hosts), each
-    host's group per level."""
+    host's group per level; ``host_start``."""
 
     def __init__(self, levels: TreeLevels):
         H = levels.height
@@ -57,12 +57,19 @@ class TreeTables:
             self.parent[k, :levels.size[k]] = levels.parent[k]
             self.uplink[k, :levels.size[k]] = levels.uplink[k]
         self.group = np.ascontiguousarray(levels.group_table, dtype=np.int64)
+        #: (H + 1, widest level + 1): where each level-k group's hosts start (contiguous),
+        #: then the number of hosts
+        self.host_start = np.zeros((H + 1, width + 1), dtype=np.int64)
+        for k in range(H + 1):
+            self.host_start[k, :levels.size[k]] = levels.host_starts[k]
+            self.host_start[k, levels.size[k]] = levels.n_hosts
         up0 = levels.uplink_cols[0]
         #: whether the host links are one slice of the link columns (KRAKEN's fast path)
         self.host_links_slice = isinstance(up0, slice)
 
 
 def tree_tables(levels: TreeLevels) -> TreeTables:
+    """The :class:`TreeTables` of ``levels``, made once."""
     tables = levels.__dict__.get("_tree_tables")
     if tables is None:
         tables = levels.__dict__["_tree_tables"] = TreeTables(levels)

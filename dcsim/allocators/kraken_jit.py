@@ -18,9 +18,9 @@ import math
 import numpy as np
 from numba import njit
 
+from dcsim.allocators.rollout_jit import HOSE, PER_VM, PER_VM_STRICT, reserve
 from dcsim.model.vc import UNLIMITED
 
-HOSE, PER_VM, PER_VM_STRICT = 0, 1, 2
 _BIG = np.iinfo(np.int32).max
 
 
@@ -173,35 +173,6 @@ def _embed(free, lf, n, s, b, mode, eps, H, sizes, parent, uplink, sup, cs, lc, 
 
 
 @njit(cache=True)
-def _reserve(free, lf, n, s, b, mode, H, sizes, group, uplink, m_out, touched, count, mk):
-    """:func:`dcsim.allocators.ahab.reserve_rows` for one row: compute on the hosts, the
-    host links by the host-link rule, the hose amounts on the links above."""
-    for i in range(count):
-        h = touched[i]
-        m = m_out[h]
-        free[h] -= m * s
-        if mode == HOSE:
-            v = min(m, n - m)
-        elif mode == PER_VM:
-            v = m if m < n else 0
-        else:
-            v = m
-        lf[uplink[0, h]] -= v * b
-    for k in range(1, H):
-        for g in range(sizes[k]):
-            mk[g] = 0.0
-        for i in range(count):
-            h = touched[i]
-            mk[group[k, h]] += m_out[h]
-        for g in range(sizes[k]):
-            x = mk[g]
-            if x != 0.0:
-                lf[uplink[k, g]] -= min(x, n - x) * b
-    for i in range(count):
-        m_out[touched[i]] = 0
-
-
-@njit(cache=True)
 def rollouts(cpu, lf, ns, ss, bs, gain, reward, mode, eps, H, sizes, parent, uplink, group):
     """Every row's lookahead: ``cpu`` (K, hosts) and ``lf`` (K, links) the states (updated
     in place), ``ns``/``ss``/``bs``/``gain`` (steps, K) each step's VC per row and its
@@ -231,6 +202,6 @@ def rollouts(cpu, lf, ns, ss, bs, gain, reward, mode, eps, H, sizes, parent, upl
             count = _embed(free, links, n, s, b, mode, eps, H, sizes, parent, uplink, sup,
                            cs, lc, anc, res, tk, cls, path, amt, amt2, m_out, touched)
             if count >= 0:
-                _reserve(free, links, n, s, b, mode, H, sizes, group, uplink, m_out, touched,
-                         count, mk)
+                reserve(free, links, n, s, b, mode, H, sizes, group, uplink, m_out, touched,
+                        count, mk)
                 reward[r] += gain[j, r]

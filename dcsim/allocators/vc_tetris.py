@@ -69,6 +69,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
+from dcsim.allocators.jit import tree_tables
 from dcsim.allocators.vc_base import VCAllocator
 from dcsim.allocators.vc_batch import (
     Embedded,
@@ -85,7 +86,7 @@ from dcsim.allocators.vc_tetris_score import (  # noqa: F401  (the last two: re-
     zero_bandwidth_blocked,
 )
 from dcsim.hookspecs import hookimpl
-from dcsim.model.vc import TreeLevels, vm_slots
+from dcsim.model.vc import HOST_LINK_RULES, TreeLevels, vm_slots
 
 
 def _single_hosts(slots: np.ndarray, up0: np.ndarray, n, b, host_link: str) -> np.ndarray:
@@ -261,6 +262,29 @@ class VCTetris(VCAllocator):
         """``integral`` for :meth:`embed_batch` when every state stays integral: whole
         free CU and BU now, and sizes that are powers of two from 1 to 2**10."""
         return {"integral": integral_lookahead(free_cpu, link_free, s, b)}
+
+    def lookahead_kernel(self, hints):
+        """:func:`dcsim.allocators.tetris_jit.rollouts`, for integral states."""
+        if not hints.get("integral"):
+            return None
+        from dcsim.allocators import tetris_jit
+
+        t = tree_tables(self.levels)
+        cap_g = self.__dict__.get("_cap_g")
+        if cap_g is None:  # each group's capacity, summed as the numpy code sums it
+            cap_g = np.zeros((t.height + 1, int(t.sizes.max())))
+            for k in range(t.height + 1):
+                cap_g[k, :t.sizes[k]] = np.bincount(self.levels.group[k],
+                                                    weights=self.capacity,
+                                                    minlength=int(t.sizes[k]))
+            self._cap_g = cap_g
+        mode = HOST_LINK_RULES.index(self.host_link)
+        zb = ZERO_BANDWIDTH.index(self.options.zero_bandwidth)
+
+        def run(cpu, lf, ns, ss, bs, gain, reward):
+            tetris_jit.rollouts(cpu, lf, ns, ss, bs, gain, reward, mode, zb, t.height,
+                                t.sizes, t.uplink, t.group, t.host_start, cap_g)
+        return run
 
 
 @hookimpl
