@@ -54,75 +54,157 @@ def _key(fr, up, m1, n, s, b, mode, zb):
 
 
 @njit(cache=True)
-def _runs_reach(free, lf, lo, hi, n, s, b, mode, zb, uplink):
-    """Whether hosts lo..hi-1 take n VMs in all before each host's first infeasible VM
-    (the greedy never puts more on a host; it places all n iff they do)."""
-    total = 0
-    for h in range(lo, hi):
-        up = lf[uplink[0, h]]
-        for m1 in range(1, n + 1):
-            if _key(free[h], up, m1, n, s, b, mode, zb) == -np.inf:
-                break
-            total += 1
-            if total >= n:
-                return True
-    return False
+def _run(fr, up, n, s, b, mode, zb):
+    """How many VMs a host takes before its first infeasible one, at most n (the greedy
+    never puts more on it; it places all n in a group iff its hosts' runs total n). In
+    closed form for integral states (whole fr and up, sizes powers of two from 1: every
+    residual is whole, so ``x ≥ −1e-9`` is ``x ≥ 0``), as the batch code's ``_runs``;
+    one VM at a time where ``zero_bandwidth`` blocks some."""
+    if zb == INFEASIBLE or zb == IF_STRANDED:
+        run = 0
+        while run < n and _key(fr, up, run + 1, n, s, b, mode, zb) != -np.inf:
+            run += 1
+        return run
+    cpu = min(max(math.floor(fr * (1.0 / s)), 0.0), n)
+    bw = min(max(math.floor(up * (1.0 / b)), 0.0), n)
+    if mode == HOSE and bw >= n // 2 or mode == PER_VM and bw >= n - 1:
+        bw = n if up >= -_EPS else 0  # then only the whole VC's 0 may not fit
+    return np.int64(min(cpu, bw))
 
 
 @njit(cache=True)
-def _embed(free, lf, n, s, b, mode, zb, H, sizes, uplink, group, host_start, cap_g, slots,
-           m, key, frac, m_out, touched):
+def _greedy(free, lf, lo, hi, n, s, b, mode, zb, uplink, m, heap_k, heap_h):
+    """The greedy's VMs per host (``m[lo:hi]``) for a group whose runs total n: each VM
+    on the host with the largest key, ties to the lowest index (numpy's argmax), found
+    with a binary heap of the hosts' next keys."""
+    size = 0
+    for h in range(lo, hi):
+        m[h] = 0
+        k = _key(free[h], lf[uplink[0, h]], 1, n, s, b, mode, zb)
+        if k != -np.inf:
+            size = _push(heap_k, heap_h, size, k, h)
+    for _ in range(n):
+        h = heap_h[0]
+        size = _pop(heap_k, heap_h, size)
+        m[h] += 1
+        k = _key(free[h], lf[uplink[0, h]], m[h] + 1, n, s, b, mode, zb)
+        if k != -np.inf and m[h] < n:
+            size = _push(heap_k, heap_h, size, k, h)
+
+
+@njit(cache=True)
+def _before(ka, ha, kb, hb):
+    return ka > kb or (ka == kb and ha < hb)
+
+
+@njit(cache=True)
+def _push(heap_k, heap_h, size, k, h):
+    i = size
+    while i > 0:
+        p = (i - 1) // 2
+        if not _before(k, h, heap_k[p], heap_h[p]):
+            break
+        heap_k[i] = heap_k[p]
+        heap_h[i] = heap_h[p]
+        i = p
+    heap_k[i] = k
+    heap_h[i] = h
+    return size + 1
+
+
+@njit(cache=True)
+def _pop(heap_k, heap_h, size):
+    size -= 1
+    k, h = heap_k[size], heap_h[size]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and _before(heap_k[c + 1], heap_h[c + 1], heap_k[c], heap_h[c]):
+            c += 1
+        if not _before(heap_k[c], heap_h[c], k, h):
+            break
+        heap_k[i] = heap_k[c]
+        heap_h[i] = heap_h[c]
+        i = c
+    if size > 0:
+        heap_k[i] = k
+        heap_h[i] = h
+    return size
+
+
+@njit(cache=True)
+def _embed(free, lf, n, s, b, mode, zb, H, sizes, parent, uplink, group, host_start, cap_g,
+           fsum, room, runs, m, heap_k, heap_h, frac, m_out, touched):
     """Embed VC (n, s, b) in one state: fills ``m_out`` at ``touched[:count]`` and returns
     count, or -1 if TETRIS finds no embedding. The other arguments are scratch arrays."""
     n_hosts = sizes[0]
+    inv_s = 1.0 / s  # a power of two (integral states): x * inv_s is x / s exactly
     total = 0.0
-    for h in range(n_hosts):
-        total += free[h]
-    if total + _EPS < n * s:
-        return -1
     best = -1
-    for h in range(n_hosts):  # single hosts, most free CU first
-        slots[h] = np.int64(math.floor(free[h] / s + 1e-9))
-        if slots[h] >= n and (mode != PER_VM_STRICT or n * b <= lf[uplink[0, h]] + _EPS):
+    for h in range(n_hosts):  # single hosts (N slots), most free CU first
+        total += free[h]
+        # ⌊x + 1e-9⌋ ≥ n iff x + 1e-9 ≥ n, n whole
+        if free[h] * inv_s + 1e-9 >= n and (
+                mode != PER_VM_STRICT or n * b <= lf[uplink[0, h]] + _EPS):
             if best < 0 or free[h] > free[best]:
                 best = h
+    if total + _EPS < n * s:
+        return -1
     if best >= 0:
         m_out[best] = n
         touched[0] = best
         return 1
+    # per group: free CU, the hosts' min(slots, N) and their runs (whole numbers: exact)
+    inv_b = 1.0 / b
+    closed = zb != INFEASIBLE and zb != IF_STRANDED
+    for g in range(sizes[1]):
+        fg = 0.0
+        rm = 0.0
+        rn = 0.0
+        for h in range(host_start[1, g], host_start[1, g + 1]):
+            fr = free[h]
+            up = lf[uplink[0, h]]
+            fg += fr
+            q = math.floor(fr * inv_s)  # slots: ⌊fr / s + 1e-9⌋ on integral states
+            rm += min(q, n)
+            if closed:  # _run in closed form
+                bw = min(max(math.floor(up * inv_b), 0.0), n)
+                if mode == HOSE and bw >= n // 2 or mode == PER_VM and bw >= n - 1:
+                    bw = n if up >= -_EPS else 0.0
+                rn += min(min(max(q, 0.0), n), bw)
+            else:
+                rn += _run(fr, up, n, s, b, mode, zb)
+        fsum[1, g] = fg
+        room[1, g] = rm
+        runs[1, g] = rn
+    for k in range(2, H + 1):
+        for g in range(sizes[k]):
+            fsum[k, g] = 0.0
+            room[k, g] = 0.0
+            runs[k, g] = 0.0
+        for g in range(sizes[k - 1]):
+            p = parent[k - 1, g]
+            fsum[k, p] += fsum[k - 1, g]
+            room[k, p] += room[k - 1, g]
+            runs[k, p] += runs[k - 1, g]
     for i in range(lf.shape[0]):
         if not (lf[i] + _EPS >= 0):
             return -1  # a link overdrawn fails every group's hose check
     for k in range(1, H + 1):
         size = sizes[k]
         for g in range(size):
-            fg = 0.0
-            room = 0
-            for h in range(host_start[k, g], host_start[k, g + 1]):
-                fg += free[h]
-                room += min(slots[h], n)
-            frac[g] = fg / cap_g[k, g] if cap_g[k, g] > 0 else 0.0
-            if room < n:  # cannot hold N VMs: the greedy would fail anyway
-                frac[g] = -np.inf
+            frac[g] = fsum[k, g] / cap_g[k, g] if cap_g[k, g] > 0 else 0.0
+            if room[k, g] < n or runs[k, g] < n:  # the one-row filter; or the greedy
+                frac[g] = -np.inf  # would fail (its runs total less than N)
         while True:  # the groups by free fraction (ties: lowest index)
             g = np.argmax(frac[:size])
             if frac[g] == -np.inf:
                 break
             frac[g] = -np.inf
             lo, hi = host_start[k, g], host_start[k, g + 1]
-            # the greedy places all N iff the hosts' runs of feasible VMs total N
-            if not _runs_reach(free, lf, lo, hi, n, s, b, mode, zb, uplink):
-                continue
-            for h in range(lo, hi):
-                m[h] = 0
-                key[h] = _key(free[h], lf[uplink[0, h]], 1, n, s, b, mode, zb)
-            for _ in range(n):
-                at = lo
-                for h in range(lo + 1, hi):
-                    if key[h] > key[at]:
-                        at = h
-                m[at] += 1
-                key[at] = _key(free[at], lf[uplink[0, at]], m[at] + 1, n, s, b, mode, zb)
+            _greedy(free, lf, lo, hi, n, s, b, mode, zb, uplink, m, heap_k, heap_h)
             ok = True  # the hose check: host links, then the links inside the group
             for h in range(lo, hi):
                 if m[h] > 0:
@@ -156,16 +238,19 @@ def _embed(free, lf, n, s, b, mode, zb, H, sizes, uplink, group, host_start, cap
 
 
 @njit(cache=True)
-def rollouts(cpu, lf, ns, ss, bs, gain, reward, mode, zb, H, sizes, uplink, group,
+def rollouts(cpu, lf, ns, ss, bs, gain, reward, mode, zb, H, sizes, parent, uplink, group,
              host_start, cap_g):
     """Every row's lookahead, as :func:`dcsim.allocators.kraken_jit.rollouts`;
     ``cap_g`` (H + 1, widest level): each group's CU capacity, summed as numpy does."""
     K = cpu.shape[0]
     n_hosts = sizes[0]
     width = sizes.max()
-    slots = np.zeros(n_hosts, dtype=np.int64)
+    fsum = np.zeros((H + 1, width), dtype=np.float64)
+    room = np.zeros((H + 1, width), dtype=np.float64)
     m = np.zeros(n_hosts, dtype=np.int64)
-    key = np.zeros(n_hosts, dtype=np.float64)
+    runs = np.zeros((H + 1, width), dtype=np.float64)
+    heap_k = np.zeros(n_hosts, dtype=np.float64)
+    heap_h = np.zeros(n_hosts, dtype=np.int64)
     frac = np.zeros(width, dtype=np.float64)
     m_out = np.zeros(n_hosts, dtype=np.int64)
     touched = np.zeros(n_hosts, dtype=np.int64)
@@ -177,8 +262,9 @@ def rollouts(cpu, lf, ns, ss, bs, gain, reward, mode, zb, H, sizes, uplink, grou
             n = ns[j, r]
             s = ss[j, r]
             b = bs[j, r]
-            count = _embed(free, links, n, s, b, mode, zb, H, sizes, uplink, group,
-                           host_start, cap_g, slots, m, key, frac, m_out, touched)
+            count = _embed(free, links, n, s, b, mode, zb, H, sizes, parent, uplink, group,
+                           host_start, cap_g, fsum, room, runs, m, heap_k, heap_h, frac,
+                           m_out, touched)
             if count >= 0:
                 reserve(free, links, n, s, b, mode, H, sizes, group, uplink, m_out, touched,
                         count, mk)

@@ -283,7 +283,7 @@ class VCTetris(VCAllocator):
 
         def run(cpu, lf, ns, ss, bs, gain, reward):
             tetris_jit.rollouts(cpu, lf, ns, ss, bs, gain, reward, mode, zb, t.height,
-                                t.sizes, t.uplink, t.group, t.host_start, cap_g)
+                                t.sizes, t.parent, t.uplink, t.group, t.host_start, cap_g)
         return run
 
 
