@@ -26,7 +26,7 @@ from dcsim.plugins import get_allocator_class
 pytest.importorskip("numba")
 
 #: embedders with a lookahead kernel
-KERNEL_EMBEDDERS = ["kraken", "vc_tetris"]
+KERNEL_EMBEDDERS = ["kraken", "vc_tetris", "oktopus"]
 ZERO_BANDWIDTH = ["least_preferred", "most_preferred", "infeasible", "infeasible_if_stranded"]
 
 
@@ -77,8 +77,9 @@ def test_kernels_advance_the_states_as_numpy_does(seed, K, steps, host_link, siz
         free -= rng.random(free.shape) < 0.1
         lf -= rng.random(lf.shape) < 0.1
     ns, ss, bs = futures(rng, K, steps, topo.n_servers, sizes)
-    # KRAKEN's kernel takes plain sizes (powers of two); VC-TETRIS's integral states
-    # (sizes from 1, whole free CU and BU), which "plain" (with 0.5) may not give
+    # KRAKEN's kernel takes plain sizes (powers of two); VC-TETRIS's and OKTOPUS's
+    # integral states (sizes from 1, whole free CU and BU), which "plain" (with 0.5) may
+    # not give
     expect = name == "kraken" or integral_lookahead(free, lf, ss, bs)
     assert expect or sizes == "plain"
     options = {"zero_bandwidth": zero_bandwidth} if name == "vc_tetris" else {}

@@ -182,9 +182,9 @@ def advance(embedder, levels: TreeLevels, cpu: np.ndarray, lf: np.ndarray, ns: n
     ``kernels``: use the embedder's compiled rollout when it has one (the same floats)."""
     gain = ns * ss
     kernel = embedder.lookahead_kernel(hints) if kernels else None
-    if kernel is not None:  # every step of every row in one compiled call
-        kernel(cpu, lf, ns.astype(np.int64), ss.astype(np.float64), bs.astype(np.float64),
-               gain.astype(np.float64), reward)
+    if kernel is not None and kernel(  # every step of every row in one compiled call
+            cpu, lf, ns.astype(np.int64), ss.astype(np.float64), bs.astype(np.float64),
+            gain.astype(np.float64), reward):
         return
     embed = getattr(embedder, "embed_sparse", None) or partial(_sparse_from_dense, embedder)
     host_link = embedder.host_link

@@ -44,7 +44,7 @@ class TreeTables:
     """A :class:`TreeLevels` as padded int64 tables for compiled code (cached per levels):
     ``sizes`` (H + 1,); ``parent`` and ``uplink`` (H, widest level), row k the level-k
     groups' parent group and uplink (padded with -1); ``group`` (H + 1, hosts), each
-    host's group per level; ``host_start``."""
+    host's group per level; ``host_start`` and ``child_start``."""
 
     def __init__(self, levels: TreeLevels):
         H = levels.height
@@ -63,6 +63,12 @@ class TreeTables:
         for k in range(H + 1):
             self.host_start[k, :levels.size[k]] = levels.host_starts[k]
             self.host_start[k, levels.size[k]] = levels.n_hosts
+        #: (H + 1, widest level + 1): where each level-k group's children start among
+        #: level k - 1 (contiguous), then their number (row 0 unused)
+        self.child_start = np.zeros((H + 1, width + 1), dtype=np.int64)
+        for k in range(1, H + 1):
+            self.child_start[k, :levels.size[k]] = levels.starts[k - 1]
+            self.child_start[k, levels.size[k]] = levels.size[k - 1]
         up0 = levels.uplink_cols[0]
         #: whether the host links are one slice of the link columns (KRAKEN's fast path)
         self.host_links_slice = isinstance(up0, slice)

@@ -87,6 +87,7 @@ class Kraken(VCAllocator):
         def run(cpu, lf, ns, ss, bs, gain, reward):
             kraken_jit.rollouts(cpu, lf, ns, ss, bs, gain, reward, mode, eps, t.height,
                                 t.sizes, t.parent, t.uplink, t.group)
+            return True
         return run
 
 

@@ -47,6 +47,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
+from dcsim.allocators.jit import tree_tables
 from dcsim.allocators.oktopus_sets import (
     _ODD,
     _Sets,
@@ -66,7 +67,7 @@ from dcsim.allocators.vc_batch import (
     vm_counts,
 )
 from dcsim.hookspecs import hookimpl
-from dcsim.model.vc import TreeLevels, host_link_vms, vm_slots
+from dcsim.model.vc import HOST_LINK_RULES, TreeLevels, host_link_vms, vm_slots
 
 _EPS = 1e-9
 _ONE = np.uint64(1)
@@ -378,6 +379,25 @@ class Oktopus(VCAllocator):
     def lookahead_hints(self, free_cpu, link_free, s, b):
         """``integral`` (:func:`~dcsim.allocators.vc_batch.integral_lookahead`)."""
         return {"integral": integral_lookahead(free_cpu, link_free, s, b)}
+
+    def lookahead_kernel(self, hints):
+        """:func:`dcsim.allocators.oktopus_jit.rollouts`, for integral states and N ≤ 63."""
+        if not hints.get("integral"):
+            return None
+        from dcsim.allocators import oktopus_jit
+
+        t = tree_tables(self.levels)
+        mode = HOST_LINK_RULES.index(self.host_link)
+        interval = self.options.host_counts == "interval"
+
+        def run(cpu, lf, ns, ss, bs, gain, reward):
+            if ns.size and ns.max() > MAX_BITS_N:
+                return False  # counts past one uint64 bit set: the numpy code
+            oktopus_jit.rollouts(cpu, lf, ns, ss, bs, gain, reward, mode, interval,
+                                 t.height, t.sizes, t.parent, t.uplink, t.group,
+                                 t.child_start)
+            return True
+        return run
 
 
 @hookimpl

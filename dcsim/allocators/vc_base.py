@@ -108,7 +108,9 @@ class VCAllocator(Allocator):
         (the default): ``run(cpu, lf, ns, ss, bs, gain, reward)`` embeds, step by step,
         VC (ns[j, r], ss[j, r], bs[j, r]) in state r (rows of ``cpu`` and ``lf``, updated
         in place) and adds ``gain[j, r]`` to ``reward[r]`` when it embeds, exactly as
-        :meth:`Ahab._rollouts` does with this embedder's batch code under ``hints``."""
+        :func:`dcsim.allocators.ahab.advance` does with this embedder's batch code under
+        ``hints``, and returns True; or returns False, having changed nothing, for VCs it
+        does not handle."""
         return None
 
     def allocate(self, request: Request, view: StateView) -> Choice:

@@ -284,6 +284,7 @@ class VCTetris(VCAllocator):
         def run(cpu, lf, ns, ss, bs, gain, reward):
             tetris_jit.rollouts(cpu, lf, ns, ss, bs, gain, reward, mode, zb, t.height,
                                 t.sizes, t.parent, t.uplink, t.group, t.host_start, cap_g)
+            return True
         return run
 
 
