@@ -67,9 +67,11 @@ def both_ways(embedder, free, lf, ns, ss, bs, expect_kernel=True):
        host_link=st.sampled_from(HOST_LINK_RULES), sizes=st.sampled_from(["plain", "whole"]),
        name=st.sampled_from(KERNEL_EMBEDDERS), uneven=st.booleans(),
        zero_bandwidth=st.sampled_from(ZERO_BANDWIDTH), overdrawn=st.booleans(),
+       host_counts=st.sampled_from(["exact", "interval"]),
        shape=st.sampled_from([(2, 2, 3), (3, 2, 2), (1, 1, 4), (2, 3, 1)]))
 def test_kernels_advance_the_states_as_numpy_does(seed, K, steps, host_link, sizes, name,
-                                                 uneven, zero_bandwidth, overdrawn, shape):
+                                                 uneven, zero_bandwidth, overdrawn,
+                                                 host_counts, shape):
     rng = np.random.default_rng(seed)
     topo, levels = uneven_tree(rng) if uneven else fat_tree(*shape)
     free, lf, _, _, _ = random_rows(levels, rng, K, sizes, full=bool(seed % 2))
@@ -82,7 +84,8 @@ def test_kernels_advance_the_states_as_numpy_does(seed, K, steps, host_link, siz
     # not give
     expect = name == "kraken" or integral_lookahead(free, lf, ss, bs)
     assert expect or sizes == "plain"
-    options = {"zero_bandwidth": zero_bandwidth} if name == "vc_tetris" else {}
+    options = {"vc_tetris": {"zero_bandwidth": zero_bandwidth},
+               "oktopus": {"host_counts": host_counts}}.get(name, {})
     both_ways(embedder_on(name, topo, host_link, **options), free, lf, ns, ss, bs, expect)
 
 
@@ -113,6 +116,25 @@ def test_sizes_that_are_not_plain_take_the_numpy_code(name):
     ns, ss, bs = futures(rng, 3, 2, topo.n_servers, "any")
     ss[0, 0] = 1.5  # not a power of two
     both_ways(e, free, lf, ns, ss, bs, expect_kernel=False)
+
+
+def test_oktopus_declines_vcs_past_one_bit_set():
+    """N > 63 does not fit OKTOPUS's uint64 count sets: its kernel leaves the lookahead to
+    the numpy code (which sends those rows to the one-row embedder)."""
+    topo, _ = fat_tree(2, 3, 4)
+    e = embedder_on("oktopus", topo, "hose")
+    rng = np.random.default_rng(8)
+    free, lf, _, _, _ = random_rows(e.levels, rng, 4, "whole", full=True)
+    free[:] = 8.0
+    lf[:] = topo.link_capacity
+    ns = np.array([[70, 3, 2, 64], [2, 2, 2, 2]])
+    ss = np.ones((2, 4))
+    bs = np.ones((2, 4))
+    hints = e.lookahead_hints(free, lf, ss.T, bs.T)
+    reward = np.zeros(4)
+    assert not e.lookahead_kernel(hints)(free.copy(), lf.copy(), ns, ss, bs, ns * ss, reward)
+    assert not reward.any()
+    assert both_ways(e, free, lf, ns, ss, bs)[0] == 72.0  # 70 VMs of 1 CU, then 2 more
 
 
 def test_the_kernels_setting(monkeypatch):
