@@ -61,6 +61,7 @@ def run(config: Path, out: Path | None, seeds: int | None, sets: tuple[str, ...]
     """Run the experiment in CONFIG and write Parquet results."""
     import signal
 
+    from dcsim.allocators.jit import kernels_on
     from dcsim.runner import load_experiment, run_experiment
     from dcsim.runner.execute import make_executor
 
@@ -77,6 +78,7 @@ def run(config: Path, out: Path | None, seeds: int | None, sets: tuple[str, ...]
 
     signal.signal(signal.SIGTERM, _interrupt)
     exp = load_experiment(config, seeds=seeds, sets=sets)
+    kernels_on()  # a bad DCSIM_KERNELS fails here, before any run
     total = len(exp.runs)
 
     def log(msg: str) -> None:

@@ -184,6 +184,14 @@ def test_error_bad_value(tmp_path):
     assert "workload.arrival.rate" in _error(tmp_path, cfg)
 
 
+def test_error_bad_kernel_choice(tmp_path, monkeypatch):
+    """A bad DCSIM_KERNELS (the lookahead kernels' switch) fails before any run."""
+    monkeypatch.setenv("DCSIM_KERNELS", "fastest")
+    msg = _error(tmp_path, dict(SMALL))
+    assert "DCSIM_KERNELS='fastest'" in msg and "auto, numpy, numba" in msg
+    assert not (tmp_path / "err").exists()
+
+
 def test_error_unknown_allocator(tmp_path):
     """An unknown allocator lists the available ones."""
     msg = _error(tmp_path, dict(SMALL, allocators=["frist_fit"]))

@@ -165,7 +165,7 @@ def test_readme_first_commands_are_what_ci_runs():
     install, run, report = (part.strip() for part in install_run.split("&&"))
     ci = (root / ".ci" / "run").read_text().replace("\\\n", " ")
     ci = re.sub(r"\s+", " ", ci)
-    assert install == 'pip install -e ".[dev,plot]"' and f"python -m {install}" in ci
+    assert install == 'pip install -e ".[dev,plot,fast]"' and f"python -m {install}" in ci
     assert "experiments/ahab_lambda12.yaml" in run
     main_args = run.split(" --out ")[0]  # CI writes to a temporary directory instead
     assert main_args in ci

@@ -26,12 +26,18 @@ from dcsim.model.vc import TreeLevels
 KERNEL_CHOICES = ("auto", "numpy", "numba")
 
 
-def kernels_on() -> bool:
-    """Whether lookahead kernels are to be used (``DCSIM_KERNELS``, module docstring)."""
+def kernel_choice() -> str:
+    """``DCSIM_KERNELS`` (default ``auto``), checked: a ConfigError names a bad value."""
     choice = os.environ.get("DCSIM_KERNELS", "auto").strip().lower() or "auto"
     if choice not in KERNEL_CHOICES:
         raise ConfigError(f"DCSIM_KERNELS={choice!r}: expected one of "
                           f"{', '.join(KERNEL_CHOICES)}")
+    return choice
+
+
+def kernels_on() -> bool:
+    """Whether lookahead kernels are to be used (``DCSIM_KERNELS``, module docstring)."""
+    choice = kernel_choice()
     if choice == "numpy":
         return False
     found = importlib.util.find_spec("numba") is not None
