@@ -14,8 +14,10 @@ rewards and final states), so the rows of a run do not depend on it.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
+from collections.abc import Callable
 
 import numpy as np
 
@@ -44,6 +46,20 @@ def kernels_on() -> bool:
     if choice == "numba" and not found:
         raise ConfigError("DCSIM_KERNELS=numba needs numba: pip install 'dcsim[fast]'")
     return found
+
+
+def rollout(module: str, *args, accept: Callable[[np.ndarray], bool] | None = None):
+    """An embedder's ``lookahead_kernel``: ``run(cpu, lf, ns, ss, bs, gain, reward)`` calls
+    ``dcsim.allocators.<module>.rollouts`` with those and ``args`` and returns True, or
+    returns False at once when ``accept(ns)`` says the VCs are not the kernel's."""
+    rollouts = importlib.import_module(f"dcsim.allocators.{module}").rollouts
+
+    def run(cpu, lf, ns, ss, bs, gain, reward):
+        if accept is not None and not accept(ns):
+            return False
+        rollouts(cpu, lf, ns, ss, bs, gain, reward, *args)
+        return True
+    return run
 
 
 class TreeTables:

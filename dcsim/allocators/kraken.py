@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dcsim.allocators.jit import tree_tables
+from dcsim.allocators.jit import rollout, tree_tables
 from dcsim.allocators.vc_base import VCAllocator
 from dcsim.allocators.vc_batch import integral_lookahead, powers_of_two
 from dcsim.hookspecs import hookimpl
@@ -75,20 +75,13 @@ class Kraken(VCAllocator):
         """:func:`dcsim.allocators.kraken_jit.rollouts`, for plain sizes."""
         if not hints.get("plain"):
             return None
-        from dcsim.allocators import kraken_jit
-
         t = tree_tables(self.levels)
-        mode = HOST_LINK_RULES.index(self.host_link)
         # the numpy code leaves out the 1e-9 only on its per_vm_strict path for integral
         # states (which needs the host links as one slice); the floors are the same anyway
         eps = not (self.host_link == "per_vm_strict" and t.host_links_slice
                    and hints.get("integral", False))
-
-        def run(cpu, lf, ns, ss, bs, gain, reward):
-            kraken_jit.rollouts(cpu, lf, ns, ss, bs, gain, reward, mode, eps, t.height,
-                                t.sizes, t.parent, t.uplink, t.group)
-            return True
-        return run
+        return rollout("kraken_jit", HOST_LINK_RULES.index(self.host_link), eps, t.height,
+                       t.sizes, t.parent, t.uplink, t.group)
 
 
 @hookimpl

@@ -47,7 +47,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from dcsim.allocators.jit import tree_tables
+from dcsim.allocators.jit import rollout, tree_tables
 from dcsim.allocators.oktopus_sets import (
     _ODD,
     _Sets,
@@ -381,23 +381,15 @@ class Oktopus(VCAllocator):
         return {"integral": integral_lookahead(free_cpu, link_free, s, b)}
 
     def lookahead_kernel(self, hints):
-        """:func:`dcsim.allocators.oktopus_jit.rollouts`, for integral states and N ≤ 63."""
+        """:func:`dcsim.allocators.oktopus_jit.rollouts`, for integral states and N ≤ 63
+        (past that, one uint64 bit set cannot hold the counts: the numpy code runs)."""
         if not hints.get("integral"):
             return None
-        from dcsim.allocators import oktopus_jit
-
         t = tree_tables(self.levels)
-        mode = HOST_LINK_RULES.index(self.host_link)
-        interval = self.options.host_counts == "interval"
-
-        def run(cpu, lf, ns, ss, bs, gain, reward):
-            if ns.size and ns.max() > MAX_BITS_N:
-                return False  # counts past one uint64 bit set: the numpy code
-            oktopus_jit.rollouts(cpu, lf, ns, ss, bs, gain, reward, mode, interval,
-                                 t.height, t.sizes, t.parent, t.uplink, t.group,
-                                 t.child_start)
-            return True
-        return run
+        return rollout("oktopus_jit", HOST_LINK_RULES.index(self.host_link),
+                       self.options.host_counts == "interval", t.height, t.sizes, t.parent,
+                       t.uplink, t.group, t.child_start,
+                       accept=lambda ns: not ns.size or ns.max() <= MAX_BITS_N)
 
 
 @hookimpl

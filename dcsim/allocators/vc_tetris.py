@@ -69,7 +69,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from dcsim.allocators.jit import tree_tables
+from dcsim.allocators.jit import rollout, tree_tables
 from dcsim.allocators.vc_base import VCAllocator
 from dcsim.allocators.vc_batch import (
     Embedded,
@@ -267,8 +267,6 @@ class VCTetris(VCAllocator):
         """:func:`dcsim.allocators.tetris_jit.rollouts`, for integral states."""
         if not hints.get("integral"):
             return None
-        from dcsim.allocators import tetris_jit
-
         t = tree_tables(self.levels)
         cap_g = self.__dict__.get("_cap_g")
         if cap_g is None:  # each group's capacity, summed as the numpy code sums it
@@ -278,14 +276,9 @@ class VCTetris(VCAllocator):
                                                     weights=self.capacity,
                                                     minlength=int(t.sizes[k]))
             self._cap_g = cap_g
-        mode = HOST_LINK_RULES.index(self.host_link)
-        zb = ZERO_BANDWIDTH.index(self.options.zero_bandwidth)
-
-        def run(cpu, lf, ns, ss, bs, gain, reward):
-            tetris_jit.rollouts(cpu, lf, ns, ss, bs, gain, reward, mode, zb, t.height,
-                                t.sizes, t.parent, t.uplink, t.group, t.host_start, cap_g)
-            return True
-        return run
+        return rollout("tetris_jit", HOST_LINK_RULES.index(self.host_link),
+                       ZERO_BANDWIDTH.index(self.options.zero_bandwidth), t.height, t.sizes,
+                       t.parent, t.uplink, t.group, t.host_start, cap_g)
 
 
 @hookimpl
