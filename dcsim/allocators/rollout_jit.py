@@ -13,6 +13,17 @@ HOSE, PER_VM, PER_VM_STRICT = 0, 1, 2
 
 
 @njit(cache=True)
+def host_vms(m, n, mode):
+    """:func:`dcsim.model.vc.host_link_vms` for one host: the VMs' worth of bandwidth its
+    link reserves with m of the VC's n VMs."""
+    if mode == HOSE:
+        return min(m, n - m)
+    if mode == PER_VM:
+        return m if m < n else 0
+    return m
+
+
+@njit(cache=True)
 def reserve(free, lf, n, s, b, mode, H, sizes, group, uplink, m_out, touched, count, mk):
     """:func:`dcsim.allocators.ahab.reserve_rows` for one row: the embedding puts
     ``m_out[h]`` VMs on each host h of ``touched[:count]``; reserve compute on those hosts,
@@ -22,13 +33,7 @@ def reserve(free, lf, n, s, b, mode, H, sizes, group, uplink, m_out, touched, co
         h = touched[i]
         m = m_out[h]
         free[h] -= m * s
-        if mode == HOSE:
-            v = min(m, n - m)
-        elif mode == PER_VM:
-            v = m if m < n else 0
-        else:
-            v = m
-        lf[uplink[0, h]] -= v * b
+        lf[uplink[0, h]] -= host_vms(m, n, mode) * b
     for k in range(1, H):
         for g in range(sizes[k]):
             mk[g] = 0.0

@@ -18,7 +18,7 @@ import math
 import numpy as np
 from numba import njit
 
-from dcsim.allocators.rollout_jit import HOSE, PER_VM, PER_VM_STRICT, reserve
+from dcsim.allocators.rollout_jit import HOSE, PER_VM, PER_VM_STRICT, host_vms, reserve
 
 #: ``zero_bandwidth`` values (:data:`dcsim.allocators.vc_tetris_score.ZERO_BANDWIDTH`)
 LEAST, MOST, INFEASIBLE, IF_STRANDED = 0, 1, 2, 3
@@ -31,13 +31,7 @@ def _key(fr, up, m1, n, s, b, mode, zb):
     :func:`~dcsim.allocators.vc_tetris_score.tetris_rho`, a feasible −inf as −1e300, an
     infeasible VM −inf (:func:`~dcsim.allocators.vc_tetris_score._greedy`'s table)."""
     c_after = fr - m1 * s
-    if mode == HOSE:
-        v = min(m1, n - m1)
-    elif mode == PER_VM:
-        v = m1 if m1 < n else 0
-    else:
-        v = m1
-    b_after = up - v * b
+    b_after = up - host_vms(m1, n, mode) * b
     if not (c_after >= -_EPS and b_after >= -_EPS):
         return -np.inf
     zero_b = b_after <= _EPS
@@ -207,15 +201,8 @@ def _embed(free, lf, n, s, b, mode, zb, H, sizes, parent, uplink, group, host_st
             _greedy(free, lf, lo, hi, n, s, b, mode, zb, uplink, m, heap_k, heap_h)
             ok = True  # the hose check: host links, then the links inside the group
             for h in range(lo, hi):
-                if m[h] > 0:
-                    if mode == HOSE:
-                        v = min(m[h], n - m[h])
-                    elif mode == PER_VM:
-                        v = m[h] if m[h] < n else 0
-                    else:
-                        v = m[h]
-                    if not (v * b <= lf[uplink[0, h]] + _EPS):
-                        ok = False
+                if m[h] > 0 and not (host_vms(m[h], n, mode) * b <= lf[uplink[0, h]] + _EPS):
+                    ok = False
             for j in range(1, k):
                 h = lo
                 while h < hi and ok:
