@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -80,6 +81,16 @@ def test_run_writes_the_documented_layout(tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["runs_finished"] == manifest["runs_planned"] == 6
     assert not list(out.rglob(".*tmp*")), "temporary files left behind"
+    numba = importlib.util.find_spec("numba") is not None
+    assert manifest["kernels"] == ("numba" if numba else "numpy")
+    assert (manifest["versions"]["numba"] is not None) == numba
+
+
+def test_the_manifest_says_numpy_ran_the_lookahead(tmp_path, monkeypatch):
+    monkeypatch.setenv("DCSIM_KERNELS", "numpy")
+    out = tmp_path / "out"
+    ok("run", write(tmp_path, SMALL), "--out", out, "--seeds", 1)
+    assert json.loads((out / "manifest.json").read_text())["kernels"] == "numpy"
 
 
 def test_every_allocator_sees_the_same_requests(tmp_path):

@@ -231,6 +231,8 @@ def _manifest(exp: Experiment, rows: dict[str, dict[str, Any]],
     import numpy
     import simpy
 
+    from dcsim.allocators.jit import kernels_on
+
     return {
         "dcsim_version": __version__,
         "experiment": exp.name,
@@ -257,9 +259,22 @@ def _manifest(exp: Experiment, rows: dict[str, dict[str, Any]],
             }
             for r in exp.runs
         ],
+        # what ran AHAB's lookahead here (the same rows either way; timings differ)
+        "kernels": "numba" if kernels_on() else "numpy",
         "versions": {
             "python": platform.python_version(),
             "numpy": numpy.__version__,
             "simpy": getattr(simpy, "__version__", "?"),
+            "numba": _installed("numba"),
         },
     }
+
+
+def _installed(dist: str) -> str | None:
+    """The installed version of a distribution, None if it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
