@@ -132,8 +132,8 @@ def main() -> None:
         best = t.min(axis=0)
         r_cb = float(np.median(t[:, 1] / t[:, 0]))
         r_pr = float(np.median(t[:, 2] / t[:, 0]))
-        print(f"{n_servers:>8} {n / best[0]:>12,.0f} {n / best[1]:>15,.0f} {r_cb:>6.2f} "
-              f"{n / best[2]:>17,.0f} {r_pr:>6.2f}")
+        print(f"{n_servers:>8} {n / best[0]:>12,.0f} {n / best[1]:>15,.0f} {r_cb:>6.3f} "
+              f"{n / best[2]:>17,.0f} {r_pr:>6.3f}")
 
 
 if __name__ == "__main__":
