@@ -3,12 +3,15 @@ computes: the Meter's methods unrolled for two resources, and first_fit's inline
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dcsim.allocators.builtin import FirstFitAllocator, feasible_servers
 from dcsim.model import ClusterState, Request, StateView
+from dcsim.model.state import EPS
 from dcsim.model.topologies import build_topology
 from dcsim.sim.metrics import Meter
 
@@ -59,17 +62,23 @@ def test_first_fit_inline_check_is_feasible_servers(seed, down):
     topo = build_topology(FLAT)
     state = ClusterState(topo)
     rng = np.random.default_rng(seed)
-    state.free[:] = rng.choice([0.0, 1.0, 2.0, 2.0 - 1e-10, 4.0, 8.0], state.free.shape)
+    # values at the thresholds (demand - EPS) too, and NaN (fits nothing)
+    state.free[:] = rng.choice([0.0, 1.0, 2.0, 2.0 - 1e-10, 4.0, 8.0, np.nan, 1.0 - EPS,
+                                2.0 - EPS, 3.0 - EPS, 3.0 - 2 * EPS], state.free.shape)
     view = StateView(state)
     if down:
         view.server_up = rng.random(topo.n_servers) < 0.7
     ff = FirstFitAllocator()
-    ff.setup(view)
+    ff.setup(view)  # with numba (the fast extra): the compiled scan
+    numpy_ff = FirstFitAllocator()  # never set up: numpy's compares
+    assert (ff._scan is not None) == (importlib.util.find_spec("numba") is not None)
     for _ in range(10):
         req = Request(0, 0.0, 1.0, rng.choice([0.0, 1.0, 2.0, 3.0], 2), 0.0, {})
         ok = feasible_servers(req, view)
         want = int(ok.argmax()) if ok.any() else None
-        assert ff.allocate(req, view) == want
+        got = ff.allocate(req, view)
+        assert got == want and type(got) is type(want)
+        assert numpy_ff.allocate(req, view) == want
 
 
 _edge = st.one_of(st.floats(allow_nan=True, allow_infinity=True),

@@ -7,6 +7,7 @@ from typing import Literal
 import numpy as np
 
 from dcsim.allocators.base import Allocator, Choice
+from dcsim.allocators.jit import kernels_on
 from dcsim.hookspecs import hookimpl
 from dcsim.model import Request, StateView
 from dcsim.model.state import EPS
@@ -36,11 +37,23 @@ class FirstFitAllocator(Allocator):
     name = "first_fit"
     description = "lowest-indexed server that fits the request"
 
+    #: the compiled scan of two free columns (:mod:`dcsim.allocators.builtin_jit`), set by
+    #: :meth:`setup` when the kernels are on; None: numpy compares every server
+    _scan = None
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # the two thresholds as 0-d arrays, rewritten at each call: numpy compares an array
         # with a 0-d array faster than with a Python float (same values, same result)
         self._thresholds = (np.empty(()), np.empty(()))
+
+    def setup(self, view: StateView) -> None:
+        cols = view._columns
+        if len(cols) == 2 and kernels_on():
+            from dcsim.allocators.builtin_jit import first_fit_two
+
+            first_fit_two(cols[0], cols[1], 0.0, 0.0)  # loaded (or compiled) now, for these
+            self._scan = first_fit_two  # (read-only) columns
 
     def allocate(self, request: Request, view: StateView) -> Choice:
         cols = view._columns  # view.fits, inlined: this runs once per request
@@ -49,6 +62,9 @@ class FirstFitAllocator(Allocator):
             i = int(ok.argmax())
             return i if ok[i] else None
         d0, d1 = request.demand.tolist()
+        if self._scan is not None:  # stops at the first fit
+            i = self._scan(cols[0], cols[1], d0 - EPS, d1 - EPS)
+            return i if i >= 0 else None
         t0, t1 = self._thresholds
         t0[()] = d0 - EPS
         t1[()] = d1 - EPS
