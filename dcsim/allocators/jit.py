@@ -1,5 +1,8 @@
-"""Compiled lookahead kernels: whether to use them, and the tree as flat tables for them.
+"""Compiled kernels (numba, the ``fast`` extra): whether to use them, and the tree as flat
+tables for them.
 
+Two places use them: ``first_fit``'s scan of the free columns
+(:mod:`dcsim.allocators.builtin_jit`, which stops at the first fit), and AHAB's lookahead.
 AHAB's lookahead embeds a few dozen small VCs in a few dozen states per decision; numpy
 spends most of that in the fixed cost of its calls, not in the work. An embedder may
 therefore offer a *rollout kernel* (``lookahead_kernel``): the whole lookahead, every
@@ -8,8 +11,8 @@ kernel computes exactly what the numpy batch code computes, float for float (the
 operations in the same order where order matters; ``tests/test_jit_kernels.py`` compares
 rewards and final states), so the rows of a run do not depend on it.
 
-``DCSIM_KERNELS`` chooses: ``auto`` (default) uses the kernels when numba is installed,
-``numpy`` never, ``numba`` always (an error without numba).
+``DCSIM_KERNELS`` chooses, for both: ``auto`` (default) uses the kernels when numba is
+installed, ``numpy`` never, ``numba`` always (an error without numba).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ def kernel_choice() -> str:
 
 
 def kernels_on() -> bool:
-    """Whether lookahead kernels are to be used (``DCSIM_KERNELS``, module docstring)."""
+    """Whether the compiled kernels are to be used (``DCSIM_KERNELS``, module docstring)."""
     choice = kernel_choice()
     if choice == "numpy":
         return False

@@ -259,7 +259,8 @@ def _manifest(exp: Experiment, rows: dict[str, dict[str, Any]],
             }
             for r in exp.runs
         ],
-        # what ran AHAB's lookahead here (the same rows either way; timings differ)
+        # whether the compiled kernels ran (AHAB's lookahead, first_fit's scan): the same
+        # rows either way, other timings
         "kernels": "numba" if kernels_on() else "numpy",
         "versions": {
             "python": platform.python_version(),
