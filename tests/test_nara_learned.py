@@ -24,6 +24,7 @@ from dcsim.allocators.nara_learned import (
 )
 from dcsim.cli import main
 from dcsim.errors import ConfigError
+from dcsim.greedy import greedy_argmax
 from dcsim.model.topologies import build_topology
 from dcsim.plugins import get_allocator_class
 from dcsim.sim import Engine, EngineConfig
@@ -71,8 +72,8 @@ def greedy_env_servers(ck, env, seed):
     done = False
     while not done:
         o = env.observer.observe(env.partial, env.view)
-        _, _, done, _, _ = env.step(int(np.argmax(policy_logits(ck.weights, ck.arch,
-                                                                env.layout, o))))
+        _, _, done, _, _ = env.step(greedy_argmax(policy_logits(ck.weights, ck.arch,
+                                                                 env.layout, o)))
     return [[] if p is None else p.servers.tolist() for _, p in env.results]
 
 
@@ -87,7 +88,7 @@ def greedy_numpy_rollout(env, w, arch, seeds, steps):
             z = policy_logits(w, arch, env.layout, o)
             batch.append(obs)
             numpy_logits.append((z, o["action_mask"]))
-            obs, _, done, _, _ = env.step(int(np.argmax(z)))
+            obs, _, done, _, _ = env.step(greedy_argmax(z))
             if done:
                 break
     return batch, numpy_logits
@@ -113,7 +114,9 @@ def test_numpy_and_torch_networks_agree(pad, logit_hidden):
     for (z, m), t in zip(numpy_logits, zt, strict=True):
         assert np.allclose(z[m], t[:S][m], rtol=1e-4, atol=1e-4)
         assert np.isneginf(z[~m]).all() and (t[:S][~m] < -1e8).all()
-        assert int(np.argmax(z)) == int(np.argmax(t))
+        # the same choice, up to logits equal within float32 rounding (identical servers
+        # score the same in exact arithmetic; the two libraries sum in different orders)
+        assert t[int(np.argmax(z))] >= t[:S][m].max() - 1e-4
 
 
 # --------------------------------------------------------------------------- checkpoints

@@ -171,7 +171,9 @@ def test_numpy_and_torch_networks_agree_on_optical_with_version_2():
         zt = pol(graph_batch(stack_obs(batch))).numpy()
     for (z, m), t in zip(numpy_logits, zt, strict=True):
         assert np.allclose(z[m], t[m], rtol=1e-4, atol=1e-4)
-        assert int(np.argmax(z)) == int(np.argmax(t))
+        # the same choice, up to logits equal within float32 rounding (identical servers
+        # score the same in exact arithmetic; the two libraries sum in different orders)
+        assert t[int(np.argmax(z))] >= t[m].max() - 1e-4
 
 
 # --------------------------------------------------------------------------- training

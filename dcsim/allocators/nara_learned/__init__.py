@@ -95,6 +95,7 @@ from dcsim.allocators.nara_learned.observation import (
     selected_column,
 )
 from dcsim.errors import ConfigError
+from dcsim.greedy import greedy_argmax
 from dcsim.hookspecs import hookimpl
 from dcsim.model import StateView
 
@@ -114,12 +115,14 @@ class NaraAllocator(MultiServerAllocator):
     shipped in the package (``alpha_uniform``, ``alpha_azure``, ``alpha_alibaba``: trained on
     α with Table 1's uniform, Azure- or Alibaba-derived request set; ``optical_all``:
     trained across the 2023 paper's nine optical topologies, to be run with ``reservation:
-    per_pair_channel``; ``optical_<c>_<1xo>``: optical_all fine-tuned on one of them);
+    per_pair_channel``; ``optical_<c>_<1xo>``: trained from scratch on one of them);
     default ``alpha_uniform``. ``per_topology`` instead maps topology names
     (``optical-8-1:16``) to checkpoints, each topology running its own policy, as the
     2023 paper trains one per topology. The observation is the feature version
     the checkpoint records. ``greedy: true`` (default, the paper's test-time rule)
-    takes the highest-scoring eligible server, ties to the lowest index; ``greedy: false``
+    takes the highest-scoring eligible server, ties (logits equal up to float32 rounding:
+    :func:`dcsim.greedy.greedy_argmax`) to the lowest index;
+    ``greedy: false``
     samples from the masked softmax with the run's generator. ``holding_scale``: the
     holding-time normaliser (default: 2 × the workload's mean holding time).
     """
@@ -203,7 +206,7 @@ class NaraAllocator(MultiServerAllocator):
         z = policy_logits(ck.weights, ck.arch,
                           self.observer.layout, obs)
         if self.options.greedy:
-            return int(np.argmax(z))
+            return greedy_argmax(z)
         p = np.exp(z - z[mask].max())
         c = np.cumsum(p)
         i = int(np.searchsorted(c, self.rng.random() * c[-1], side="right"))
