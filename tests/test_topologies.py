@@ -306,3 +306,28 @@ def test_model_package_never_imports_simpy():
     code = ("import sys, dcsim.model, dcsim.model.topologies, dcsim.model.topology_io, "
             "dcsim.model.paths; assert 'simpy' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize(("preset", "pods", "racks", "tier3", "links"),
+                         [("authors_small", 2, 2, 1, 64 + 8 + 4),
+                          ("authors_large", 8, 8, 4, 1024 + 128 + 64)])
+def test_authors_wirings(preset, pods, racks, tier3, links):
+    """The authors' code's topologies: 16-unit servers, 16 per rack, each rack linked to
+    both tier-2 switches of its pod, tier-2 switch j of every pod to each of the ``tier3``
+    tier-3 switches of plane j; channels per tier n, m2·n, m3·n as dcsim's optical."""
+    t = build_topology({"kind": "optical", "preset": preset, "channels": 8,
+                        "oversubscription": "1:16"})
+    assert t.n_servers == pods * racks * 16
+    assert t.name == f"optical-8-1:16-{preset}"
+    assert t.n_links == links
+    g = t.graph
+    spines = sorted(v for v in g if g.nodes[v].get("tier") == 3)
+    assert len(spines) == 2 * tier3 and all(g.degree(v) == pods for v in spines)
+    for p in range(pods):
+        for j in range(2):
+            up = sorted(v for v in g.adj[f"f{p}_{j}"] if g.nodes[v].get("tier") == 3)
+            assert up == sorted(v for v in spines if v.startswith(f"s{j}_"))
+            assert len(up) == tier3
+    caps = sorted({float(c) for c in t.link_capacity})
+    assert caps == [4.0, 8.0, 16.0]   # 1:16: n/2 at tier 3, n, 2n at tier 2
+

@@ -253,9 +253,18 @@ OPTICAL_RATIOS = {"1:16": (2.0, 0.5), "1:8": (4.0, 1.0), "1:4": (4.0, 2.0)}
 #: only 256; dcsim takes the stated total, 4 pods x 16 racks x 16 servers). The scaled one
 #: has one tier-3 switch per plane for each rack of a pod, so every tier keeps the
 #: oversubscription of Table 1.
+#: ``authors_small`` and ``authors_large`` are the wirings of the authors' code
+#: (``zawaki/allocation_neurips_2021_mlfs``, ``topologies/small`` and ``topologies/large``,
+#: the 2023 topologies with 16-unit servers): 64 servers with ONE tier-3 switch per plane, and
+#: 1024 servers as 8 pods x 8 racks x 16 servers, each pod's two tier-2 switches linked to the
+#: 4 tier-3 switches of their plane. Their code sets the channels per tier with the same
+#: multipliers of n as :data:`OPTICAL_RATIOS` (``baseline_rollout.py``), so on these wirings
+#: the tier-2 to tier-3 ratio is not Table 1's: the labels name the multipliers.
 OPTICAL_PRESETS: dict[str, dict[str, Any]] = {
     "small": {"pods": 2, "racks": 2, "servers": 16, "tier2": 2, "tier3": 2},
     "scaled": {"pods": 4, "racks": 16, "servers": 16, "tier2": 2, "tier3": 16},
+    "authors_small": {"pods": 2, "racks": 2, "servers": 16, "tier2": 2, "tier3": 1},
+    "authors_large": {"pods": 8, "racks": 8, "servers": 16, "tier2": 2, "tier3": 4},
 }
 
 
@@ -263,7 +272,7 @@ class OpticalSpec(_PresetSpec):
     """Nara (2023) optical topology: capacities are channels per link."""
 
     kind: Literal["optical"] = "optical"
-    preset: Literal["small", "scaled"] | None = None
+    preset: Literal["small", "scaled", "authors_small", "authors_large"] | None = None
     pods: PositiveInt | None = None
     racks: PositiveInt | None = Field(None, description="racks per pod (cluster)")
     servers: PositiveInt | None = Field(None, description="servers per rack")
@@ -294,7 +303,8 @@ class OpticalSpec(_PresetSpec):
         params["link_channels"] = list(caps)
         return Topology.from_graph(
             g, name=self.name or (f"optical-{self.channels}-{self.oversubscription}"
-                                  + ("-scaled" if self.preset == "scaled" else "")),
+                                  + (f"-{self.preset}" if self.preset not in (None, "small")
+                                     else "")),
             resources=list(self.server),
             tier_names={1: "tier-1", 2: "tier-2", 3: "tier-3"},
             params=params, source="optical",
