@@ -323,7 +323,8 @@ def scenarios(draw):
 
 #: Every value of every option that reproduces (or departs from) the Nara authors' code.
 _SCORE_OPTIONS = {"demand": ["remaining", "full"],
-                  "bandwidth_term": ["none", "own_link", "authors_misaligned"],
+                  "bandwidth_term": ["none", "own_link", "authors_misaligned", "own_raw",
+                                     "authors_raw"],
                   "ties": ["index", "name"]}
 AUTHOR_OPTIONS = {
     Tetris: {**_SCORE_OPTIONS, "anchor": ["first", "previous", "carried"]},

@@ -253,14 +253,18 @@ def lexicographic_order(n: int) -> np.ndarray:
     return np.array(sorted(range(n), key=str), dtype=np.int64)
 
 
-def own_link_scores(partial: Partial, view: StateView, idx: np.ndarray | None = None
-                    ) -> np.ndarray:
+def own_link_scores(partial: Partial, view: StateView, idx: np.ndarray | None = None,
+                    raw: bool = False) -> np.ndarray:
     """The ``own_link`` term of :func:`dcsim.allocators.nara.bandwidth_scores` at the
-    servers ``idx`` (default: all); each value depends on its server alone."""
+    servers ``idx`` (default: all); each value depends on its server alone. ``raw``: the
+    ``own_raw`` term instead, the free bandwidth of the same link (the freest by share)
+    times the request's bandwidth, neither divided by the capacity."""
     inc, pad = server_links(view.topology)
     if idx is not None:
         inc, pad = inc[idx], pad[idx]
     if inc.shape[1] == 1 and not pad.any():  # one link each (a Fabric): the same floats
+        if raw:
+            return np.maximum(partial.link_free[inc[:, 0]], 0.0) * partial.bandwidth
         cap = view.link_capacity[inc[:, 0]]
         share = partial.link_free[inc[:, 0]] / cap
         return np.maximum(share, 0.0) * (partial.bandwidth / cap)
@@ -268,6 +272,9 @@ def own_link_scores(partial: Partial, view: StateView, idx: np.ndarray | None = 
     share = np.where(pad, -np.inf, partial.link_free[inc] / cap)
     best = share.argmax(axis=1)
     rows = np.arange(inc.shape[0])
+    if raw:
+        free = np.where(pad, 0.0, partial.link_free[inc])
+        return np.maximum(free[rows, best], 0.0) * partial.bandwidth
     return np.maximum(share[rows, best], 0.0) * (partial.bandwidth / cap[rows, best])
 
 

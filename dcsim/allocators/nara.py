@@ -69,28 +69,53 @@ _PATH_WEIGHT_DOC = ("inverse_free: capacity/free, prefers emptier links; free: t
                     "weight (prefers the fullest links); hops: hop count")
 
 
+#: The Nara authors' ``tetris()`` scales every node feature and the request's node demand by
+#: 1/10 (``scripts/rollout.py``: written for the 2021 paper's 10-unit servers), whatever the
+#: servers' capacity: a node term ``free · demand / 100``.
+AUTHORS_NODE_SCALE = 0.1
+
+#: ``bandwidth_term`` values that score with the authors' raw scale (node terms / 100, link
+#: term in raw free bandwidth) instead of dividing by each capacity squared.
+RAW_TERMS = ("authors_raw", "own_raw")
+#: ``bandwidth_term`` values whose link values land on other servers' rows, as the authors'
+#: code indexes them.
+MISALIGNED_TERMS = ("authors_misaligned", "authors_raw")
+
+
 def bandwidth_scores(partial: Partial, view: StateView, kind: str) -> np.ndarray:
-    """The Tetris score's bandwidth term per server: free link share x the request's share.
+    """The Tetris score's bandwidth term per server.
 
     ``own_link``: each server's own link (the best of its links when it has several), its
     free bandwidth over capacity, times the request's bandwidth over that capacity.
-    ``authors_misaligned``: the Nara authors' ``tetris()`` (``scripts/rollout.py``
-    306-337) puts the link values of the eligible servers, in server-index order, against
-    feature rows in name order (``Resource_0, Resource_1, Resource_10, ...``), padded with
-    zeros in front: the server whose index has lexicographic rank ``k`` gets the value of
-    eligible server ``k - n_ineligible`` (zero when negative).
+    ``own_raw``: the same link's raw free bandwidth times the request's raw bandwidth (the
+    Nara authors' scale: free channels × channels per pair). ``authors_misaligned`` and
+    ``authors_raw`` (the scale of ``own_link`` and of ``own_raw``): the Nara authors'
+    ``tetris()`` (``scripts/rollout.py`` 306-337) puts the link values of the eligible
+    servers, in server-index order, against feature rows in name order (``Resource_0,
+    Resource_1, Resource_10, ...``), padded with zeros in front: the server whose index has
+    lexicographic rank ``k`` gets the value of eligible server ``k - n_ineligible`` (zero
+    when negative).
     """
     n = view.free.shape[0]
     if partial.bandwidth <= 0 or view.link_free.shape[0] == 0:
         return np.zeros(n)
-    own = own_link_scores(partial, view)
-    if kind == "own_link":
+    own = own_link_scores(partial, view, raw=kind in RAW_TERMS)
+    if kind not in MISALIGNED_TERMS:
         return own
     valid = np.flatnonzero(partial.eligible())
     lex = _lexicographic_order(n)
     out = np.zeros(n)
     out[lex[n - valid.size:]] = own[valid]
     return out
+
+
+def node_weights(view: StateView, bandwidth_term: str) -> np.ndarray:
+    """Per server and resource, the factor of ``free × demand`` in the Tetris score:
+    ``1 / capacity²``, or the Nara authors' constant ``1/100`` with a raw ``bandwidth_term``
+    (the same floats on 10-unit servers)."""
+    if bandwidth_term in RAW_TERMS:
+        return np.full(view.free.shape, AUTHORS_NODE_SCALE ** 2)
+    return view.inv_capacity ** 2
 
 
 def tetris_scores(partial: Partial, view: StateView, inv_cap2: np.ndarray,
@@ -100,9 +125,11 @@ def tetris_scores(partial: Partial, view: StateView, inv_cap2: np.ndarray,
     """Tetris alignment of every server with ``partial``'s demand (-inf: ineligible); the
     defaults are the ``tetris`` allocator's.
 
-    ``inv_cap2`` is ``1 / capacity²`` per server and resource. ``demand``: the
+    ``inv_cap2`` is the node term's factor per server and resource (:func:`node_weights`:
+    ``1 / capacity²``, or ``1/100`` for a raw ``bandwidth_term``). ``demand``: the
     ``remaining`` demand or the ``full`` request (the authors' code). ``bandwidth_term``
-    (``none``, ``own_link``, ``authors_misaligned``) adds :func:`bandwidth_scores`. Servers
+    (``none``, ``own_link``, ``own_raw``, ``authors_misaligned``, ``authors_raw``) adds
+    :func:`bandwidth_scores`. Servers
     in another rack than the anchor server are multiplied by ``locality_penalty``; the
     anchor is the request's ``first`` chosen server, the ``previous`` one, ``carried``
     (server ``carried``, e.g. one chosen for an earlier request) or ``none``.
@@ -130,10 +157,14 @@ class TetrisScoreOptions(MultiServerAllocator.Options):
     demand: Literal["remaining", "full"] = Field(
         "remaining", description="score against the remaining demand, or the full request "
         "(the Nara authors' code)")
-    bandwidth_term: Literal["none", "own_link", "authors_misaligned"] = Field(
-        "own_link", description="add free link share x request bandwidth share: none; "
-        "own_link (each server's own link); authors_misaligned (the Nara authors' code, "
-        "whose link values land on other servers' rows)")
+    bandwidth_term: Literal["none", "own_link", "authors_misaligned", "own_raw",
+                            "authors_raw"] = Field(
+        "own_link", description="the link term and the scale: none; own_link (free link "
+        "share x request bandwidth share, node terms / capacity^2); authors_misaligned (the "
+        "same scale, link values on other servers' rows as the Nara authors' code indexes "
+        "them); own_raw (raw free bandwidth x request bandwidth, node terms / 100: the "
+        "authors' arithmetic, each server's own link); authors_raw (the authors' arithmetic "
+        "and indexing: the 2023 paper's Tetris)")
     ties: Literal["index", "name"] = Field(
         "index", description="equal scores go to the lowest server index, or (name) to the "
         "first in the Nara authors' row order (Resource_10 before Resource_2)")
@@ -145,7 +176,8 @@ class _TetrisScoring:
     On a cluster of at least :attr:`index_min_servers` servers the best score is found by
     searching racks before servers (:class:`~dcsim.allocators.rack_search.TetrisSearch`);
     the choice is the full scan's (:func:`tetris_scores`), which still serves small
-    clusters, runs with failures, and computes ``bandwidth_term: authors_misaligned``.
+    clusters, runs with failures, and computes the ``bandwidth_term`` values other than
+    ``none`` and ``own_link``.
     """
 
     #: clusters smaller than this are scanned whole (an index costs more than it saves)
@@ -153,7 +185,7 @@ class _TetrisScoring:
 
     def setup(self, view: StateView) -> None:
         super().setup(view)
-        self.inv_cap2 = view.inv_capacity ** 2
+        self.inv_cap2 = node_weights(view, self.options.bandwidth_term)
         self.last_tetris = -1  # the authors' last_action: survives between requests
         self._tetris_search: TetrisSearch | None = None
 

@@ -58,11 +58,12 @@ class TetrisSearch:
     def build(cls, alloc: Any, view: StateView) -> TetrisSearch | None:
         """A search for ``alloc`` on ``view``, or None where the full scan must serve: fewer
         than ``alloc.index_min_servers`` servers, failures (``server_up``), more than 7
-        resources, or ``bandwidth_term: authors_misaligned`` (its values move between
-        servers with the eligible set)."""
+        resources, or a ``bandwidth_term`` other than ``none`` and ``own_link`` (the
+        misaligned ones move their values between servers with the eligible set; the raw
+        ones have no bound here)."""
         n, n_res = view.free.shape
         if (n < max(alloc.index_min_servers, 2) or n_res > 7 or view.server_up is not None
-                or alloc.options.bandwidth_term == "authors_misaligned"
+                or alloc.options.bandwidth_term not in ("none", "own_link")
                 or not hasattr(view, "server_changes")
                 or (view.link_capacity.size and not view.link_capacity.min() > 0)):
             return None

@@ -128,4 +128,3 @@ def policy_logits(w: dict[str, np.ndarray], arch: Architecture, layout: GraphLay
     logits = z[:, 0].astype(np.float64)
     logits[~np.asarray(obs["action_mask"], dtype=bool)] = -np.inf
     return logits
-
