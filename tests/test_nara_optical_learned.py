@@ -258,14 +258,17 @@ def test_shipped_optical_policy_matches_the_environment():
 
 
 # --------------------------------------------------------------------------- experiments
-@pytest.mark.parametrize(("name", "base", "seeds"),
-                         [("nara_optical_learned", "nara_optical", 5),
-                          ("nara_optical_learned_scaled", "nara_optical_scaled", 3)])
-def test_learned_experiments_are_the_baseline_experiments_plus_the_agent(name, base, seeds):
+@pytest.mark.parametrize(("name", "base", "seeds", "wirings", "points"),
+                         [("nara_optical_learned", "nara_optical", 5, ("", "-authors_small"), 18),
+                          ("nara_optical_learned_scaled", "nara_optical_scaled", 3,
+                           ("-scaled", "-authors_large"), 54)])
+def test_learned_experiments_are_the_baseline_experiments_plus_the_agent(
+        name, base, seeds, wirings, points):
     """Same seed, workload, topology and matrix as the baselines' experiment (so their rows
-    are that experiment's), the two agents first (each topology's own policy, then the
-    one for all nine) and the five baselines after them; the scaled one is reduced to 3
-    seeds."""
+    are that experiment's; the scaled one also sweeps the holding time), the agents first
+    (each topology's own policy on both wirings, the same under the baselines' rules, then
+    the one for all nine) and the baselines after them, with the same options; the scaled
+    one is reduced to 3 seeds."""
     import yaml
     from click.testing import CliRunner
 
@@ -273,20 +276,24 @@ def test_learned_experiments_are_the_baseline_experiments_plus_the_agent(name, b
 
     mine = yaml.safe_load((EXP / f"{name}.yaml").read_text())
     theirs = yaml.safe_load((EXP / f"{base}.yaml").read_text())
-    for key in ("seed", "capacity", "topology", "workload", "matrix"):
+    for key in ("seed", "capacity", "departures", "topology", "workload"):
         assert mine[key] == theirs[key], key
+    extra = {k: v for k, v in mine["matrix"].items() if k not in theirs["matrix"]}
+    assert {k: mine["matrix"][k] for k in theirs["matrix"]} == theirs["matrix"]
+    assert extra == ({} if "scaled" not in name
+                     else {"workload.duration.high": [241, 362, 482]})
     assert mine["seeds"] == seeds
-    per_topology, one = mine["allocators"][:2]
-    suffix = "-scaled" if "scaled" in name else ""
-    assert per_topology == {"name": "nara", "label": "nara_topology", "options": {
-        "reservation": "per_pair_channel", "per_topology": {
-            f"optical-{t['channels']}-{t['oversubscription']}{suffix}":
-                f"optical_{t['channels']}_{t['oversubscription'].replace(':', 'x')}"
-            for t in NINE}}}
+    per_topology, rules, one = mine["allocators"][:3]
+    want = {"reservation": "per_pair_channel", "per_topology": {
+        f"optical-{t['channels']}-{t['oversubscription']}{suffix}":
+            f"optical_{t['channels']}_{t['oversubscription'].replace(':', 'x')}"
+        for suffix in wirings for t in NINE}}
+    assert per_topology == {"name": "nara", "label": "nara_topology", "options": want}
+    assert rules == {"name": "nara", "label": "nara_topology_rules", "options": {
+        **want, "eligible": "any_free", "pair_paths": "authors_sticky"}}
     assert one == {"name": "nara", "label": "nara", "options": {
         "checkpoint": "optical_all", "reservation": "per_pair_channel"}}
-    assert [a["label"] for a in mine["allocators"][2:]] == [
-        a["label"] for a in theirs["allocators"]]
+    assert mine["allocators"][3:] == theirs["allocators"]
     r = CliRunner().invoke(main, ["validate", str(EXP / f"{name}.yaml")])
     assert r.exit_code == 0, r.output
-    assert f"9 sweep point(s), {seeds} seed(s)" in r.output
+    assert f"{points} sweep point(s), {seeds} seed(s)" in r.output
