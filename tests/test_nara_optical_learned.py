@@ -257,6 +257,42 @@ def test_shipped_optical_policy_matches_the_environment():
     assert env_servers == servers
 
 
+@pytest.mark.parametrize("departures", ["before_arrivals", "after_first_step"])
+def test_environment_trains_under_the_baselines_rules_as_the_allocator_runs_them(departures):
+    """eligible: any_free and pair_paths: authors_sticky in the training environment: the
+    same greedy choices as the allocator with those options (and not the default mask's:
+    the rules change what the agent may pick)."""
+    ck = load_checkpoint(shipped_checkpoints()["optical_8_1x16"])
+    rules = {"eligible": "any_free", "pair_paths": "authors_sticky"}
+    got = {}
+    for name, opts in (("rules", rules), ("default", {})):
+        env_servers = greedy_env_servers(
+            ck, optical_env(topology=NINE[0], requests=60, capacity="wait",
+                            departures=departures, **opts), seed=7)
+        topo = build_topology(NINE[0])
+        rows = []
+        alloc = NaraAllocator(NaraAllocator.Options(checkpoint="optical_8_1x16",
+                                                    reservation="per_pair_channel", **opts),
+                              rng=np.random.default_rng(0), topology=topo)
+        Engine(topo, build_source({**WORKLOAD_2023, "requests": 60}, topo), alloc,
+               np.random.default_rng(7), EngineConfig(capacity="wait", departures=departures),
+               sink=lambda kind, cols, rows=rows: rows.append(cols)).run()
+        servers = [list(s) for cols in rows if "servers" in cols for s in cols["servers"]]
+        assert env_servers == servers, name
+        got[name] = servers
+    assert got["rules"] != got["default"]
+
+
+def test_training_config_carries_the_rules_to_every_environment():
+    from dcsim.learn.nara_config import TrainConfig
+
+    cfg = TrainConfig(eligible="any_free", pair_paths="authors_sticky")
+    for env in [cfg.env_config(), *cfg.eval_configs()]:
+        assert (env.eligible, env.pair_paths) == ("any_free", "authors_sticky")
+    assert (TrainConfig().env_config().eligible,
+            TrainConfig().env_config().pair_paths) == ("needed", "all")
+
+
 # --------------------------------------------------------------------------- experiments
 @pytest.mark.parametrize(("name", "base", "seeds", "wirings", "points"),
                          [("nara_optical_learned", "nara_optical", 5, ("", "-authors_small"), 18),

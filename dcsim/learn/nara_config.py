@@ -49,6 +49,10 @@ class TrainConfig:
     departures: Literal["before_arrivals", "after_first_step"] = "before_arrivals"
     reservation: Literal["union", "per_pair_channel"] = "union"
     k_paths: int = Field(3, ge=1)
+    # the action mask and the pair rule (the Nara allocators' options of the same names):
+    # any_free / authors_sticky train under the rules the authors' baselines run with
+    eligible: Literal["needed", "any_free"] = "needed"
+    pair_paths: Literal["all", "cpu", "authors_sticky"] = "all"
     reward_success: float = 10.0                  # paper: x = 10
     reward_failure: float = -10.0                 # paper: y = -10
     reward_step: float = 0.0                      # paper: z = 0
@@ -97,8 +101,9 @@ class TrainConfig:
                              features=self.features, workload=self.workload,
                              requests=requests or self.episode_requests,
                              capacity=self.capacity, departures=self.departures,
-                             reservation=self.reservation,
-                             k_paths=self.k_paths, reward_success=self.reward_success,
+                             reservation=self.reservation, k_paths=self.k_paths,
+                             eligible=self.eligible, pair_paths=self.pair_paths,
+                             reward_success=self.reward_success,
                              reward_failure=self.reward_failure, reward_step=self.reward_step,
                              holding_scale=self.holding_scale, base_dir=self.base_dir)
 

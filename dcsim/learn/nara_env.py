@@ -93,6 +93,8 @@ class NaraEnvConfig(BaseModel):
     departures: Literal["before_arrivals", "after_first_step"] = "before_arrivals"
     reservation: Literal["union", "per_pair_channel"] = "union"
     k_paths: int = Field(3, ge=1)
+    eligible: Literal["needed", "any_free"] = "needed"   # the action mask (Partial.eligible)
+    pair_paths: Literal["all", "cpu", "authors_sticky"] = "all"  # pairs that need a path
     reward_success: float = 10.0
     reward_failure: float = -10.0
     reward_step: float = 0.0
@@ -122,7 +124,8 @@ def env_config_from_experiment(path: str | Path, **overrides: Any) -> NaraEnvCon
     allocs = data.get("allocators") or []
     if allocs and isinstance(allocs[0], dict):
         opts = allocs[0].get("options") or {}
-        raw.update({k: opts[k] for k in ("reservation", "k_paths") if k in opts})
+        raw.update({k: opts[k] for k in ("reservation", "k_paths", "eligible", "pair_paths")
+                    if k in opts})
     raw.update(overrides)
     return load_env_config(raw, where=str(path))
 
@@ -167,8 +170,9 @@ class AgentAllocator(MultiServerAllocator):
         return self._decide(request, view)
 
     def _decide(self, request: Request, view: StateView):
-        steps = allocate_multi_steps(request, view, self.paths, self.options.reservation,
-                                     self.label)
+        o = self.options
+        steps = allocate_multi_steps(request, view, self.paths, o.reservation, self.label,
+                                     o.eligible, o.pair_paths)
         part = next(steps)
         try:
             while True:
@@ -282,8 +286,9 @@ class NaraEnv(gym.Env):
         else:
             rng = np.random.default_rng(self.np_random.integers(2**63))
         cfg = self.config
-        alloc = AgentAllocator(AgentAllocator.Options(reservation=cfg.reservation,
-                                                      k_paths=cfg.k_paths))
+        alloc = AgentAllocator(AgentAllocator.Options(
+            reservation=cfg.reservation, k_paths=cfg.k_paths, eligible=cfg.eligible,
+            pair_paths=cfg.pair_paths))
         self.allocator = alloc
         self.engine = Engine(self.topology, self.source, alloc, rng,
                              EngineConfig(capacity=cfg.capacity,
