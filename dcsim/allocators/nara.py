@@ -9,13 +9,15 @@ left. All take the options ``reservation`` (``union`` | ``per_pair_channel``),
 The Nara authors' code (``zawaki/nara_revision``) does several things neither paper states;
 each is an option here whose default is dcsim's reading (or, for an indexing accident, the
 behaviour as meant) and whose other value reproduces the authors: ``anchor: carried``,
-``demand: full``, ``bandwidth_term: authors_misaligned`` (default ``own_link``), ``ties:
-name``, ``search: authors``, ``eligible: any_free``, ``pair_paths: authors_sticky``
+``demand: full``, ``bandwidth_term: authors_raw`` (their arithmetic and indexing; default
+``own_link``, see :mod:`dcsim.allocators.tetris_score`), ``ties: name``, ``search:
+authors``, ``eligible: any_free``, ``pair_paths: authors_sticky``
 (``docs/reference/allocators.md``, "The Nara authors' behaviours").
 
 * ``tetris`` — Grandl et al.'s alignment score: the dot product of the request's remaining
   demand and a server's free resources, both divided by that server's capacity
-  (``Σ_r rem_r · free_r / cap_r²``); servers in another rack than the request's first chosen
+  (``Σ_r rem_r · free_r / cap_r²``, plus the link term; ``bandwidth_term`` picks the
+  authors' unscaled arithmetic instead); servers in another rack than the request's first chosen
   server (the 2021 paper's App. D.1; ``anchor: previous`` for the most recent one) score ×
   ``locality_penalty`` (0.9, the value the Nara authors tuned). Highest first, ties
   to the lowest index. (The papers call the score a cosine similarity; Tetris's own
@@ -58,93 +60,21 @@ import numpy as np
 from pydantic import Field
 
 from dcsim.allocators.index import lexicographic_order as _lexicographic_order
-from dcsim.allocators.index import own_link_scores, server_links
+from dcsim.allocators.index import server_links
 from dcsim.allocators.multi import MultiServerAllocator, Partial, PathWeight, path_service
 from dcsim.allocators.rack_search import BestFitSearch, TetrisSearch
+from dcsim.allocators.tetris_score import (  # noqa: F401 (re-exported: the allocators' score)
+    AUTHORS_NODE_SCALE,
+    bandwidth_scores,
+    node_weights,
+    tetris_scores,
+)
 from dcsim.hookspecs import hookimpl
 from dcsim.model import StateView
 from dcsim.model.state import EPS
 
 _PATH_WEIGHT_DOC = ("inverse_free: capacity/free, prefers emptier links; free: the authors' "
                     "weight (prefers the fullest links); hops: hop count")
-
-
-#: The Nara authors' ``tetris()`` scales every node feature and the request's node demand by
-#: 1/10 (``scripts/rollout.py``: written for the 2021 paper's 10-unit servers), whatever the
-#: servers' capacity: a node term ``free · demand / 100``.
-AUTHORS_NODE_SCALE = 0.1
-
-#: ``bandwidth_term`` values that score with the authors' raw scale (node terms / 100, link
-#: term in raw free bandwidth) instead of dividing by each capacity squared.
-RAW_TERMS = ("authors_raw", "own_raw")
-#: ``bandwidth_term`` values whose link values land on other servers' rows, as the authors'
-#: code indexes them.
-MISALIGNED_TERMS = ("authors_misaligned", "authors_raw")
-
-
-def bandwidth_scores(partial: Partial, view: StateView, kind: str) -> np.ndarray:
-    """The Tetris score's bandwidth term per server.
-
-    ``own_link``: each server's own link (the best of its links when it has several), its
-    free bandwidth over capacity, times the request's bandwidth over that capacity.
-    ``own_raw``: the same link's raw free bandwidth times the request's raw bandwidth (the
-    Nara authors' scale: free channels × channels per pair). ``authors_misaligned`` and
-    ``authors_raw`` (the scale of ``own_link`` and of ``own_raw``): the Nara authors'
-    ``tetris()`` (``scripts/rollout.py`` 306-337) puts the link values of the eligible
-    servers, in server-index order, against feature rows in name order (``Resource_0,
-    Resource_1, Resource_10, ...``), padded with zeros in front: the server whose index has
-    lexicographic rank ``k`` gets the value of eligible server ``k - n_ineligible`` (zero
-    when negative).
-    """
-    n = view.free.shape[0]
-    if partial.bandwidth <= 0 or view.link_free.shape[0] == 0:
-        return np.zeros(n)
-    own = own_link_scores(partial, view, raw=kind in RAW_TERMS)
-    if kind not in MISALIGNED_TERMS:
-        return own
-    valid = np.flatnonzero(partial.eligible())
-    lex = _lexicographic_order(n)
-    out = np.zeros(n)
-    out[lex[n - valid.size:]] = own[valid]
-    return out
-
-
-def node_weights(view: StateView, bandwidth_term: str) -> np.ndarray:
-    """Per server and resource, the factor of ``free × demand`` in the Tetris score:
-    ``1 / capacity²``, or the Nara authors' constant ``1/100`` with a raw ``bandwidth_term``
-    (the same floats on 10-unit servers)."""
-    if bandwidth_term in RAW_TERMS:
-        return np.full(view.free.shape, AUTHORS_NODE_SCALE ** 2)
-    return view.inv_capacity ** 2
-
-
-def tetris_scores(partial: Partial, view: StateView, inv_cap2: np.ndarray,
-                  locality_penalty: float = 0.9, anchor: str = "first",
-                  demand: str = "remaining", bandwidth_term: str = "own_link",
-                  carried: int = -1) -> np.ndarray:
-    """Tetris alignment of every server with ``partial``'s demand (-inf: ineligible); the
-    defaults are the ``tetris`` allocator's.
-
-    ``inv_cap2`` is the node term's factor per server and resource (:func:`node_weights`:
-    ``1 / capacity²``, or ``1/100`` for a raw ``bandwidth_term``). ``demand``: the
-    ``remaining`` demand or the ``full`` request (the authors' code). ``bandwidth_term``
-    (``none``, ``own_link``, ``own_raw``, ``authors_misaligned``, ``authors_raw``) adds
-    :func:`bandwidth_scores`. Servers
-    in another rack than the anchor server are multiplied by ``locality_penalty``; the
-    anchor is the request's ``first`` chosen server, the ``previous`` one, ``carried``
-    (server ``carried``, e.g. one chosen for an earlier request) or ``none``.
-    """
-    vec = partial.remaining if demand == "remaining" else partial.request.demand
-    score = (view.free * inv_cap2) @ vec
-    if bandwidth_term != "none":
-        score = score + bandwidth_scores(partial, view, bandwidth_term)
-    at = partial.anchor(anchor, carried)
-    if at >= 0:
-        rack = view.topology.server_rack
-        if rack[at] >= 0:
-            score[rack != rack[at]] *= locality_penalty
-    score[~partial.eligible()] = -np.inf
-    return score
 
 
 class TetrisScoreOptions(MultiServerAllocator.Options):
