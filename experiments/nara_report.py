@@ -44,7 +44,8 @@ import pandas as pd
 
 from dcsim.results.stats import ci_cell
 
-ORDER = ["nara_topology", "nara", "tetris", "nalb", "nulb", "random_multi", "best_fit_multi"]
+ORDER = ["nara_topology", "nara_topology_rules", "nara", "tetris", "tetris_dcsim", "nalb",
+         "nulb", "random_multi", "best_fit_multi"]
 SETS = ["uniform", "azure", "alibaba"]
 PRESETS = ["alpha", "beta", "gamma", "delta"]
 
@@ -266,12 +267,16 @@ def main() -> None:
         q = args.results / name / "summary.parquet"
         if not q.exists():
             continue
-        opt = pd.read_parquet(q)
-        for metric in ("acceptance_last20", "util_cpu", "util_mem"):
-            print(f"\n### {title}: {metric}\n")
-            print(optical(opt, metric))
-        print(f"\n### {title}: rank of each baseline by acceptance (1 = best)\n")
-        print(ranks(opt))
+        df = pd.read_parquet(q)
+        presets = df["preset"].unique() if "preset" in df.columns else [None]
+        for preset in presets:
+            opt = df if preset is None else df[df["preset"] == preset]
+            where = title if preset is None else f"{title}, wiring {preset}"
+            for metric in ("acceptance_last20", "util_cpu", "util_mem"):
+                print(f"\n### {where}: {metric}\n")
+                print(optical(opt, metric))
+            print(f"\n### {where}: rank of each baseline by acceptance (1 = best)\n")
+            print(ranks(opt))
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ REDUCE: dict[str, dict[str, Any]] = {
     "nara_learned": {"keep": 2},
     "nara_optical": {"keep": 1},
     "nara_optical_learned": {"keep": 1},
+    "nara_optical_terms": {"keep": 1},
     "nara_optical_scaled": {"keep": 1, "sets": ["workload.requests=150"]},
     "nara_optical_learned_scaled": {"keep": 1, "sets": ["workload.requests=150"]},
     "vm_online_azure": {"sets": ["vm.workload.trace.limit=400", "vm.mapping.hosts=8"]},
