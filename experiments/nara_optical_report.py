@@ -84,6 +84,18 @@ def holding(df: pd.DataFrame, h: int | None) -> pd.DataFrame:
     return df[df["high"] == h]
 
 
+def settings(small: pd.DataFrame, big: pd.DataFrame):
+    """Each (64-server wiring, its 1024-server version, holding time) with rows on both
+    sides, and those rows: ``(preset, big_preset, h, small rows, big rows)``."""
+    hs = sorted(big["high"].unique()) if "high" in big.columns else [None]
+    for preset, big_preset in WIRINGS.items():
+        s = wiring(small, preset)
+        for h in hs:
+            b = holding(wiring(big, big_preset), h)
+            if len(b) and len(s):
+                yield preset, big_preset, h, s, b
+
+
 def means(df: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
     """Mean over seeds per (channels, oversubscription, allocator)."""
     metrics = [m for m in metrics if m in df.columns]
@@ -222,7 +234,6 @@ def study(small: pd.DataFrame, big: pd.DataFrame) -> str:
     """Table 3 as a study: per wiring and holding time, each agent's mean change (the
     paper's sign on how many topologies) and its gain over the paper's baselines at 1024,
     and each baseline's mean acceptance change."""
-    hs = sorted(big["high"].unique()) if "high" in big.columns else [None]
     agents = [a for a in AGENTS if a in set(big["allocator"])]
     bases = [b for b in BASELINES if b in set(big["allocator"])]
     lines = ["| wiring (64 → 1024) | H | " + " | ".join(
@@ -232,21 +243,16 @@ def study(small: pd.DataFrame, big: pd.DataFrame) -> str:
         "| paper | ? | " + " | ".join(
             f"{PAPER_MEAN3[0]:+.1f} / {PAPER_MEAN3[1]:+.1f} / {PAPER_MEAN3[2]:+.1f}"
             for _ in agents) + " | " + " | ".join("-" for _ in bases) + " |"]
-    for preset, big_preset in WIRINGS.items():
-        s = wiring(small, preset)
-        for h in hs:
-            b = holding(wiring(big, big_preset), h)
-            if not len(b) or not len(s):
-                continue
-            cells = []
-            for a in agents:
-                d = changes(s, b, a)
-                cells.append(" / ".join(f"{d[m].mean():+.1f}" for m in METRICS)
-                             + f" ({_signs_as_paper(d)} of {len(d)})")
-            for x in bases:
-                d = changes(s, b, x)
-                cells.append(f"{d['acceptance_last20'].mean():+.1f}")
-            lines.append(f"| {preset} → {big_preset} | {h} | " + " | ".join(cells) + " |")
+    for preset, big_preset, h, s, b in settings(small, big):
+        cells = []
+        for a in agents:
+            d = changes(s, b, a)
+            cells.append(" / ".join(f"{d[m].mean():+.1f}" for m in METRICS)
+                         + f" ({_signs_as_paper(d)} of {len(d)})")
+        for x in bases:
+            d = changes(s, b, x)
+            cells.append(f"{d['acceptance_last20'].mean():+.1f}")
+        lines.append(f"| {preset} → {big_preset} | {h} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -332,23 +338,17 @@ def main() -> None:
     print("\n### Table 3 as a study: mean change from 64 to 1024 servers, % (topologies "
           "with the paper's sign of the acceptance change)\n")
     print(study(small, big))
-    hs = sorted(big["high"].unique()) if "high" in big.columns else [None]
-    for preset, big_preset in WIRINGS.items():
-        s = wiring(small, preset)
-        for h in hs:
-            b = holding(wiring(big, big_preset), h)
-            if not len(b) or not len(s):
-                continue
-            print(f"\n### 1024 servers, wiring {big_preset}, H = {h}: acceptance_last20 "
-                  "(mean ± 95 % CI)\n")
-            print(optical(b))
-            print(f"\n### Each allocator's acceptance change from 64 ({preset}) to 1024 "
-                  f"({big_preset}) servers, H = {h}, %\n")
-            print(baseline_changes(s, b))
-            for agent in [a for a in AGENTS if a in set(b["allocator"])]:
-                print(f"\n### Table 3, {preset} → {big_preset}, H = {h}, agent `{agent}`: "
-                      "its change from 64 to 1024 servers, % (the paper's in brackets)\n")
-                print(table3(s, b, agent))
+    for preset, big_preset, h, s, b in settings(small, big):
+        print(f"\n### 1024 servers, wiring {big_preset}, H = {h}: acceptance_last20 "
+              "(mean ± 95 % CI)\n")
+        print(optical(b))
+        print(f"\n### Each allocator's acceptance change from 64 ({preset}) to 1024 "
+              f"({big_preset}) servers, H = {h}, %\n")
+        print(baseline_changes(s, b))
+        for agent in [a for a in AGENTS if a in set(b["allocator"])]:
+            print(f"\n### Table 3, {preset} → {big_preset}, H = {h}, agent `{agent}`: "
+                  "its change from 64 to 1024 servers, % (the paper's in brackets)\n")
+            print(table3(s, b, agent))
 
 
 if __name__ == "__main__":
