@@ -87,9 +87,11 @@ def save_checkpoint(path: str | Path, weights: dict[str, np.ndarray], arch: Arch
 
 def shipped_checkpoints() -> dict[str, Path]:
     """The policies shipped in the package, by name (``nara_<name>.npz``): ``alpha_uniform``,
-    ``alpha_azure``, ``alpha_alibaba`` (topology alpha, one per Table 1 request set) and
+    ``alpha_azure``, ``alpha_alibaba`` (topology alpha, one per Table 1 request set),
     ``optical_all`` (one policy for the nine 64-server optical topologies of the 2023
-    paper, feature version 2)."""
+    paper, feature version 2), ``optical_<c>_<1xo>`` (one per optical topology) and
+    ``optical_8_1x16_rules`` (the 8-channel 1:16 one trained under the baselines' rules:
+    ``eligible: any_free``, ``pair_paths: authors_sticky``)."""
     return {p.stem.removeprefix("nara_"): p for p in sorted(SHIPPED_DIR.glob("nara_*.npz"))}
 
 
