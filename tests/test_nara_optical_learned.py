@@ -284,6 +284,7 @@ def test_environment_trains_under_the_baselines_rules_as_the_allocator_runs_them
 
 
 def test_training_config_carries_the_rules_to_every_environment():
+    pytest.importorskip("gymnasium")   # the environment's config lives beside the environment
     from dcsim.learn.nara_config import TrainConfig
 
     cfg = TrainConfig(eligible="any_free", pair_paths="authors_sticky")
