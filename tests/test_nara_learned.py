@@ -248,8 +248,11 @@ def test_shipped_fabric_policies_choose_as_recorded(name):
 
 def test_checkpoint_option_names_a_shipped_policy_or_a_file(ckpt, tmp_path, monkeypatch):
     per_topology = {f"optical_{c}_1x{o}" for c in (8, 16, 32) for o in (16, 8, 4)}
+    # per-topology agents trained under the baselines' rules: optical_<c>_<1xo>_rules
+    rules = {n for n in shipped_checkpoints() if n.endswith("_rules")}
+    assert "optical_8_1x16_rules" in rules and rules <= {f"{n}_rules" for n in per_topology}
     assert set(shipped_checkpoints()) == ({f"alpha_{s}" for s in SETS} | {"optical_all"}
-                                          | per_topology | {"optical_8_1x16_rules"})
+                                          | per_topology | rules)
     assert checkpoint_path(None) == SHIPPED_CHECKPOINT == checkpoint_path("alpha_uniform")
     assert checkpoint_path(str(ckpt)) == ckpt
     monkeypatch.chdir(tmp_path)

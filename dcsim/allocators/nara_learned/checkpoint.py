@@ -90,8 +90,9 @@ def shipped_checkpoints() -> dict[str, Path]:
     ``alpha_azure``, ``alpha_alibaba`` (topology alpha, one per Table 1 request set),
     ``optical_all`` (one policy for the nine 64-server optical topologies of the 2023
     paper, feature version 2), ``optical_<c>_<1xo>`` (one per optical topology) and
-    ``optical_8_1x16_rules`` (the 8-channel 1:16 one trained under the baselines' rules:
-    ``eligible: any_free``, ``pair_paths: authors_sticky``)."""
+    ``optical_<c>_<1xo>_rules`` (the same trained under the baselines' rules, ``eligible:
+    any_free``, ``pair_paths: authors_sticky``; for the topologies listed in
+    ``docs/reproductions.md``)."""
     return {p.stem.removeprefix("nara_"): p for p in sorted(SHIPPED_DIR.glob("nara_*.npz"))}
 
 
