@@ -303,8 +303,8 @@ def test_learned_experiments_are_the_baseline_experiments_plus_the_agent(
         name, base, seeds, wirings, points):
     """Same seed, workload, topology and matrix as the baselines' experiment (so their rows
     are that experiment's; the scaled one also sweeps the holding time), the agents first
-    (each topology's own policy on both wirings, the same under the baselines' rules, then
-    the one for all nine) and the baselines after them, with the same options; the scaled
+    (each topology's own policy on both wirings, each topology's policy trained under the
+    baselines' rules run under them, then the one for all nine) and the baselines after them, with the same options; the scaled
     one is reduced to 3 seeds."""
     import yaml
     from click.testing import CliRunner
@@ -327,7 +327,10 @@ def test_learned_experiments_are_the_baseline_experiments_plus_the_agent(
         for suffix in wirings for t in NINE}}
     assert per_topology == {"name": "nara", "label": "nara_topology", "options": want}
     assert rules == {"name": "nara", "label": "nara_topology_rules", "options": {
-        **want, "eligible": "any_free", "pair_paths": "authors_sticky"}}
+        "reservation": "per_pair_channel", "eligible": "any_free",
+        "pair_paths": "authors_sticky",
+        "per_topology": {k: f"{v}_rules" for k, v in want["per_topology"].items()}}}
+    assert set(rules["options"]["per_topology"].values()) <= set(shipped_checkpoints())
     assert one == {"name": "nara", "label": "nara", "options": {
         "checkpoint": "optical_all", "reservation": "per_pair_channel"}}
     assert mine["allocators"][3:] == theirs["allocators"]
