@@ -173,3 +173,20 @@ def test_readme_first_commands_are_what_ci_runs():
     assert report.startswith(f"dcsim report {out} ")  # the report of the same results
     assert report.replace(out, '"$out/ahab_lambda12_small"') in ci
     assert test_cmd == "python -m pytest" and ci.rstrip().endswith(test_cmd)
+
+
+def test_the_repository_stands_alone():
+    """A clone holds everything it points a reader (or a script, or a test) to: nothing in the
+    tracked files names the developers' reading folder next to the repository."""
+    import subprocess
+
+    root = DOCS.parent
+    try:
+        hits = subprocess.run(["git", "grep", "-n", "-I", "-F", "-e", "/".join(["..", "shared"]),
+                               "--", "."],
+                              cwd=root, capture_output=True, text=True, timeout=60)
+    except (FileNotFoundError, subprocess.TimeoutExpired):
+        pytest.skip("git not available")
+    if hits.returncode not in (0, 1):  # not a checkout (an unpacked sdist)
+        pytest.skip(hits.stderr.strip())
+    assert hits.stdout == "", hits.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -27,8 +28,10 @@ from dcsim.workload.importers import (
 ROOT = Path(__file__).resolve().parents[1]
 RAW = ROOT / "tests" / "data" / "traces"
 SLICES = ROOT / "traces"
-SHARED = ROOT.parent / "shared" / "data" / "traces"
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="raw traces not present")
+# the raw public traces (traces/make_slices.py's layout), when a developer has them
+RAW_TRACES = Path(os.environ.get("DCSIM_RAW_TRACES", "/nonexistent"))
+needs_raw = pytest.mark.skipif(not RAW_TRACES.is_dir(),
+                               reason="raw traces not present (set DCSIM_RAW_TRACES)")
 
 
 def replay(src: TraceSource) -> dict[str, np.ndarray]:
@@ -278,19 +281,19 @@ def test_kinds_importers_on_raw_heads(tmp_path):
                             RAW / "alibaba2018_container_meta_head.csv")) == 40
 
 
-@needs_shared
+@needs_raw
 def test_kinds_tables_full_samples():
     """container_meta sample: 20,000 lines, none dropped; vmType: 281 machine-16 rows."""
-    cm = import_alibaba2018_containers(SHARED / "alibaba_v2018_sample" /
+    cm = import_alibaba2018_containers(RAW_TRACES / "alibaba_v2018_sample" /
                                        "alibaba2018_container_meta_sample.csv")
     assert len(cm) == 20_000 and cm.attrs["dropped"] == {"missing_request": 0}
     assert set(cm["cpu_request"]) == {100, 200, 400, 600, 800, 1600, 2400, 3200}
-    vt = import_azure2020_vmtypes(SHARED / "azure_packing_2020_sample" /
+    vt = import_azure2020_vmtypes(RAW_TRACES / "azure_packing_2020_sample" /
                                   "vm_types_machine16.csv", machine_id=16)
     assert len(vt) == 281
 
 
-@needs_shared
+@needs_raw
 def test_slices_regenerate_identically(tmp_path):
     """python traces/make_slices.py reproduces the committed files byte for byte."""
     import importlib.util
@@ -298,40 +301,40 @@ def test_slices_regenerate_identically(tmp_path):
     spec = importlib.util.spec_from_file_location("make_slices", SLICES / "make_slices.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    for p in mod.make_slices(SHARED, tmp_path / "s") + mod.make_raw_samples(SHARED,
+    for p in mod.make_slices(RAW_TRACES, tmp_path / "s") + mod.make_raw_samples(RAW_TRACES,
                                                                            tmp_path / "r"):
         ref = (SLICES / p.name) if p.parent.name == "s" else RAW / p.relative_to(tmp_path / "r")
         assert p.read_bytes() == ref.read_bytes(), p.name
 
 
 # ---------------------------------------------------------------------- full raw traces
-@needs_shared
+@needs_raw
 @pytest.mark.parametrize("split, vms, batches, vcpus, censored", [
     ("dev", 259_159, 53_109, 557_907, 14_317),
     ("test", 410_276, 82_946, 1_004_674, 23_311),
 ])
 def test_azure2017_counts_match_readme(split, vms, batches, vcpus, censored):
     """The decoded streams have the README's VM, batch, vCPU and censored counts."""
-    df = import_azure2017(SHARED / "azure_vm_2017_rnn", split)
+    df = import_azure2017(RAW_TRACES / "azure_vm_2017_rnn", split)
     assert len(df) == vms and df["batch"].nunique() == batches
     assert df["cpu"].sum() == vcpus and df["censored"].sum() == censored
     assert df["arrival"].is_monotonic_increasing
 
 
-@needs_shared
+@needs_raw
 def test_azure2017_interval_map_matches_readme_table():
     """The bins read from v1.interval_map.txt equal the README's table."""
-    got = azure2017_bins(SHARED / "azure_vm_2017_rnn" / "v1.interval_map.txt")
+    got = azure2017_bins(RAW_TRACES / "azure_vm_2017_rnn" / "v1.interval_map.txt")
     assert all(np.array_equal(a, b) for a, b in zip(got, azure2017_bins(), strict=True))
 
 
-@needs_shared
+@needs_raw
 def test_alibaba2018_and_azure2020_counts():
     """Alibaba: 49,227 of 50,000 rows kept (771 status, 2 missing plan); Azure 2020: 5,000
     rows, 77 censored."""
-    ali = import_alibaba2018(SHARED / "alibaba_v2018_sample" / "alibaba2018_batch_task_sample.csv")
+    ali = import_alibaba2018(RAW_TRACES / "alibaba_v2018_sample" / "alibaba2018_batch_task_sample.csv")
     assert len(ali) == 49_227
     assert ali.attrs["dropped"] == {"status": 771, "missing_plan": 2, "end_before_start": 0}
-    az = import_azure2020(SHARED / "azure_packing_2020_sample" /
+    az = import_azure2020(RAW_TRACES / "azure_packing_2020_sample" /
                           "vm_requests_first5000_machine16.csv")
     assert len(az) == 5000 and az["censored"].sum() == 77 and (az["priority"] == 1).sum() == 1238

@@ -1,10 +1,19 @@
 """Regenerate the committed trace slices and the tiny raw samples the importer tests read.
 
-    python traces/make_slices.py                      # from the repository root
-    python traces/make_slices.py --src PATH --rows 5000
+    python traces/make_slices.py --src RAW            # from the repository root
+    python traces/make_slices.py --src RAW --rows 5000
 
-Reads the raw traces from ``--src`` (default ``../shared/data/traces`` next to the
-repository), converts them with :mod:`dcsim.workload.importers` and writes
+Reads the raw traces from ``--src`` (or the ``DCSIM_RAW_TRACES`` environment variable): a
+folder holding the public samples in their own formats, laid out as
+
+* ``azure_vm_2017_rnn/`` — the Azure 2017 (V1) VM table in the rnn encoding (its splits and
+  ``v1.interval_map.txt``);
+* ``alibaba_v2018_sample/alibaba2018_batch_task_sample.csv`` and
+  ``alibaba2018_container_meta_sample.csv`` — samples of the Alibaba cluster-trace-v2018;
+* ``azure_packing_2020_sample/vm_requests_first5000_machine16.csv`` and
+  ``vm_types_machine16.csv`` — the Azure Packing 2020 trace, machine type 16;
+
+converts them with :mod:`dcsim.workload.importers` and writes
 
 * ``traces/azure2017_dev_slice.csv`` — the first ``rows`` VMs of the Azure 2017 dev split;
 * ``traces/alibaba2018_slice.csv`` — the first ``rows`` Alibaba 2018 batch tasks by arrival;
@@ -21,6 +30,7 @@ The output is deterministic: running it twice gives byte-identical files.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -115,13 +125,16 @@ def _ali_fields(line: str) -> list | None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--src", type=Path, default=ROOT.parent / "shared" / "data" / "traces")
+    env = os.environ.get("DCSIM_RAW_TRACES")
+    ap.add_argument("--src", type=Path, default=Path(env) if env else None,
+                    help="folder of the raw traces (default: $DCSIM_RAW_TRACES)")
     ap.add_argument("--out", type=Path, default=ROOT / "traces")
     ap.add_argument("--tests-out", type=Path, default=ROOT / "tests" / "data" / "traces")
     ap.add_argument("--rows", type=int, default=5000)
     args = ap.parse_args(argv)
-    if not args.src.is_dir():
-        print(f"no raw traces at {args.src} (pass --src)", file=sys.stderr)
+    if args.src is None or not args.src.is_dir():
+        print(f"no raw traces at {args.src} (pass --src or set DCSIM_RAW_TRACES)",
+              file=sys.stderr)
         return 1
     for p in make_slices(args.src, args.out, args.rows) + make_raw_samples(args.src,
                                                                            args.tests_out):
