@@ -1,6 +1,6 @@
 """OKTOPUS: the first subtree that can hold the whole virtual cluster (Ballani et al. 2011).
 
-Oktopus's VC allocation as the AHAB paper uses it (REFERENCE §1):
+Oktopus's VC allocation as the AHAB paper (Zerwas et al. 2018) uses it:
 
 * A host with k = ⌊free/S⌋ slots can take m VMs if m ≤ k and the hose reservation
   min(m, N − m)·B fits its uplink's residual bandwidth. A switch can take m VMs if its

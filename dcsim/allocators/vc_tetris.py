@@ -1,6 +1,6 @@
 """TETRIS for virtual clusters: spread VMs by residual compute/bandwidth ratio (AHAB paper).
 
-Algorithm 1 of Zerwas et al. 2018 (REFERENCE §1). Reject if the free CU of the whole
+Algorithm 1 of Zerwas et al. 2018 (the AHAB paper). Reject if the free CU of the whole
 cluster is below N·S. Then try host groups in order, each attempt starting from the
 unchanged state:
 

@@ -21,8 +21,8 @@ Links above the hosts always reserve the hose amount.
 :class:`TreeLevels` turns a balanced tree topology (every server at the same depth, as the
 AHAB fat-tree) into per-level numpy arrays, so that embedders work level by level with a
 handful of vectorised operations instead of walking the tree.
-:func:`optimal_footprint` is the tree dynamic program of REFERENCE §1 — slow, exact, and
-the oracle that KRAKEN's tests compare against.
+`optimal_footprint` is the tree dynamic program of KRAKEN (Fuerst et al. 2016) — slow,
+exact, and the oracle that KRAKEN's tests compare against.
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ def deeprm_jobset(rng: np.random.Generator, *, steps: int = 50, new_job_rate: fl
                   resources: Sequence[str] = ("cpu", "mem"), short_prob: float = 0.8,
                   short_len: Sequence[int] = (1, 3), long_len: Sequence[int] = (10, 15),
                   dominant: Sequence[int] = (5, 10), other: Sequence[int] = (1, 2)) -> JobSet:
-    """A job set from DeepRM's synthetic distribution (REFERENCE §3).
+    """A job set from DeepRM's synthetic distribution (Mao et al., HotNets 2016).
 
     In each of ``steps`` arrival steps one job arrives with probability ``new_job_rate``
     (Bernoulli, at most one job per step). Its length is uniform in ``short_len`` with
@@ -154,7 +154,7 @@ def offered_load(new_job_rate: float, capacity: float = 10.0, *, n_resources: in
     E[length] = p·mean(short_len) + (1−p)·mean(long_len) and, the dominant resource being
     uniform over R, E[demand] = mean(dominant)/R + mean(other)·(R−1)/R (length and demand are
     independent). Every resource has the same load by symmetry, so this is also the
-    resource-averaged load. Defaults: 4.1 · 4.5 / 10 = 1.845 × rate (REFERENCE §3).
+    resource-averaged load. Defaults: 4.1 · 4.5 / 10 = 1.845 × rate (docs/reproductions.md, DeepRM).
     """
     s_lo, s_hi = _check_range("short_len", short_len)
     l_lo, l_hi = _check_range("long_len", long_len)
