@@ -81,8 +81,18 @@ class LossMode(Mode):
             def failures(engine):
                 return LossFailures(engine, fspec, rng, plan.base_dir)
 
-        return Built(lambda sink: Engine(topology, source, allocator, workload_rng, config,
-                                         sink=sink, failures=failures).run(), families, flags)
+        total = spec.workload.requests
+
+        def simulate(sink) -> dict[str, Any]:
+            from dcsim.runner.progress import watch_run
+
+            engine = Engine(topology, source, allocator, workload_rng, config, sink=sink,
+                            failures=failures)
+            # read-only: the terminal's progress line (dcsim.runner.progress)
+            with watch_run(plan.run_id, lambda: (engine.received, total, engine.env.now)):
+                return engine.run()
+
+        return Built(simulate, families, flags)
 
 
 def failure_schedule(spec, topology, rng, base_dir):
