@@ -149,11 +149,21 @@ class _Progress:
     far × the runs left, and between runs the ETA counts down to that end, so it never
     stands still while runs of different costs are under way. On a terminal the line is
     redrawn in place every second; off one (a log file, a batch job) one line is written
-    per finished run."""
+    per finished run.
 
-    def __init__(self, total: int, before: int, stream, tty: bool, clock=time.perf_counter):
+    On a terminal the line also shows the runs in flight (:mod:`dcsim.runner.progress`):
+    requests offered and simulated time of a single run, the fraction done of several; and
+    while the runs left are all in flight, the ETA is projected from their own pace, so a
+    single long run has one before it ends. The scratch folder the runs report into is
+    made on entering and removed on leaving (``watch=False``: none)."""
+
+    def __init__(self, total: int, before: int, stream, tty: bool, clock=time.perf_counter,
+                 watch: bool | None = None):
         self.total, self.before, self.stream, self.tty, self.clock = (
             total, before, stream, tty, clock)
+        self.watch = tty if watch is None else watch
+        self.folder: Path | None = None  # the in-flight runs' progress files
+        self._env_before: str | None = None
         self.done = 0
         self.t0 = clock()
         self.end: float | None = None  # projected end, from the runs finished so far
@@ -163,12 +173,29 @@ class _Progress:
     def status(self) -> str:
         now = self.clock() - self.t0
         left = self.total - self.done
+        flight = self._in_flight()
         eta = ""
-        if left and self.end is not None:
-            eta = f", ETA {_duration(max(self.end - now, 0.0))}"
-        elif left:
-            eta = ", ETA --"
-        return f"[{self.done}/{self.total}] runs done, {_duration(now)} elapsed{eta}"
+        if left:
+            end = None if self.end is None else max(self.end - now, 0.0)
+            if flight and len(flight) >= left:  # the last runs: their own pace tells
+                from dcsim.runner.progress import remaining
+
+                own = remaining(flight)
+                end = own if own is not None else end
+            eta = ", ETA --" if end is None else f", ETA {_duration(end)}"
+        line = f"[{self.done}/{self.total}] runs done, {_duration(now)} elapsed{eta}"
+        if flight:
+            from dcsim.runner.progress import describe
+
+            line += f"; {describe(flight)}"
+        return line
+
+    def _in_flight(self) -> list:
+        if self.folder is None:
+            return []
+        from dcsim.runner.progress import in_flight
+
+        return in_flight(self.folder)
 
     def update(self, n: int) -> None:
         with self._lock:
@@ -182,11 +209,23 @@ class _Progress:
                 self.stream.flush()
 
     def _draw(self) -> None:
+        import shutil
+
+        width = shutil.get_terminal_size((120, 24)).columns - 1  # one line, redrawn in place
         with self._lock:
-            self.stream.write("\r" + self.status() + "\033[K")
+            self.stream.write("\r" + self.status()[:width] + "\033[K")
             self.stream.flush()
 
     def __enter__(self):
+        if self.watch:
+            import os
+            import tempfile
+
+            from dcsim.runner.progress import ENV
+
+            self.folder = Path(tempfile.mkdtemp(prefix="dcsim-progress-"))
+            self._env_before = os.environ.get(ENV)
+            os.environ[ENV] = str(self.folder)  # inherited by the workers started after
         if self.tty:
             def tick() -> None:
                 while not self._stop.wait(1.0):
@@ -202,6 +241,18 @@ class _Progress:
             self._draw()
             self.stream.write("\n")
             self.stream.flush()
+        if self.folder is not None:
+            import os
+            import shutil
+
+            from dcsim.runner.progress import ENV
+
+            if self._env_before is None:
+                os.environ.pop(ENV, None)
+            else:
+                os.environ[ENV] = self._env_before
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
         return False
 
 
