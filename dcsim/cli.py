@@ -53,20 +53,25 @@ def main() -> None:
                    "dask).")
 @click.option("--resume", is_flag=True,
               help="Keep the runs already finished in the output directory and run the rest.")
+@click.option("--rerun-changed", is_flag=True,
+              help="Like --resume, but first run again the finished runs whose code (dcsim's, "
+                   "a plugin's, a library version) changed since they ran.")
 @click.option("--overwrite", is_flag=True,
               help="Delete the results in the output directory first (any configuration).")
 def run(config: Path, out: Path | None, seeds: int | None, sets: tuple[str, ...],
         jobs: int | None, executor: str | None, address: str | None, resume: bool,
-        overwrite: bool) -> None:
+        rerun_changed: bool, overwrite: bool) -> None:
     """Run the experiment in CONFIG and write Parquet results."""
     import signal
 
     from dcsim.allocators.jit import kernels_on
     from dcsim.runner import load_experiment, run_experiment
-    from dcsim.runner.execute import make_executor
+    from dcsim.runner.execute import make_executor, unchanged_runs
 
     if resume and overwrite:
         raise click.UsageError("--resume and --overwrite exclude each other")
+    if rerun_changed and overwrite:
+        raise click.UsageError("--rerun-changed and --overwrite exclude each other")
     if address is not None and executor == "local":
         raise click.UsageError("--address needs --executor dask")
     if address is not None and jobs is not None:
@@ -95,16 +100,18 @@ def run(config: Path, out: Path | None, seeds: int | None, sets: tuple[str, ...]
         return len(set(finished_runs(target)) & planned) if target.is_dir() else 0
 
     # runs --resume keeps are reported first; they say nothing of the ETA
-    before = finished_here() if resume else 0
+    before = (unchanged_runs(exp, target) if rerun_changed else
+              finished_here() if resume else 0)
     try:
         with _Progress(total, before, sys.stderr, tty=sys.stderr.isatty()) as bar:
             out_dir = run_experiment(exp, out=out, overwrite=overwrite, resume=resume,
-                                     executor=ex, on_done=lambda row: bar.update(1),
+                                     rerun_changed=rerun_changed, executor=ex,
+                                     on_done=lambda row: bar.update(1),
                                      on_failed=lambda failure: bar.update(1), log=log)
     except KeyboardInterrupt:
         kept = finished_here()
-        again = " ".join(shlex.quote(a) for a in sys.argv[1:] if a not in ("--resume",
-                                                                             "--overwrite"))
+        again = " ".join(shlex.quote(a) for a in sys.argv[1:]
+                         if a not in ("--resume", "--rerun-changed", "--overwrite"))
         click.echo(f"\ninterrupted: {kept} of {total} runs are finished and kept in {target}; "
                    f"`dcsim {again} --resume` runs the other {total - kept}", err=True)
         sys.exit(130)

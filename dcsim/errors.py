@@ -13,6 +13,12 @@ class PluginError(DcsimError):
     """A plugin is missing, misconfigured, or returned an invalid choice; the message names it."""
 
 
+class CodeChangedError(DcsimError):
+    """Finished runs in an output directory were made by other code (dcsim's, a plugin's,
+    a library's version) than would run now, so resuming would mix the two; the message
+    names what changed."""
+
+
 class StateError(DcsimError):
     """A reservation or release would drive a resource negative or above its capacity."""
 

@@ -55,9 +55,10 @@ REDUCE: dict[str, dict[str, Any]] = {
                                          "vm.mapping.hosts=12"]},
 }
 
-#: columns that measure the machine, not the simulation
+#: columns that measure the machine, not the simulation (and the run's id and the
+#: fingerprint of the code that made it, which name rows rather than measure them)
 VOLATILE = {"seconds", "wall_time_s", "decision_s", "mean_decision_s", "reschedule_seconds",
-            "run_id"}
+            "run_id", "code_id"}
 
 
 def shipped() -> list[str]:

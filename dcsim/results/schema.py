@@ -408,5 +408,6 @@ STREAMED = tuple(dict.fromkeys(t for tables in TABLES.values() for t in tables
                                if t != "summary"))
 
 #: the columns every summary row starts and ends with, around the mode's own
+#: (``code_id``: the fingerprint of the code that made the row, :mod:`dcsim.results.provenance`)
 SUMMARY_HEAD = ("experiment", "allocator", "seed")
-SUMMARY_TAIL = ("wall_time_s", "run_id")
+SUMMARY_TAIL = ("wall_time_s", "run_id", "code_id")

@@ -8,7 +8,8 @@ Layout of an experiment's output directory (documented in docs/reference/outputs
                                                       migrations/ (reschedule), vms/
                                                       (vm_online), component_failures/
                                                       (failures:); see results.schema
-    runs/<run>.json                                   a finished run's summary row
+    runs/<run>.json                                   a finished run's summary row and
+                                                      the fingerprint of its code
     experiment.yaml, manifest.json
 
 A run streams its records into hidden ``.<run>.parquet.tmp`` files (pyarrow's dataset
@@ -150,10 +151,14 @@ class RunWriter:
                               f"{', '.join(self._streams) or 'none'}")
         stream.write(columns)
 
-    def commit(self, summary: dict[str, Any]) -> None:
+    def commit(self, summary: dict[str, Any], code: dict[str, Any] | None = None) -> None:
+        """Rename the tables into place, then write ``runs/<run_id>.json``: the summary row
+        and, under ``code``, the fingerprint of the code that made it
+        (:mod:`dcsim.results.provenance`)."""
         for s in self._streams.values():
             s.commit()
-        write_atomic(run_record_path(self.out, self.run_id), _json_bytes(summary))
+        record = summary if code is None else {**summary, CODE_KEY: code}
+        write_atomic(run_record_path(self.out, self.run_id), _json_bytes(record))
 
     def abort(self) -> None:
         for s in self._streams.values():
@@ -178,12 +183,27 @@ def run_record_path(out: Path, run_id: str) -> Path:
     return Path(out) / "runs" / f"{run_id}.json"
 
 
-def finished_runs(out: Path) -> dict[str, dict[str, Any]]:
-    """Summary rows of the runs already committed in ``out``, by run id."""
+#: the key of a run's record that holds its code fingerprint rather than a summary column
+CODE_KEY = "code"
+
+
+def run_records(out: Path) -> dict[str, dict[str, Any]]:
+    """The records of the runs already committed in ``out`` (``runs/<run_id>.json``: the
+    summary row, and the code fingerprint under :data:`CODE_KEY`), by run id."""
     runs = {}
     for p in sorted((Path(out) / "runs").glob("*.json")):
         runs[p.stem] = json.loads(p.read_text())
     return runs
+
+
+def summary_row(record: dict[str, Any]) -> dict[str, Any]:
+    """A run's record without its code fingerprint: its summary row."""
+    return {k: v for k, v in record.items() if k != CODE_KEY}
+
+
+def finished_runs(out: Path) -> dict[str, dict[str, Any]]:
+    """Summary rows of the runs already committed in ``out``, by run id."""
+    return {k: summary_row(v) for k, v in run_records(out).items()}
 
 
 def write_summary(out: Path, rows: list[dict[str, Any]], order: list[str]) -> Path:

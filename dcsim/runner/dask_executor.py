@@ -90,9 +90,11 @@ def commit_files(out: Path, files: dict[str, bytes]) -> None:
 
 
 def worker_info(needs: list[tuple[str, str]]) -> dict[str, Any]:
-    """On a worker: its dcsim version and which of the needed plugins it lacks."""
+    """On a worker: its dcsim version, the hash of its dcsim source
+    (:mod:`dcsim.results.provenance`) and which of the needed plugins it lacks."""
     import dcsim
     from dcsim.plugins import get_plugin_class
+    from dcsim.results.provenance import dcsim_code
 
     missing = []
     for name, kind in needs:
@@ -100,7 +102,8 @@ def worker_info(needs: list[tuple[str, str]]) -> dict[str, Any]:
             get_plugin_class(name, kind)
         except Exception:
             missing.append(f"{kind} {name!r}")
-    return {"dcsim": dcsim.__version__, "missing": missing}
+    return {"dcsim": dcsim.__version__, "source_hash": dcsim_code()["source_hash"],
+            "missing": missing}
 
 
 #: Dask settings of the local cluster (``--executor dask``); a cluster you start yourself
@@ -168,6 +171,7 @@ class DaskExecutor(Executor):
 
     def _check_workers(self, client, exp: Experiment, plans: list[RunPlan]) -> None:
         import dcsim
+        from dcsim.results.provenance import dcsim_code
 
         kind = exp.spec.plugin_kind
         needs = sorted({(p.allocator["name"], kind) for p in plans})
@@ -184,6 +188,13 @@ class DaskExecutor(Executor):
             if i["missing"]:
                 raise ConfigError(f"Dask worker {addr} lacks the {', '.join(i['missing'])}; "
                                   "install the same plugins on every worker")
+        ours = dcsim_code()["source_hash"]
+        other = sorted(a for a, i in info.items() if i.get("source_hash", ours) != ours)
+        if other:  # each run records the code that ran it: the worker's
+            self.log(f"dask: {len(other)} worker(s) (e.g. {other[0]}) run other dcsim code "
+                     f"than this client (the same version, another source hash); their runs "
+                     "record their own code, which a later --resume compares with this "
+                     "client's")
         if self.address is not None:
             self.log(f"dask: scheduler {self.address}, {len(info)} worker(s) now"
                      + ("; the runs wait for workers to join" if not info else ""))

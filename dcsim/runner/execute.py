@@ -100,12 +100,19 @@ def clean_unfinished(out: Path, finished: set[str] | None) -> int:
     return gone
 
 
-def prepare_out(exp: Experiment, out: Path, overwrite: bool,
-                resume: bool = False) -> dict[str, dict[str, Any]]:
+def prepare_out(exp: Experiment, out: Path, overwrite: bool, resume: bool = False,
+                code: dict[str, dict[str, Any]] | None = None, rerun_changed: bool = False,
+                log: Callable[[str], None] | None = None) -> dict[str, dict[str, Any]]:
     """Check ``out`` against ``exp`` and return the runs already finished there (kept only
     with ``resume``), or clear it with ``overwrite``. What interrupted runs left (hidden
-    temporaries, Parquet files of runs without their json) is deleted."""
-    from dcsim.results.writer import finished_runs
+    temporaries, Parquet files of runs without their json) is deleted.
+
+    Finished runs whose recorded code differs from ``code`` (each planned run's
+    :func:`~dcsim.runner.fingerprint.run_code`; default: computed here) are refused with
+    :class:`~dcsim.errors.CodeChangedError` before anything in ``out`` is touched, or, with
+    ``rerun_changed``, deleted so that they run again (said through ``log``)."""
+    from dcsim.results.writer import run_record_path, run_records, summary_row
+    from dcsim.runner.fingerprint import code_changes, experiment_code
 
     out.mkdir(parents=True, exist_ok=True)
     if overwrite:
@@ -117,7 +124,8 @@ def prepare_out(exp: Experiment, out: Path, overwrite: bool,
                 p.unlink()
         clean_unfinished(out, set())
         return {}
-    done = finished_runs(out)
+    records = run_records(out)
+    done = {k: summary_row(v) for k, v in records.items()}
     planned = {r.run_id for r in exp.runs}
     stale = sorted(set(done) - planned)
     if stale:
@@ -132,8 +140,31 @@ def prepare_out(exp: Experiment, out: Path, overwrite: bool,
             f"{out}: already holds {len(done)} finished run(s) of this experiment; use "
             f"--resume to keep them and {rest}, or --overwrite to run everything again"
         )
+    changed = code_changes(records, code if code is not None else experiment_code(exp),
+                           [r.run_id for r in exp.runs])
+    if changed and not rerun_changed:
+        raise changed.error(out)
+    if changed and log is not None:
+        log(f"rerunning {len(changed.runs)} finished run(s) whose code changed: "
+            f"{changed.describe()}")
+    for run_id in changed.runs:  # the json first: from here on the run is unfinished
+        run_record_path(out, run_id).unlink()
+        del done[run_id]
     clean_unfinished(out, set(done))
     return done
+
+
+def unchanged_runs(exp: Experiment, out: Path) -> int:
+    """How many of ``exp``'s runs are finished in ``out`` and were made by the code that
+    would run them now (what ``rerun_changed`` keeps)."""
+    from dcsim.results.writer import run_records
+    from dcsim.runner.fingerprint import code_changes, experiment_code
+
+    if not Path(out).is_dir():
+        return 0
+    order = [r.run_id for r in exp.runs]
+    records = {k: v for k, v in run_records(out).items() if k in set(order)}
+    return len(records) - len(code_changes(records, experiment_code(exp), order).runs)
 
 
 def run_experiment(
@@ -144,6 +175,7 @@ def run_experiment(
     on_done: Callable[[dict[str, Any]], None] | None = None,
     *,
     resume: bool = False,
+    rerun_changed: bool = False,
     executor: Executor | None = None,
     on_failed: Callable[[dict[str, Any]], None] | None = None,
     log: Callable[[str], None] | None = None,
@@ -152,18 +184,24 @@ def run_experiment(
 
     ``executor`` (default: a local pool of ``jobs`` processes) runs them. With ``resume``
     the runs already finished in ``out`` are kept; without it (and without ``overwrite``) a
-    directory that holds finished runs is refused. A run that raises is recorded in
+    directory that holds finished runs is refused, and so is one whose finished runs were
+    made by other code than would run now (:class:`~dcsim.errors.CodeChangedError`, naming
+    what changed); ``rerun_changed`` (which implies ``resume``) runs those again instead.
+    A run that raises is recorded in
     ``failures.jsonl`` and the others go on; if any failed, :class:`RunsFailed` is raised
     after the summary and manifest are written.
     """
     from dcsim.results.writer import finished_runs, write_atomic, write_json, write_summary
+    from dcsim.runner.fingerprint import experiment_code
 
     out = Path(out) if out is not None else Path("results") / exp.name
     executor = executor if executor is not None else PoolExecutor(jobs)
     log = log or (lambda msg: None)
+    resume = resume or rerun_changed
+    code = experiment_code(exp)  # before any worker starts: forked ones inherit it
     out.mkdir(parents=True, exist_ok=True)
     with _lock(out, log):
-        done = prepare_out(exp, out, overwrite, resume)
+        done = prepare_out(exp, out, overwrite, resume, code, rerun_changed, log)
         (out / FAILURES).unlink(missing_ok=True)
         write_atomic(out / "experiment.yaml",
                      yaml.safe_dump(resolved_config(exp), sort_keys=False).encode())
@@ -213,7 +251,7 @@ def run_experiment(
             if present:
                 write_summary(out, present, order)
             write_json(out / "manifest.json",
-                       _manifest(exp, rows, failures, started, executor.describe()))
+                       _manifest(exp, rows, failures, started, executor.describe(), code))
     if failures:
         raise RunsFailed([failures[r.run_id] for r in exp.runs if r.run_id in failures],
                          len(exp.runs), out / FAILURES)
@@ -227,7 +265,8 @@ def _json_line(record: dict[str, Any]) -> bytes:
 
 
 def _manifest(exp: Experiment, rows: dict[str, dict[str, Any]],
-              failures: dict[str, dict[str, Any]], started: float, executor: dict[str, Any]):
+              failures: dict[str, dict[str, Any]], started: float, executor: dict[str, Any],
+              code: dict[str, dict[str, Any]]):
     import numpy
     import simpy
 
@@ -256,12 +295,16 @@ def _manifest(exp: Experiment, rows: dict[str, dict[str, Any]],
                 "error": (f"{failures[r.run_id]['error']}: {failures[r.run_id]['message']}"
                           if r.run_id in failures else None),
                 "wall_time_s": rows.get(r.run_id, {}).get("wall_time_s"),
+                # the code that made its row; for a run not finished, the code of this
+                # invocation
+                "code_id": rows.get(r.run_id, {}).get("code_id", code[r.run_id]["code_id"]),
             }
             for r in exp.runs
         ],
         # whether the compiled kernels ran (AHAB's lookahead, first_fit's scan): the same
         # rows either way, other timings
         "kernels": "numba" if kernels_on() else "numpy",
+        "code": _code_section(code),
         "versions": {
             "python": platform.python_version(),
             "numpy": numpy.__version__,
@@ -269,6 +312,19 @@ def _manifest(exp: Experiment, rows: dict[str, dict[str, Any]],
             "numba": _installed("numba"),
         },
     }
+
+
+def _code_section(code: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The manifest's ``code``: dcsim's fingerprint, the library versions and every plugin
+    from another distribution that a planned run uses (the runs' ``code_id`` fold these)."""
+    from dcsim.results import provenance
+
+    plugins = {}
+    for run in code.values():
+        for p in run["plugins"]:
+            plugins.setdefault((p["kind"], p["name"]), p)
+    return {"dcsim": dict(provenance.dcsim_code()), "libraries": dict(provenance.libraries()),
+            "plugins": [plugins[k] for k in sorted(plugins)]}
 
 
 def _installed(dist: str) -> str | None:

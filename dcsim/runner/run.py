@@ -30,12 +30,16 @@ def run_rngs(seed: int, index: int) -> tuple[np.random.Generator, np.random.Gene
 
 
 def execute_run(plan: RunPlan, out: str | Path) -> dict[str, Any]:
-    """Simulate one run, commit its files into ``out`` and return its summary row."""
+    """Simulate one run, commit its files into ``out`` and return its summary row. Its
+    record (``runs/<run_id>.json``) also holds the fingerprint of the code that ran it
+    (:func:`dcsim.runner.fingerprint.run_code`), and the row its ``code_id``."""
     from dcsim.results.schema import TABLES, check_batch
     from dcsim.results.writer import RunWriter
     from dcsim.runner.config import validate_spec
+    from dcsim.runner.fingerprint import run_code
     from dcsim.runner.modes import MODES
 
+    code = run_code(plan)  # the code this process runs it with (computed once per process)
     t0 = time.perf_counter()
     if plan.spec is not None:
         spec = plan.spec
@@ -62,8 +66,9 @@ def execute_run(plan: RunPlan, out: str | Path) -> dict[str, Any]:
             **metrics,
             "wall_time_s": time.perf_counter() - t0,
             "run_id": plan.run_id,
+            "code_id": code["code_id"],
         }
-        writer.commit(row)
+        writer.commit(row, code)
     except BaseException:
         writer.abort()
         raise
