@@ -607,11 +607,11 @@ def test_an_interrupt_stops_a_hung_plugin(tmp_path, monkeypatch):
 def test_the_eta_counts_down_between_runs_and_ignores_resumed_ones():
     """The ETA comes from this invocation's runs and keeps moving between them (it stood
     still for 20 s on a terminal when run costs differed)."""
-    from dcsim.cli import _Progress
+    from dcsim.runner.progress import ProgressLine
 
     now = [0.0]
     out = io.StringIO()
-    bar = _Progress(total=10, before=2, stream=out, tty=False, clock=lambda: now[0])
+    bar = ProgressLine(total=10, before=2, stream=out, tty=False, clock=lambda: now[0])
     bar.update(1)
     bar.update(1)  # two runs kept by --resume: reported at once, no estimate
     assert out.getvalue() == "" and bar.status().endswith("ETA --")
@@ -629,10 +629,10 @@ def test_the_eta_counts_down_between_runs_and_ignores_resumed_ones():
 
 
 def test_on_a_terminal_the_line_is_redrawn_in_place():
-    from dcsim.cli import _Progress
+    from dcsim.runner.progress import ProgressLine
 
     out = io.StringIO()
-    with _Progress(total=2, before=0, stream=out, tty=True) as bar:
+    with ProgressLine(total=2, before=0, stream=out, tty=True) as bar:
         bar.update(1)
         bar.update(1)
     text = out.getvalue()

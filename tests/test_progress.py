@@ -66,11 +66,11 @@ def test_the_line_describes_one_run_in_detail_and_several_as_fractions():
 def test_a_single_run_has_a_progress_line_and_an_eta_before_it_ends(monkeypatch):
     """On a terminal the bar makes the scratch folder, names it to the runs, reads it, and
     removes it; the ETA of the last runs comes from their own pace."""
-    from dcsim.cli import _Progress
+    from dcsim.runner.progress import ProgressLine
 
     monkeypatch.delenv(ENV, raising=False)
     now = [0.0]
-    bar = _Progress(total=1, before=0, stream=io.StringIO(), tty=False, clock=lambda: now[0],
+    bar = ProgressLine(total=1, before=0, stream=io.StringIO(), tty=False, clock=lambda: now[0],
                     watch=True)
     with bar:
         folder = Path(os.environ[ENV])

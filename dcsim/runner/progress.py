@@ -1,4 +1,5 @@
-"""Progress inside a run, for the terminal's progress line of ``dcsim run``.
+"""The progress of a ``dcsim run``: its progress line (:class:`ProgressLine`), and how far
+the runs in flight are.
 
 A run cannot tell the terminal how far it is: it may run in this process, in a pool worker
 or on a Dask worker on the same machine. When ``dcsim run`` draws its progress line on a
@@ -115,3 +116,125 @@ def remaining(records: list[dict[str, Any]]) -> float | None:
             return None
         worst = max(worst, r["elapsed"] * (total - done) / done)
     return worst if records else None
+
+
+def duration(seconds: float) -> str:
+    """``12.3 s``, ``4 min 05 s`` or ``1 h 02 min``."""
+    m, s = divmod(int(round(seconds)), 60)
+    h, m = divmod(m, 60)
+    return f"{h} h {m:02d} min" if h else f"{m} min {s:02d} s" if m else f"{seconds:.1f} s"
+
+
+class ProgressLine:
+    """Progress of a ``dcsim run``: ``[k/N] runs done, <elapsed> elapsed, ETA <t>``.
+
+    The ETA projects this invocation's own runs (runs kept by ``--resume`` are not counted):
+    at each finished run, the end is re-estimated as its time plus the mean time per run so
+    far × the runs left, and between runs the ETA counts down to that end, so it never
+    stands still while runs of different costs are under way. On a terminal the line is
+    redrawn in place every second; off one (a log file, a batch job) one line is written
+    per finished run.
+
+    On a terminal the line also shows the runs in flight (:mod:`dcsim.runner.progress`):
+    requests offered and simulated time of a single run, the fraction done of several; and
+    while the runs left are all in flight, the ETA is projected from their own pace, so a
+    single long run has one before it ends. The scratch folder the runs report into is
+    made on entering and removed on leaving (``watch=False``: none)."""
+
+    def __init__(self, total: int, before: int, stream, tty: bool, clock=time.perf_counter,
+                 watch: bool | None = None):
+        self.total, self.before, self.stream, self.tty, self.clock = (
+            total, before, stream, tty, clock)
+        self.watch = tty if watch is None else watch
+        self.folder: Path | None = None  # the in-flight runs' progress files
+        self._env_before: str | None = None
+        self.done = 0
+        self.t0 = clock()
+        self.end: float | None = None  # projected end, from the runs finished so far
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+
+    def status(self) -> str:
+        now = self.clock() - self.t0
+        left = self.total - self.done
+        flight = self._in_flight()
+        eta = ""
+        if left:
+            end = None if self.end is None else max(self.end - now, 0.0)
+            if flight and len(flight) >= left:  # the last runs: their own pace tells
+                from dcsim.runner.progress import remaining
+
+                own = remaining(flight)
+                end = own if own is not None else end
+            eta = ", ETA --" if end is None else f", ETA {duration(end)}"
+        line = f"[{self.done}/{self.total}] runs done, {duration(now)} elapsed{eta}"
+        if flight:
+            from dcsim.runner.progress import describe
+
+            line += f"; {describe(flight)}"
+        return line
+
+    def _in_flight(self) -> list:
+        if self.folder is None:
+            return []
+        from dcsim.runner.progress import in_flight
+
+        return in_flight(self.folder)
+
+    def update(self, n: int) -> None:
+        with self._lock:
+            self.done += n
+            if self.done <= self.before:  # kept by --resume: no time of this invocation
+                return
+            now = self.clock() - self.t0
+            self.end = now + now / (self.done - self.before) * (self.total - self.done)
+            if not self.tty:
+                self.stream.write(self.status() + "\n")
+                self.stream.flush()
+
+    def _draw(self) -> None:
+        import shutil
+
+        width = shutil.get_terminal_size((120, 24)).columns - 1  # one line, redrawn in place
+        with self._lock:
+            self.stream.write("\r" + self.status()[:width] + "\033[K")
+            self.stream.flush()
+
+    def __enter__(self):
+        if self.watch:
+            import os
+            import tempfile
+
+            from dcsim.runner.progress import ENV
+
+            self.folder = Path(tempfile.mkdtemp(prefix="dcsim-progress-"))
+            self._env_before = os.environ.get(ENV)
+            os.environ[ENV] = str(self.folder)  # inherited by the workers started after
+        if self.tty:
+            def tick() -> None:
+                while not self._stop.wait(1.0):
+                    self._draw()
+
+            self._draw()
+            threading.Thread(target=tick, name="dcsim-progress", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self.tty:
+            self._draw()
+            self.stream.write("\n")
+            self.stream.flush()
+        if self.folder is not None:
+            import os
+            import shutil
+
+            from dcsim.runner.progress import ENV
+
+            if self._env_before is None:
+                os.environ.pop(ENV, None)
+            else:
+                os.environ[ENV] = self._env_before
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+        return False
