@@ -166,7 +166,7 @@ def validate_spec(data: dict[str, Any], source: str) -> ExperimentSpec:
 
 #: Column names results already use; a swept key never takes one of them.
 RESERVED_COLUMNS = frozenset({
-    "experiment", "allocator", "seed", "run_id", "wall_time_s", "received", "accepted",
+    "experiment", "allocator", "seed", "run_id", "code_id", "wall_time_s", "received", "accepted",
     "acceptance_ratio", "acceptance_last20", "mean_concurrent", "mean_footprint",
     "mean_decision_s", "sim_time", "window_start", "window_end", "id", "arrival", "duration",
     "bandwidth", "start", "end", "n_servers", "servers", "locality", "footprint", "measured",
