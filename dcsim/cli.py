@@ -125,14 +125,16 @@ def _print_headline(exp, out_dir: Path, max_rows: int = 40) -> None:
     """The headline metrics per allocator (and sweep point): mean ± 95 % interval."""
     import pandas as pd
 
-    from dcsim.results.stats import headline_table
+    from dcsim.results.stats import headline
+    from dcsim.runner.plan import resolved_config
 
     path = out_dir / "summary.parquet"
     if not path.exists():
         return
     summary = pd.read_parquet(path)
     params = list(exp.runs[0].params) if exp.runs else []
-    table = headline_table(summary, ["allocator", *params])
+    table, notes = headline(summary, ["allocator", *params], mode=exp.spec.mode,
+                            config=resolved_config(exp))   # whether a trace replays
     if not table:
         return
     lines = table.splitlines()
@@ -140,6 +142,8 @@ def _print_headline(exp, out_dir: Path, max_rows: int = 40) -> None:
     click.echo("\n".join(lines[:max_rows + 2]))
     if len(lines) > max_rows + 2:
         click.echo(f"... {len(lines) - max_rows - 2} more rows in the summary")
+    for note in notes:
+        click.echo(f"note: {note}")
 
 
 @main.command()
@@ -181,6 +185,8 @@ def report(results: Path, metrics: tuple[str, ...], by: str | None, baseline: st
     r = rep.results
     click.echo(f"{r.name}: {len(r.summary)} runs, {len(r.allocators)} allocators, "
                f"{r.seeds} seeds" + (f", swept: {', '.join(r.params)}" if r.params else ""))
+    for note in rep.notes:
+        click.echo(f"note: {note}")
     print_tables(rep, click.echo)
     where = rep.files[-1].parent
     click.echo(f"\nreport: {where / 'report.html'} (tables.md, stats.csv"

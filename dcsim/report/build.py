@@ -3,7 +3,6 @@ directory (:func:`make_report`)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,8 +22,15 @@ from dcsim.report.tables import (
     row_params,
     same,
 )
-from dcsim.results.schema import _FAMILY, TABLES
-from dcsim.results.stats import HEADLINE
+from dcsim.results.stats import (
+    CLIP_MARK,
+    HEADLINE,
+    clip_note,
+    column,
+    difference_range,
+    metric_range,
+    seed_notes,
+)
 
 #: per mode: (per-item columns worth a CDF, in order of preference)
 CDF_COLUMNS = {"queue": ("slowdown", "completion_time"),
@@ -48,40 +54,45 @@ class Report:
     #: (title, [png, svg]) per figure
     figures: list[tuple[str, list[Path]]] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
+    #: the figures need matplotlib (or "")
     note: str = ""
+    #: what to say once about the seeds (:func:`dcsim.results.stats.seed_notes`)
+    notes: list[str] = field(default_factory=list)
 
-    def text_tables(self, fmt=plain) -> list[tuple[str, str]]:
-        """(title, table text) per metric, then per paired comparison."""
+    def sections(self) -> list[tuple[str, str, list[list[str]], str]]:
+        """(metric, title, table cells, footnote or "") per metric, then per paired
+        comparison; the footnote explains a cell marked † (an interval clipped to the
+        metric's range)."""
         r = self.results
-        out = [(f"{self.label(m)}: mean ± 95 % interval over seeds",
-                fmt(grid(self.stats[m], r.params, self.by, rows=self.rows)))
-               for m in self.metrics]
+        out = []
+        for m in self.metrics:
+            rows = grid(self.stats[m], r.params, self.by, rows=self.rows)
+            out.append((m, f"{self.label(m)}: mean ± 95 % interval over seeds", rows,
+                        _footnote(rows, metric_range(m, r.mode))))
         for m, df in self.paired.items():
             if len(df):
-                out.append((f"{self.label(m)}: paired difference against {self.baseline} "
-                            "(same seeds, same requests; * = the interval excludes 0)",
-                            fmt(grid(df, r.params, self.by, flag=True, rows=self.rows))))
+                rows = grid(df, r.params, self.by, flag=True, rows=self.rows)
+                out.append((m, f"{self.label(m)}: paired difference against {self.baseline} "
+                            "(same seeds, same requests; * = the interval excludes 0)", rows,
+                            _footnote(rows, difference_range(metric_range(m, r.mode)),
+                                      "a difference's")))
         return out
+
+    def text_tables(self, fmt=plain) -> list[tuple[str, str]]:
+        """(title, table text with its footnote under it) per metric, then per paired
+        comparison."""
+        return [(title, fmt(rows) + (f"\n{note}" if note else ""))
+                for _m, title, rows, note in self.sections()]
 
     def label(self, metric: str, table: str = "summary") -> str:
         """``metric (unit)``, the unit from the table's declaration."""
-        unit = _unit(self.results.mode, metric, table)
+        c = column(metric, self.results.mode, table)
+        unit = c.unit if c is not None else None
         return f"{metric} ({unit})" if unit and unit not in ("—", "") else metric
 
 
-def _unit(mode: str, metric: str, table_name: str = "summary") -> str | None:
-    """The unit a table's declaration gives a column (a family such as ``util_<resource>``
-    matches its expanded names)."""
-    table = TABLES.get(mode, {}).get(table_name)
-    cols = table.columns if table else ()
-    for c in cols:  # a column's own name first
-        if c.name == metric:
-            return c.unit
-    for c in cols:  # then a family with a fixed part (util_<resource>, not <resource>)
-        if c.family and _FAMILY.sub("", c.name) and re.fullmatch(
-                _FAMILY.sub(r"\\w+", c.name), metric):
-            return c.unit
-    return None
+def _footnote(rows: list[list[str]], bounds, of: str = "the metric's") -> str:
+    return clip_note(bounds, of) if any(CLIP_MARK in c for r in rows[1:] for c in r) else ""
 
 
 def metric_names(results: Results) -> list[str]:
@@ -117,11 +128,12 @@ def make_report(path: str | Path, metrics: list[str] | None = None, by: str | No
     if baseline is not None and baseline not in r.allocators:
         raise ConfigError(f"--baseline: no allocator {baseline!r}; the allocators are "
                           f"{', '.join(r.allocators)}")
-    rep = Report(r, list(metrics), by, baseline, rows=row_params(r.summary, r.params, by))
+    rep = Report(r, list(metrics), by, baseline, rows=row_params(r.summary, r.params, by),
+                 notes=seed_notes(r.summary, [*r.params, "allocator"], r.mode, r.config))
     for m in metrics:
-        rep.stats[m] = describe(r.summary, m, r.params)
+        rep.stats[m] = describe(r.summary, m, r.params, metric_range(m, r.mode))
         if baseline is not None:
-            rep.paired[m] = paired(r.summary, m, baseline, r.params)
+            rep.paired[m] = paired(r.summary, m, baseline, r.params, metric_range(m, r.mode))
     out = Path(out) if out is not None else r.path / "report"
     out.mkdir(parents=True, exist_ok=True)
     _write_tables(rep, out)
@@ -137,9 +149,9 @@ def make_report(path: str | Path, metrics: list[str] | None = None, by: str | No
 
 
 def _write_tables(rep: Report, out: Path) -> None:
-    md = [f"# {rep.results.name}: report", ""]
-    for title, text in rep.text_tables(markdown):
-        md += [f"## {title}", "", text, ""]
+    md = [f"# {rep.results.name}: report", "", *(f"> {n}\n" for n in rep.notes)]
+    for _metric, title, rows, note in rep.sections():
+        md += [f"## {title}", "", markdown(rows), "", *([note, ""] if note else [])]
     (out / "tables.md").write_text("\n".join(md))
     pd.concat(rep.stats.values(), ignore_index=True).to_csv(out / "stats.csv", index=False)
     rep.files += [out / "tables.md", out / "stats.csv"]
@@ -168,11 +180,19 @@ def _last_point(r: Results, df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 
 def _draw(rep: Report, out: Path) -> None:
     r = rep.results
+    keys = [*rep.rows, *([rep.by] if rep.by else [])]
+    shown = {m: df for m, df in rep.paired.items() if len(df)}
+    if shown:  # the result a reader came for, first
+        rep.figures.append((f"paired difference against {rep.baseline}: each allocator "
+                            f"minus {rep.baseline}, seed by seed",
+                            figs.paired_figure(shown, {m: rep.label(m) for m in shown},
+                                               rep.baseline, rep.by, keys, out,
+                                               stem=figs.PAIRED_STEM,
+                                               allocators=r.allocators)))
     for m in rep.metrics:
         rep.figures.append((f"{rep.label(m)} by {rep.by or 'allocator'}",
-                            figs.metric_figure(rep.stats[m], m, rep.label(m), rep.by,
-                                               [*rep.rows, *([rep.by] if rep.by else [])],
-                                               out)))
+                            figs.metric_figure(rep.stats[m], m, rep.label(m), rep.by, keys,
+                                               out, allocators=r.allocators)))
     items = r.requests if r.mode in CDF_COLUMNS else pd.DataFrame()
     if len(items):
         items, where = _last_point(r, items)
@@ -195,6 +215,8 @@ def _draw(rep: Report, out: Path) -> None:
         ts, where = _last_point(r, ts)
         rep.figures.append((f"{col} over time {where}",
                             figs.timeseries_figure(ts, col, rep.label(col, "timeseries"), out,
-                                                   where)))
+                                                   where,
+                                                   bounds=metric_range(col, r.mode,
+                                                                       "timeseries"))))
     for _, paths in rep.figures:
         rep.files += paths

@@ -22,6 +22,8 @@ COLOURS = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F
            "#000000"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 STYLES = ["-", "--", "-.", ":"]
+#: the file stem of the paired-difference figure, the report page's first
+PAIRED_STEM = "paired_difference"
 
 
 def available() -> bool:
@@ -66,48 +68,140 @@ def _numeric(values: Sequence) -> bool:
 
 def metric_figure(stats: pd.DataFrame, metric: str, label: str, by: str | None,
                   params: Sequence[str], out: Path, *, stem: str | None = None,
-                  title: str | None = None, xlabel: str | None = None) -> list[Path]:
-    """The metric against the swept parameter ``by`` (a line per allocator, the 95 %
-    interval as a band; grouped bars when ``by`` is not numeric), or bars per allocator
-    without a sweep; ``stats`` as :func:`dcsim.report.describe` gives it. Written as
-    ``out/<stem>.png`` and ``.svg`` (default stem ``metric_<metric>``)."""
+                  title: str | None = None, xlabel: str | None = None,
+                  allocators: Sequence[str] = ()) -> list[Path]:
+    """The metric's mean and 95 % interval (``ci_low``–``ci_high``, as
+    :func:`dcsim.report.describe` gives them: clipped to the metric's range) against the
+    swept parameter ``by``: a line per allocator with its interval as a band, or points with
+    their intervals side by side when ``by`` is not numeric; without a sweep a point and its
+    interval per allocator, one row each. The axis is not forced to start at 0, so
+    differences of a point or two stay visible. Written as ``out/<stem>.png`` and ``.svg``
+    (default stem ``metric_<metric>``). An allocator of ``allocators`` (the plan's) keeps
+    its colour in every figure."""
     plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, _height(stats, by, params)))
+    _intervals(ax, stats, by, params, label, xlabel, allocators=allocators)
+    ax.set_title(title or f"{label}: mean and 95 % interval over seeds", fontsize=10)
+    return _save(fig, out, stem or f"metric_{metric}")
+
+
+def paired_figure(paired: dict[str, pd.DataFrame], labels: dict[str, str], baseline: str,
+                  by: str | None, params: Sequence[str], out: Path, *,
+                  stem: str = PAIRED_STEM, allocators: Sequence[str] = ()) -> list[Path]:
+    """The paired difference ``allocator − baseline`` of each metric (a panel each, as
+    :func:`dcsim.report.paired` gives them): its mean and 95 % interval over seeds, drawn
+    as :func:`metric_figure` draws a metric, with a line at 0. A filled marker is a
+    difference whose interval excludes 0."""
+    plt = _plt()
+    first = next(iter(paired.values()))
+    n = len(paired)
+    fig, axes = plt.subplots(1, n, figsize=(3.6 * n + (0.8 if by is None else 1.6),
+                                            _height(first, by, params)),
+                             squeeze=False, sharey=by is None, layout="constrained")
+    for k, (ax, (m, df)) in enumerate(zip(axes.flat, paired.items(), strict=True)):
+        _intervals(ax, df, by, params, f"allocator − {baseline}", None, zero=True,
+                   legend=k == n - 1, names=k == 0 or by is not None, allocators=allocators)
+        ax.set_title(labels[m], fontsize=10)
+    fig.suptitle(f"paired difference against {baseline}: mean and 95 % interval over seeds "
+                 "(filled: the interval excludes 0)", fontsize=10)
+    return _save(fig, out, stem)
+
+
+def _height(stats: pd.DataFrame, by: str | None, params: Sequence[str]) -> float:
+    """A figure's height: without a sweep, a row per series."""
+    if by is not None:
+        return 4.0
+    rest = [p for p in params if p != by]
+    series = stats.groupby([*rest, "allocator"], sort=False, dropna=False,
+                           observed=True).ngroups
+    return max(2.2, 0.9 + 0.32 * series)
+
+
+def _intervals(ax, stats: pd.DataFrame, by: str | None, params: Sequence[str], label: str,
+               xlabel: str | None, *, zero: bool = False, legend: bool = True,
+               names: bool = True, allocators: Sequence[str] = ()) -> None:
+    """Draw each series' mean and interval (``ci_low``–``ci_high``) on ``ax``: against
+    ``by`` (lines and bands when numeric, points side by side otherwise), or one row per
+    series without it; ``zero``: a line at 0. A series is styled by its allocator's place
+    in ``allocators`` when each allocator is one series."""
     rest = [p for p in params if p != by]
     series = list(stats.groupby([*rest, "allocator"], sort=False, dropna=False,
                                 observed=True))
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    place = {a: i for i, a in enumerate(allocators)}
+
+    def style(i: int, key) -> dict:
+        alloc = key[-1] if isinstance(key, tuple) else key
+        return _style(place[alloc] if not rest and alloc in place else i)
+
+    filled = "excludes_zero" in stats.columns
     xs = list(dict.fromkeys(stats[by])) if by else []
-    if by and _numeric(xs):
+    if by is None:
+        y = np.arange(len(series))[::-1]   # the first series on top
+        for i, (key, g) in enumerate(series):
+            st = style(i, key)
+            r = g.iloc[0]
+            m, lo, hi = _err(r)
+            face = st["color"] if not filled or r["excludes_zero"] else "white"
+            ax.errorbar([m], [y[i]], xerr=[[lo], [hi]], fmt=st["marker"], color=st["color"],
+                        mfc=face, ms=7, capsize=4, elinewidth=1.6)
+        if names:  # panels sharing the axis show the first panel's names
+            ax.set_yticks(y, [_name(k, rest) for k, _ in series])
+        ax.set_ylim(-0.7, len(series) - 0.3)
+        ax.locator_params(axis="x", nbins=5)   # narrow panels: labels apart
+        ax.set_xlabel(label)
+        ax.grid(axis="y", visible=False)
+        if zero:
+            ax.axvline(0, color="black", linewidth=0.9)
+        return
+    if _numeric(xs):
         for i, (key, g) in enumerate(series):
             g = g.sort_values(by)
-            st = _style(i)
-            x, m, h = g[by].to_numpy(float), g["mean"].to_numpy(), g["half_width"].to_numpy()
-            ax.plot(x, m, label=_name(key, rest), **st)
-            ok = ~np.isnan(h)
-            ax.fill_between(x[ok], (m - h)[ok], (m + h)[ok], color=st["color"], alpha=0.15,
+            st = style(i, key)
+            x, m = g[by].to_numpy(float), g["mean"].to_numpy(float)
+            ax.plot(x, m, label=_name(key, rest), **st, mfc="white" if filled else None)
+            if filled:  # a difference whose interval excludes 0: a filled marker
+                sig = g["excludes_zero"].to_numpy(bool)
+                ax.scatter(x[sig], m[sig], marker=st["marker"], color=st["color"], zorder=3)
+            lo, hi = g["ci_low"].to_numpy(float), g["ci_high"].to_numpy(float)
+            ok = ~(np.isnan(lo) | np.isnan(hi))
+            ax.fill_between(x[ok], lo[ok], hi[ok], color=st["color"], alpha=0.15,
                             linewidth=0)
-        ax.set_xlabel(xlabel or by)
     else:
-        groups = [fmt(x) for x in xs] if by else [""]
-        width = 0.8 / max(len(series), 1)
+        width = 0.7 / max(len(series), 1)
         for i, (key, g) in enumerate(series):
-            st = _style(i)
-            means, halves = [], []
-            for x in (xs if by else [None]):
-                sel = g if not by else g[same(g[by], x)]
-                means.append(sel["mean"].iloc[0] if len(sel) else np.nan)
-                halves.append(sel["half_width"].iloc[0] if len(sel) else np.nan)
-            pos = np.arange(len(groups)) + (i - (len(series) - 1) / 2) * width
-            ax.bar(pos, means, width * 0.95, yerr=np.nan_to_num(halves), capsize=3,
-                   color=st["color"], label=_name(key, rest), edgecolor="black",
-                   linewidth=0.5)
-        ax.set_xticks(np.arange(len(groups)), groups, rotation=20 if by else 0)
-        if by:
-            ax.set_xlabel(xlabel or by)
+            st = style(i, key)
+            pos, means, lows, highs, face = [], [], [], [], []
+            for j, x in enumerate(xs):
+                sel = g[same(g[by], x)]
+                if not len(sel):
+                    continue
+                m, lo, hi = _err(sel.iloc[0])
+                pos.append(j + (i - (len(series) - 1) / 2) * width)
+                means.append(m)
+                lows.append(lo)
+                highs.append(hi)
+                face.append(not filled or bool(sel.iloc[0]["excludes_zero"]))
+            ax.errorbar(pos, means, yerr=[lows, highs], fmt="none", ecolor=st["color"],
+                        capsize=3, elinewidth=1.4)
+            ax.scatter(pos, means, marker=st["marker"], s=36, zorder=3,
+                       color=[st["color"] if f else "white" for f in face],
+                       edgecolors=st["color"], label=_name(key, rest))
+        ax.set_xticks(np.arange(len(xs)), [fmt(x) for x in xs], rotation=20)
+    ax.set_xlabel(xlabel or by)
     ax.set_ylabel(label)
-    _legend(ax)
-    ax.set_title(title or f"{label}: mean and 95 % interval over seeds", fontsize=10)
-    return _save(fig, out, stem or f"metric_{metric}")
+    if zero:
+        ax.axhline(0, color="black", linewidth=0.9)
+    if legend:
+        _legend(ax)
+
+
+def _err(row) -> tuple[float, float, float]:
+    """(mean, length of the bar below it, above it) from a row's ``ci_low``–``ci_high``
+    (no bar without an interval)."""
+    m = float(row["mean"])
+    lo, hi = float(row["ci_low"]), float(row["ci_high"])
+    return m, (0.0 if math.isnan(lo) else max(m - lo, 0.0)), \
+        (0.0 if math.isnan(hi) else max(hi - m, 0.0))
 
 
 def cdf_figure(items: pd.DataFrame, column: str, label: str, out: Path,
@@ -132,10 +226,12 @@ def cdf_figure(items: pd.DataFrame, column: str, label: str, out: Path,
 
 
 def timeseries_figure(ts: pd.DataFrame, column: str, label: str, out: Path, where: str,
-                      bins: int = 50) -> list[Path]:
+                      bins: int = 50, bounds: tuple[float, float] | None = None
+                      ) -> list[Path]:
     """A time-series column over simulated time: per allocator, each seed's samples
     averaged in equal time bins (at most ``bins``, and no more than a run has samples, so
-    each bin holds a sample of most seeds), then the mean over seeds with its 95 % band."""
+    each bin holds a sample of most seeds), then the mean over seeds with its 95 % band,
+    clipped to ``bounds`` (the column's range)."""
     plt = _plt()
     per_run = ts.groupby(["allocator", "seed"], sort=False).size()
     bins = max(2, min(bins, int(per_run.median()) if len(per_run) else bins))
@@ -158,8 +254,11 @@ def timeseries_figure(ts: pd.DataFrame, column: str, label: str, out: Path, wher
         ax.plot(mids[ok], m[ok], label=str(alloc), color=st["color"],
                 linestyle=st["linestyle"])
         band = ok & ~np.isnan(h)
-        ax.fill_between(mids[band], (m - h)[band], (m + h)[band], color=st["color"],
-                        alpha=0.15, linewidth=0)
+        lo, hi = m - h, m + h
+        if bounds is not None:
+            lo, hi = np.clip(lo, *bounds), np.clip(hi, *bounds)
+        ax.fill_between(mids[band], lo[band], hi[band], color=st["color"], alpha=0.15,
+                        linewidth=0)
     ax.set_xlabel("simulated time")
     ax.set_ylabel(label)
     _legend(ax)

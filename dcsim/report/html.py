@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from dcsim.report.tables import grid
+from dcsim.report.figures import PAIRED_STEM
 
 CSS = """
 body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto;
@@ -27,6 +27,8 @@ figure { margin: 1em 0 2em; } figure img { max-width: 100%; height: auto; }
 figcaption { font-size: 0.9em; color: #444; }
 pre { background: #f5f5f5; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
 .meta td { text-align: left; }
+.note { background: #fff4e0; border-left: 4px solid #E69F00; padding: 0.5em 0.8em; }
+.footnote { font-size: 0.85em; color: #444; margin-top: -0.8em; }
 """
 
 
@@ -43,9 +45,19 @@ def _table(rows: list[list[str]], cls: str = "", head: bool = True) -> str:
     return f'<div class="wide"><table class="{cls}">{top}<tbody>{body}</tbody></table></div>'
 
 
+def _figure(title: str, paths: list[Path], cls: str = "") -> str:
+    png = next(p for p in paths if p.suffix == ".png")
+    data = base64.b64encode(png.read_bytes()).decode("ascii")
+    return (f'<figure class="{cls}"><img src="data:image/png;base64,{data}" '
+            f'alt="{html.escape(title)}"><figcaption>{html.escape(title)} '
+            f"(also <code>figures/{png.stem}.svg</code>)</figcaption></figure>")
+
 
 def write_html(rep, path: Path) -> Path:
-    """Write ``rep`` (a :class:`~dcsim.report.build.Report`) as one HTML page."""
+    """Write ``rep`` (a :class:`~dcsim.report.build.Report`) as one HTML page: the notes on
+    the seeds, the paired-difference figure (with a baseline), the tables, the other
+    figures, then the run and its experiment. The page names the results folder, never
+    where it lies on this machine."""
     r = rep.results
     m = r.manifest
     meta = [["experiment", r.name], ["mode", r.mode],
@@ -54,31 +66,41 @@ def write_html(rep, path: Path) -> Path:
             ["swept", ", ".join(r.params) or "nothing"],
             ["dcsim version", str(m.get("dcsim_version", "unknown"))],
             ["finished", str(m.get("finished", "unknown"))],
-            ["results", str(r.path.resolve())]]
+            ["results folder", r.path.resolve().name]]
+    lead = [f for f in rep.figures if f[1] and f[1][0].stem == PAIRED_STEM]
+    rest = [f for f in rep.figures if f not in lead]
     parts = [f"<h1>{html.escape(r.name)}: report</h1>",
-             _table(meta, "meta", head=False)]
+             f"<p>{len(r.summary)} runs: {len(r.allocators)} allocators, {r.seeds} seeds"
+             + (f", swept: {html.escape(', '.join(r.params))}" if r.params else "")
+             + (f"; differences against {html.escape(str(rep.baseline))}"
+                if rep.baseline else "") + ".</p>"]
+    for note in rep.notes:
+        parts.append(f'<p class="note">{html.escape(note)}</p>')
     if rep.note:
         parts.append(f"<p><strong>{html.escape(rep.note)}</strong></p>")
+    if rep.baseline is None and len(r.allocators) > 1:
+        parts.append("<p>Give <code>--baseline LABEL</code> for the paired difference of "
+                     "every allocator against one: the comparison to read.</p>")
+    for title, paths in lead:
+        parts.append(_figure(title, paths, "lead"))
     parts.append("<h2>Tables</h2>")
-    for metric in rep.metrics:
-        parts.append(f"<h3>{html.escape(rep.label(metric))}: mean ± 95 % interval over "
-                     "seeds</h3>")
-        parts.append(_table(grid(rep.stats[metric], r.params, rep.by, rows=rep.rows)))
-    for metric, df in rep.paired.items():
-        if len(df):
+    n_levels = len(rep.metrics)
+    for i, (metric, title, rows, note) in enumerate(rep.sections()):
+        if i >= n_levels:
             parts.append(f"<h3>{html.escape(rep.label(metric))}: paired difference against "
                          f"{html.escape(str(rep.baseline))}</h3><p>Same seed, same requests: "
                          "the difference is taken seed by seed; * marks an interval that "
                          "excludes 0.</p>")
-            parts.append(_table(grid(df, r.params, rep.by, flag=True, rows=rep.rows)))
-    if rep.figures:
+        else:
+            parts.append(f"<h3>{html.escape(title)}</h3>")
+        parts.append(_table(rows))
+        if note:
+            parts.append(f'<p class="footnote">{html.escape(note)}</p>')
+    if rest:
         parts.append("<h2>Figures</h2>")
-        for title, paths in rep.figures:
-            png = next(p for p in paths if p.suffix == ".png")
-            data = base64.b64encode(png.read_bytes()).decode("ascii")
-            parts.append(f'<figure><img src="data:image/png;base64,{data}" '
-                         f'alt="{html.escape(title)}"><figcaption>{html.escape(title)} '
-                         f"(also <code>figures/{png.stem}.svg</code>)</figcaption></figure>")
+        parts += [_figure(title, paths) for title, paths in rest]
+    parts.append("<h2>Run</h2>")
+    parts.append(_table(meta, "meta", head=False))
     parts.append("<h2>Experiment</h2><p>The resolved configuration "
                  "(<code>experiment.yaml</code>):</p>")
     parts.append(f"<pre>{html.escape(yaml.safe_dump(r.config, sort_keys=False))}</pre>")

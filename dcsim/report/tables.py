@@ -14,72 +14,58 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import numpy as np
 import pandas as pd
 
 from dcsim.errors import ConfigError
-from dcsim.results.stats import mean_ci
+from dcsim.results.stats import (
+    STAT_COLUMNS,
+    cell,
+    difference_range,
+    interval_stats,
+    metric_range,
+)
 
-#: what each number of a table is
-STAT_COLUMNS = ["mean", "half_width", "ci_low", "ci_high", "n"]
-
-
-def _stats(values: pd.Series) -> dict[str, float]:
-    m, h, n = mean_ci(values)
-    return {"mean": m, "half_width": h, "ci_low": m - h, "ci_high": m + h, "n": n}
-
-
-def _groups(summary: pd.DataFrame, params: Sequence[str]):
-    keys = [*params, "allocator"]
-    return keys, summary.groupby(keys, sort=False, dropna=False, observed=True)
+_AUTO = "auto"
 
 
-def describe(summary: pd.DataFrame, metric: str, params: Sequence[str]) -> pd.DataFrame:
+def _bounds(metric: str, bounds):
+    return metric_range(metric) if bounds == _AUTO else bounds
+
+
+def describe(summary: pd.DataFrame, metric: str, params: Sequence[str],
+             bounds: tuple[float, float] | None | str = _AUTO) -> pd.DataFrame:
     """One row per (sweep point, allocator): the metric's mean, 95 % half-width, interval
-    and number of seeds."""
-    keys, groups = _groups(summary, params)
-    rows = [{**dict(zip(keys, k if isinstance(k, tuple) else (k,), strict=True)),
-             "metric": metric, **_stats(g[metric])} for k, g in groups]
-    return pd.DataFrame(rows, columns=[*keys, "metric", *STAT_COLUMNS])
+    (clipped to ``bounds``, by default the metric's declared range, e.g. [0, 1] for a
+    ratio), number of seeds, ``identical`` (the same value in every seed) and ``clipped``."""
+    keys = [*params, "allocator"]
+    out = interval_stats(summary, keys, metric, _bounds(metric, bounds))
+    out.insert(len(keys), "metric", metric)
+    return out[[*keys, "metric", *STAT_COLUMNS]]
 
 
-def paired(summary: pd.DataFrame, metric: str, baseline: str, params: Sequence[str]
-           ) -> pd.DataFrame:
+def paired(summary: pd.DataFrame, metric: str, baseline: str, params: Sequence[str],
+           bounds: tuple[float, float] | None | str = _AUTO) -> pd.DataFrame:
     """One row per (sweep point, allocator other than ``baseline``): the mean paired
-    difference ``allocator − baseline`` over the seeds both ran, its interval, and
-    ``excludes_zero`` (the interval lies wholly above or below 0)."""
+    difference ``allocator − baseline`` over the seeds both ran, its interval (clipped to
+    the range of a difference of values in ``bounds``: [−1, 1] for a ratio), ``identical``
+    (the same difference in every seed: no interval, and never significant) and
+    ``excludes_zero`` (an interval wholly above or below 0)."""
     if baseline not in set(summary["allocator"]):
         raise ConfigError(f"--baseline: no allocator {baseline!r}; the allocators are "
                           f"{', '.join(dict.fromkeys(summary['allocator']))}")
     keys = [*params, "seed"]
-    base = summary[summary["allocator"] == baseline].set_index(keys)[metric]
-    rows = []
-    others = summary[summary["allocator"] != baseline]
-    for k, g in others.groupby([*params, "allocator"], sort=False, dropna=False,
-                               observed=True):
-        k = k if isinstance(k, tuple) else (k,)
-        mine = g.set_index(keys)[metric]
-        both = mine.index.intersection(base.index)
-        diff = mine.loc[both] - base.loc[both]
-        st = _stats(diff)
-        rows.append({**dict(zip([*params, "allocator"], k, strict=True)), "metric": metric,
-                     "baseline": baseline, **st,
-                     "excludes_zero": bool(st["n"] >= 2 and not math.isnan(st["half_width"])
-                                           and (st["ci_low"] > 0 or st["ci_high"] < 0))})
-    return pd.DataFrame(rows, columns=[*params, "allocator", "metric", "baseline",
-                                       *STAT_COLUMNS, "excludes_zero"])
-
-
-def _cell(row, digits: int, flag: bool = False) -> str:
-    m, h = row["mean"], row["half_width"]
-    if not isinstance(m, float | np.floating) or math.isnan(m):
-        return "—"
-    text = f"{m:.{digits}g}" if abs(m) >= 10 ** digits else f"{m:.{digits}f}"
-    if not math.isnan(h):
-        text += f" ± {h:.{digits}f}"
-    if flag and row.get("excludes_zero"):
-        text += " *"
-    return text
+    base = summary.loc[summary["allocator"] == baseline, [*keys, metric]]
+    others = summary.loc[summary["allocator"] != baseline, [*params, "allocator", "seed",
+                                                           metric]]
+    both = others.merge(base, on=keys, how="left", suffixes=("", "_baseline"))
+    both["_diff"] = both[metric] - both[f"{metric}_baseline"]
+    group = [*params, "allocator"]
+    out = interval_stats(both, group, "_diff", difference_range(_bounds(metric, bounds)))
+    out.insert(len(group), "metric", metric)
+    out.insert(len(group) + 1, "baseline", baseline)
+    out["excludes_zero"] = ((out["n"] >= 2) & ~out["identical"] & out["half_width"].notna()
+                            & ((out["ci_low"] > 0) | (out["ci_high"] < 0)))
+    return out[[*group, "metric", "baseline", *STAT_COLUMNS, "excludes_zero"]]
 
 
 def row_params(summary: pd.DataFrame, params: Sequence[str], by: str | None) -> list[str]:
@@ -117,7 +103,7 @@ def grid(stats: pd.DataFrame, params: Sequence[str], by: str | None, digits: int
         cells = []
         for c in cols:
             sel = g if c is None else g[same(g[by], c)]
-            cells.append(_cell(sel.iloc[0], digits, flag) if len(sel) else "—")
+            cells.append(cell(sel.iloc[0], digits, flag) if len(sel) else "—")
         out.append([*(fmt(k) for k in key), *cells])
     return out
 

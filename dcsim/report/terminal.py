@@ -16,15 +16,18 @@ def print_tables(rep, echo: Callable[[str], None]) -> None:
             raise ImportError
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
     except ImportError:
         for title, text in rep.text_tables(plain):
             echo(f"\n{title}\n{text}")
         return
     console = Console()
-    for title, rows in rep.text_tables(lambda rows: rows):
-        table = Table(title=title, title_justify="left")
+    for _metric, title, rows, note in rep.sections():
+        # Text: brackets in a cell or the footnote ([low, high]) are not rich markup
+        table = Table(title=Text(title), title_justify="left",
+                      caption=Text(note) if note else None, caption_justify="left")
         for i, head in enumerate(rows[0]):
-            table.add_column(head, justify="left" if i == 0 else "right")
+            table.add_column(Text(head), justify="left" if i == 0 else "right")
         for row in rows[1:]:
-            table.add_row(*row)
+            table.add_row(*(Text(c) for c in row))
         console.print(table)

@@ -52,6 +52,13 @@ class Col:
     unit: str
     meaning: str
     when: str | None = None  # only when the run has this property ("links")
+    #: the values it can take, (low, high), where its unit does not say (a ratio of counts)
+    bounds: tuple[float, float] | None = None
+
+    @property
+    def range(self) -> tuple[float, float] | None:
+        """The values the column can take: its ``bounds``, else [0, 1] for a fraction."""
+        return self.bounds or ((0.0, 1.0) if self.unit == "fraction" else None)
 
     @property
     def family(self) -> str | None:
@@ -241,8 +248,8 @@ LOSS_FAILURES = Table("component_failures", (
 LOSS_SUMMARY = Table("summary", (
     Col("received", "int64", "requests", "measured arrivals"),
     Col("accepted", "int64", "requests", "measured arrivals placed"),
-    Col("acceptance_ratio", "float64", "—", "accepted / received"),
-    Col("acceptance_last20", "float64", "—", "the Nara papers' acceptance"),
+    Col("acceptance_ratio", "float64", "—", "accepted / received", bounds=(0, 1)),
+    Col("acceptance_last20", "float64", "—", "the Nara papers' acceptance", bounds=(0, 1)),
     Col("util_<resource>", "float64", "fraction", "time-averaged used share"),
     Col("util_bw_<tier>", "float64", "fraction", "time-averaged reserved share of a tier",
         when="links"),
@@ -293,7 +300,7 @@ QUEUE_TIMESERIES = Table("timeseries", (
 QUEUE_SUMMARY = Table("summary", (
     Col("received", "int64", "jobs", "jobs of all the run's job sets"),
     Col("accepted", "int64", "jobs", "jobs admitted"),
-    Col("acceptance_ratio", "float64", "—", "accepted / received"),
+    Col("acceptance_ratio", "float64", "—", "accepted / received", bounds=(0, 1)),
     Col("mean_slowdown", "float64", "—", "the DeepRM metric"),
     Col("mean_completion_time", "float64", "steps", "mean finish − arrival"),
     Col("finished", "int64", "jobs", "finished jobs"),
@@ -316,11 +323,11 @@ VM_MIGRATIONS = Table("migrations", (
 
 VM_STATIC_SUMMARY = Table("summary", (
     Col("mnl", "int64", "migrations", "the migration number limit"),
-    Col("fr_before", "float64", "—", "fragment rate before"),
-    Col("fr_after", "float64", "—", "fragment rate after"),
+    Col("fr_before", "float64", "—", "fragment rate before", bounds=(0, 1)),
+    Col("fr_after", "float64", "—", "fragment rate after", bounds=(0, 1)),
     Col("migrations", "int64", "migrations", "steps used"),
     Col("seconds", "float64", "wall-clock s", "the rescheduler's own time"),
-    Col("bound", "float64", "—", "a lower bound on the reachable FR"),
+    Col("bound", "float64", "—", "a lower bound on the reachable FR", bounds=(0, 1)),
     Col("status", "string", "—", "how the rescheduler ended"),
     Col("fragment_before", "int64", "cores", "Σ free cores mod 16 before"),
     Col("fragment_after", "int64", "cores", "Σ free cores mod 16 after"),
@@ -348,7 +355,7 @@ VM_ONLINE_VMS = Table("vms", (
 VM_ONLINE_TIMESERIES = Table("timeseries", (
     Col("time", "float64", "s", "when"),
     Col("event", "string", "—", "start, sample, before_reschedule, after_reschedule, end"),
-    Col("fragment_rate", "float64", "—", "the FR then"),
+    Col("fragment_rate", "float64", "—", "the FR then", bounds=(0, 1)),
     Col("util_cpu", "float64", "fraction", "cpu used"),
     Col("util_mem", "float64", "fraction", "memory used"),
     Col("vms", "int64", "VMs", "VMs present"),
@@ -369,9 +376,9 @@ VM_ONLINE_SUMMARY = Table("summary", (
     Col("received", "int64", "VMs", "arrivals"),
     Col("accepted", "int64", "VMs", "placed"),
     Col("rejected", "int64", "VMs", "not placed"),
-    Col("acceptance_ratio", "float64", "—", "accepted / received"),
-    Col("mean_fragment_rate", "float64", "—", "time average of the FR"),
-    Col("final_fragment_rate", "float64", "—", "the FR at the end"),
+    Col("acceptance_ratio", "float64", "—", "accepted / received", bounds=(0, 1)),
+    Col("mean_fragment_rate", "float64", "—", "time average of the FR", bounds=(0, 1)),
+    Col("final_fragment_rate", "float64", "—", "the FR at the end", bounds=(0, 1)),
     Col("migrations", "int64", "migrations", "migrations done"),
     Col("reschedules", "int64", "—", "rescheduling rounds"),
     Col("util_cpu", "float64", "fraction", "time-averaged cpu used"),

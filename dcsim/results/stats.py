@@ -1,10 +1,106 @@
-"""Summaries over seeds for reports: the mean and its 95 % Student-t interval."""
+"""Summaries over seeds for reports: the mean and its 95 % Student-t interval, said honestly.
+
+Used by the headline table a finished ``dcsim run`` prints (:func:`headline`) and by
+``dcsim report`` (:mod:`dcsim.report.tables`):
+
+- values that are the same in every seed have no interval to give: their cell says
+  ``identical in every seed`` (:data:`IDENTICAL`), and a paired difference that is the same
+  in every seed gets no significance star;
+- an interval is clipped to the metric's range (a ratio to [0, 1]: the ``range`` of its
+  declaration in :mod:`dcsim.results.schema`); a cell whose printed interval would reach
+  outside it gives the clipped interval as ``[low, high]`` marked ``†`` (:data:`CLIP_MARK`);
+- :func:`seed_notes` says once, not per cell, when the intervals come from fewer than 3
+  seeds, and when the seeds replicate nothing at all (every allocator gave the same summary
+  row in every seed: a replayed trace and deterministic allocators).
+"""
 
 from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy import stats
+
+from dcsim.results.schema import _FAMILY, SUMMARY_TAIL, TABLES, Col
+
+#: a cell whose values are all equal
+IDENTICAL = "identical in every seed"
+#: the mark of a cell whose interval was clipped to the metric's range
+CLIP_MARK = "†"
+#: the columns a table of intervals has, per group
+STAT_COLUMNS = ["mean", "half_width", "ci_low", "ci_high", "n", "identical", "clipped"]
+
+
+#: the metrics a finished `dcsim run` shows first, in this order, when its summary has them
+HEADLINE = ("acceptance_ratio", "util_cpu", "util_mem", "mean_footprint", "mean_slowdown",
+            "fr_after", "mean_fragment_rate", "migrations")
+
+
+# ------------------------------------------------------------------------------ declarations
+def column(name: str, mode: str | None = None, table: str = "summary") -> Col | None:
+    """The declaration of a column of ``table`` (a family such as ``util_<resource>``
+    matches its expanded names), in ``mode`` or, without one, in the first mode that has
+    it."""
+    modes = [mode] if mode is not None else list(TABLES)
+    for m in modes:
+        t = TABLES.get(m, {}).get(table)
+        cols = t.columns if t else ()
+        for c in cols:  # a column's own name first
+            if c.name == name:
+                return c
+        for c in cols:  # then a family with a fixed part (util_<resource>, not <resource>)
+            if c.family and _FAMILY.sub("", c.name) and re.fullmatch(
+                    _FAMILY.sub(r"\\w+", c.name), name):
+                return c
+    return None
+
+
+def metric_range(name: str, mode: str | None = None, table: str = "summary"
+                 ) -> tuple[float, float] | None:
+    """The values a column can take, ``(low, high)`` (a ratio: (0, 1)); None when its
+    declaration gives none."""
+    c = column(name, mode, table)
+    r = c.range if c is not None else None
+    return (float(r[0]), float(r[1])) if r is not None else None
+
+
+def difference_range(bounds: tuple[float, float] | None) -> tuple[float, float] | None:
+    """The range of a difference of two values in ``bounds``: [low − high, high − low]."""
+    return None if bounds is None else (bounds[0] - bounds[1], bounds[1] - bounds[0])
+
+
+# ------------------------------------------------------------------------------ intervals
+def interval_stats(frame: pd.DataFrame, keys: Sequence[str], value: str,
+                   bounds: tuple[float, float] | None = None, level: float = 0.95
+                   ) -> pd.DataFrame:
+    """One row per group of ``keys`` (in order of appearance): the mean of ``value`` over
+    its non-missing values, the half-width of the Student-t interval (NaN with fewer than
+    two values; 0 when they are all equal), the interval ``ci_low``–``ci_high`` clipped to
+    ``bounds``, ``n``, ``identical`` (at least two values, all equal) and ``clipped`` (the
+    interval reached outside ``bounds``)."""
+    keys = list(keys)
+    g = frame.groupby(keys, sort=False, dropna=False, observed=True)[value]
+    out = g.agg(mean="mean", sd="std", n="count", lo="min", hi="max").reset_index()
+    n = out["n"].to_numpy(dtype=np.int64)
+    mean = out["mean"].to_numpy(dtype=np.float64)
+    identical = (n >= 2) & ((out["hi"] - out["lo"]).to_numpy(dtype=np.float64)
+                            <= 1e-12 * np.maximum(1.0, np.abs(mean)))
+    t = stats.t.ppf(0.5 + level / 2, np.maximum(n - 1, 1))
+    half = np.where(n >= 2, t * out["sd"].to_numpy(dtype=np.float64)
+                    / np.sqrt(np.maximum(n, 1)), np.nan)
+    half = np.where(identical, 0.0, half)
+    low, high = mean - half, mean + half
+    clipped = np.zeros(len(out), dtype=bool)
+    if bounds is not None:
+        clipped = (low < bounds[0]) | (high > bounds[1])
+        low, high = np.clip(low, *bounds), np.clip(high, *bounds)
+    stat = pd.DataFrame({"mean": mean, "half_width": half, "ci_low": low, "ci_high": high,
+                         "n": n, "identical": identical, "clipped": clipped})
+    return pd.concat([out[keys], stat], axis=1)
 
 
 def mean_ci(values: pd.Series, level: float = 0.95) -> tuple[float, float, int]:
@@ -28,29 +124,161 @@ def ci_cell(values, digits: int = 2) -> str:
     return f"{m:.{digits}f}" if np.isnan(h) else f"{m:.{digits}f} ± {h:.{digits}f}"
 
 
-#: the metrics a finished `dcsim run` shows first, in this order, when its summary has them
-HEADLINE = ("acceptance_ratio", "util_cpu", "util_mem", "mean_footprint", "mean_slowdown",
-            "fr_after", "mean_fragment_rate", "migrations")
+def number(v: float, digits: int = 3) -> str:
+    """A value as a cell shows it: ``digits`` decimals, or significant digits when large."""
+    return f"{v:.{digits}g}" if abs(v) >= 10 ** digits else f"{v:.{digits}f}"
 
 
-def headline_table(summary: pd.DataFrame, by: list[str], limit: int = 4) -> str:
-    """A plain-text table of ``summary``: one row per combination of ``by`` (the allocator
-    and the swept parameters, in their order of appearance), the mean ± 95 % interval over
-    seeds of up to ``limit`` headline metrics, and the seed count."""
+def shows_clipped(row: Mapping[str, Any], digits: int = 3) -> bool:
+    """Whether ``row``'s interval, printed as mean ± half-width, would show values outside
+    the metric's range (an interval clipped by less than the last digit shows none)."""
+    if not row.get("clipped", False):
+        return False
+    m, h = row["mean"], row["half_width"]
+    return (number(m + h, digits) != number(row["ci_high"], digits)
+            or number(m - h, digits) != number(row["ci_low"], digits))
+
+
+def cell(row: Mapping[str, Any], digits: int = 3, flag: bool = False) -> str:
+    """A table cell from a row of :func:`interval_stats`: ``mean ± half-width``; ``mean
+    (identical in every seed)`` when every seed gave the same value; ``mean [low, high] †``
+    when the interval was clipped to the metric's range; the mean alone with one seed,
+    ``—`` with none. ``flag``: `` *`` when the row's ``excludes_zero``."""
+    m, h = row["mean"], row["half_width"]
+    if not isinstance(m, float | np.floating) or math.isnan(m):
+        return "—"
+    text = number(m, digits)
+    if row.get("identical", False):
+        return f"{text} ({IDENTICAL})"
+    if math.isnan(h):
+        return text
+    if shows_clipped(row, digits):
+        text += (f" [{number(row['ci_low'], digits)}, {number(row['ci_high'], digits)}] "
+                 f"{CLIP_MARK}")
+    else:
+        text += f" ± {h:.{digits}f}"
+    if flag and row.get("excludes_zero", False):
+        text += " *"
+    return text
+
+
+def clip_note(bounds: tuple[float, float] | None, of: str = "the metric's") -> str:
+    """The footnote of a table with a clipped cell."""
+    lo, hi = bounds if bounds is not None else (0.0, 1.0)
+    return (f"{CLIP_MARK} interval clipped to {of} range [{lo:g}, {hi:g}]; the cell gives "
+            "it as [low, high]")
+
+
+# ------------------------------------------------------------------------------ notes
+def replays_trace(config: Mapping[str, Any] | None) -> bool:
+    """Whether the resolved experiment (``experiment.yaml``) replays a trace as it is (a
+    ``trace:`` workload without ``resample``): every seed then sees the same requests."""
+    config = config or {}
+    workload = config.get("workload") or (config.get("vm") or {}).get("workload")
+    trace = workload.get("trace") if isinstance(workload, Mapping) else None
+    return isinstance(trace, Mapping) and not trace.get("resample", False)
+
+
+def replicates_nothing(summary: pd.DataFrame, keys: Sequence[str],
+                       mode: str | None = None) -> bool:
+    """Whether the seeds are copies of one run: at least two seeds, and every group of
+    ``keys`` (allocator and sweep point) has the same summary row in every seed (wall-clock
+    times aside)."""
+    keys = [k for k in keys if k in summary.columns]
+    if not len(summary) or "seed" not in summary.columns or not keys:
+        return False
+    groups = summary.groupby(keys, sort=False, dropna=False, observed=True)
+    if groups["seed"].nunique().max() < 2:
+        return False
+    skip = {*keys, "seed", *SUMMARY_TAIL}
+    cols = [c for c in summary.select_dtypes(include=["number", "bool"]).columns
+            if c not in skip and not _wall_clock(c, mode)]
+    return bool(cols) and bool(groups[cols].nunique(dropna=False).le(1).to_numpy().all())
+
+
+def _wall_clock(name: str, mode: str | None) -> bool:
+    c = column(name, mode)
+    return c is not None and c.unit == "wall-clock s"
+
+
+def few_seeds_note(n_min: int, n_max: int) -> str | None:
+    """The note of a table whose cells have between ``n_min`` and ``n_max`` seeds; None
+    from 3 seeds on."""
+    if n_min >= 3 or n_max < 1:
+        return None
+    seeds = f"{n_min} seed{'s' if n_min != 1 else ''}"
+    have = f"these come from {seeds}" if n_min == n_max else f"some of these come from {seeds}"
+    why = (f" (over 2 values the 95 % interval is ±{stats.t.ppf(0.975, 1):.1f} standard "
+           "errors)" if n_min == 2 else " (1 seed gives no interval at all)")
+    return (f"Intervals from fewer than 3 seeds are not informative, and {have}{why}: run "
+            "3 or more (--seeds) before reading them.")
+
+
+#: the note of one seed of a replayed trace (whether more would differ is not known)
+ONE_SEED_TRACE = ("One seed, so no interval: the workload replays a trace as it is (no "
+                  "resample), so more seeds would differ only through a randomised allocator.")
+
+
+def replay_note(seeds: int, trace: bool) -> str:
+    """The note of results whose seeds replicate nothing."""
+    why = ("the workload replays a trace as it is (no resample) and every allocator gave "
+           if trace else "every allocator gave ")
+    return (f"Seeds do not replicate anything here: {why}the same summary row in every "
+            f"seed, so the {seeds} seeds are {seeds} copies of one run and there is no "
+            "interval to give; one seed is enough.")
+
+
+def seed_notes(summary: pd.DataFrame, keys: Sequence[str], mode: str | None = None,
+               config: Mapping[str, Any] | None = None) -> list[str]:
+    """What to say once about the seeds of ``summary`` grouped by ``keys`` (allocator and
+    sweep point): that they replicate nothing, or that fewer than 3 make no interval worth
+    reading."""
+    keys = [k for k in keys if k in summary.columns]
+    if not len(summary) or "seed" not in summary.columns or not keys:
+        return []
+    trace = replays_trace(config)
+    if replicates_nothing(summary, keys, mode):
+        return [replay_note(int(summary["seed"].nunique()), trace)]
+    n = summary.groupby(keys, sort=False, dropna=False, observed=True)["seed"].nunique()
+    if trace and n.max() == 1:
+        return [ONE_SEED_TRACE]
+    note = few_seeds_note(int(n.min()), int(n.max()))
+    return [note] if note else []
+
+
+# ------------------------------------------------------------------------------ headline
+def headline(summary: pd.DataFrame, by: list[str], limit: int = 4, mode: str | None = None,
+             config: Mapping[str, Any] | None = None) -> tuple[str, list[str]]:
+    """A plain-text table of ``summary`` and its notes: one row per combination of ``by``
+    (the allocator and the swept parameters, in their order of appearance), the mean ± 95 %
+    interval over seeds of up to ``limit`` headline metrics (:func:`cell`), and the seed
+    count; the notes are the clipping footnote when a cell has one, then
+    :func:`seed_notes`."""
     metrics = [m for m in HEADLINE if m in summary.columns
                and pd.api.types.is_numeric_dtype(summary[m])
                and (summary[m].fillna(0) != 0).any()][:limit]  # nothing to say: left out
     by = [b for b in by if b in summary.columns]
     if not metrics or not by:
-        return ""
+        return "", []
+    columns = [interval_stats(summary, by, m, metric_range(m, mode)) for m in metrics]
+    seeds = summary.groupby(by, sort=False, dropna=False, observed=True).size()
     rows = [[*by, *metrics, "seeds"]]
-    for key, g in summary.groupby(by, sort=False, observed=True):
-        key = key if isinstance(key, tuple) else (key,)
-        cells = [ci_cell(g[m], digits=3) for m in metrics]
-        rows.append([*(str(k) for k in key), *cells, str(len(g))])
+    for i in range(len(columns[0])):
+        key = columns[0].iloc[i][by]
+        rows.append([*(str(k) for k in key), *(cell(c.iloc[i]) for c in columns),
+                     str(seeds.iloc[i])])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) if i < len(by) else c.rjust(w)
                        for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
              for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    ranges = dict.fromkeys(metric_range(m, mode) for j, m in enumerate(metrics)
+                           if any(CLIP_MARK in r[len(by) + j] for r in rows[1:]))
+    notes = [clip_note(b) for b in ranges]
+    return "\n".join(lines), notes + seed_notes(summary, by, mode, config)
+
+
+def headline_table(summary: pd.DataFrame, by: list[str], limit: int = 4,
+                   mode: str | None = None) -> str:
+    """The table of :func:`headline` alone."""
+    return headline(summary, by, limit, mode)[0]
