@@ -207,17 +207,24 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (installed by .ci/run)")
 def test_the_html_page_in_headless_chromium(outputs, tmp_path):
     """Every image of the page decodes in a real browser and every table is there; the
-    screenshot is kept for checking by eye (report-screenshot.png)."""
+    paired-difference figure is the first thing shown, above every table; the page names
+    no absolute path. The screenshot is kept for checking by eye
+    (report-screenshot.png)."""
     pytest.importorskip("matplotlib")
     rep = make_report(outputs["queue"], out=tmp_path / "rep", baseline="sjf")
     page = (tmp_path / "rep" / "report.html").read_text()
+    assert str(outputs["queue"].resolve()) not in page and str(tmp_path) not in page
     probe = tmp_path / "rep" / "probe.html"
     probe.write_text(page.replace("</body>", (
         "<script>window.addEventListener('load', () => { const im = "
         "Array.from(document.images); document.body.setAttribute('data-images', "
         "im.filter(i => i.complete && i.naturalWidth > 0).length + '/' + im.length); "
         "document.body.setAttribute('data-tables', document.querySelectorAll('table')"
-        ".length); });</script></body>")))
+        ".length); const top = e => e.getBoundingClientRect().top; "
+        "document.body.setAttribute('data-first', im[0].alt.split(':')[0]); "
+        "document.body.setAttribute('data-first-above', String(top(im[0]) < "
+        "Math.min(...Array.from(document.querySelectorAll('table')).map(top)))); "
+        "});</script></body>")))
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
              "--virtual-time-budget=10000"]
     dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", probe.as_uri()],
@@ -226,6 +233,8 @@ def test_the_html_page_in_headless_chromium(outputs, tmp_path):
     assert n >= 3
     assert f'data-images="{n}/{n}"' in dom
     assert f'data-tables="{1 + 2 * len(rep.metrics)}"' in dom
+    assert 'data-first="paired difference against sjf"' in dom
+    assert 'data-first-above="true"' in dom
     shot = tmp_path / "rep" / "report-screenshot.png"
     subprocess.run([CHROMIUM, *flags, "--window-size=1200,2400", f"--screenshot={shot}",
                     probe.as_uri()], capture_output=True, timeout=120)
