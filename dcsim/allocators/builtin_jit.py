@@ -8,7 +8,7 @@ Imported only when the kernels are on: it needs numba.
 
 from __future__ import annotations
 
-from numba import njit
+from dcsim.allocators.kernel_cache import njit
 
 
 @njit(cache=True)

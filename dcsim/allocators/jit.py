@@ -12,7 +12,9 @@ operations in the same order where order matters; ``tests/test_jit_kernels.py`` 
 rewards and final states), so the rows of a run do not depend on it.
 
 ``DCSIM_KERNELS`` chooses, for both: ``auto`` (default) uses the kernels when numba is
-installed, ``numpy`` never, ``numba`` always (an error without numba).
+installed, ``numpy`` never, ``numba`` always (an error without numba). Compiled kernels are
+cached on disk only in a private folder of the user's (:mod:`dcsim.allocators.kernel_cache`,
+``DCSIM_KERNEL_CACHE``): numba reads its cache with pickle.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
+from dcsim.allocators.kernel_cache import njit
 from dcsim.allocators.rollout_jit import PER_VM, PER_VM_STRICT, reserve
 
 _EPS = 1e-9

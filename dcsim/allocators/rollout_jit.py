@@ -6,7 +6,7 @@ Imported only when the kernels are on: it needs numba.
 
 from __future__ import annotations
 
-from numba import njit
+from dcsim.allocators.kernel_cache import njit
 
 #: ``host_link`` rules (:data:`dcsim.model.vc.HOST_LINK_RULES`) as the kernels number them
 HOSE, PER_VM, PER_VM_STRICT = 0, 1, 2

@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
+from dcsim.allocators.kernel_cache import njit
 from dcsim.allocators.rollout_jit import HOSE, PER_VM, PER_VM_STRICT, host_vms, reserve
 
 #: ``zero_bandwidth`` values (:data:`dcsim.allocators.vc_tetris_score.ZERO_BANDWIDTH`)
