@@ -182,7 +182,7 @@ def spread(df: pd.DataFrame, paper: pd.DataFrame, rollouts: int = 5,
 
 
 def table1_figures(df: pd.DataFrame, out: Path) -> list[Path]:
-    """Table 1 as grouped bars: per request set, acceptance per topology, a bar per
+    """Table 1 as a figure: per request set, acceptance per topology, a point per
     baseline with its 95 % interval (:func:`dcsim.report.figures.metric_figure`)."""
     from dcsim.report import describe
     from dcsim.report.figures import metric_figure
@@ -202,7 +202,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=Path("results"))
     ap.add_argument("--figures", type=Path, default=None,
-                    help="draw Table 1 as grouped bars into this folder (e.g. docs/img): "
+                    help="draw Table 1 as figures into this folder (e.g. docs/img): "
                          "nara_table1_<set>.png and .svg, one per request set")
     ap.add_argument("--ablation", action="store_true",
                     help="the authors' behaviours one at a time (nara_authors_ablation*)")
