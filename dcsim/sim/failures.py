@@ -24,6 +24,14 @@ not listed, with no links' own pair, never fails. Draws come from the run's fail
 so every allocator of a seed sees the same failures, and adding failures changes neither
 the workload nor the allocators' streams.
 
+**Limits.** A run's times are float64 in the workload's time unit, so the mean of every
+``ttf`` and ``ttr`` must be at least :data:`MIN_MEAN_TIME` (1e-6): a clock that reaches
+1e9 units (a billion requests at one per tick) steps by about 1.2e-7 there, and shorter
+draws would be rounded away while the run stood still. A run stops with a
+:class:`~dcsim.errors.DcsimError` when its failures outnumber the workload's arrivals by
+more than :data:`MAX_EVENTS_PER_ARRIVAL` (after a first 10 arrivals' worth): such a run
+would simulate little but failures, as slowly as its rows pile up.
+
 **Replayed failures.** A CSV or Parquet table with columns ``time`` (when it fails),
 ``kind`` (``server`` or ``link``; ``host`` is read as ``server``), ``component`` (its
 index) and ``duration`` (how long it stays down). Drawn and replayed failures may be
@@ -42,11 +50,18 @@ import numpy as np
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from dcsim.config_files import resolve_path
-from dcsim.errors import ConfigError
+from dcsim.errors import ConfigError, DcsimError
 from dcsim.validation import StrictModel, first_error
 from dcsim.workload.distributions import parse_distribution
 
 KINDS = ("server", "link")
+
+#: the shortest mean ``ttf`` / ``ttr`` (in the workload's time unit; module docstring)
+MIN_MEAN_TIME = 1e-6
+#: the most failure and repair events per arrival of the workload a run may have (module
+#: docstring); a run gets :data:`FREE_ARRIVALS` arrivals' worth before its first arrival
+MAX_EVENTS_PER_ARRIVAL = 1000
+FREE_ARRIVALS = 10
 
 
 def _dist(value: Any, info) -> Any:
@@ -62,6 +77,10 @@ def _dist(value: Any, info) -> Any:
     if not d.mean() > 0:
         raise ValueError("its mean must be positive (a component would fail and be repaired "
                          "forever at one instant)")
+    if d.mean() < MIN_MEAN_TIME:
+        raise ValueError(f"mean {d.mean():g} is below the resolution of failure times, "
+                         f"{MIN_MEAN_TIME:g} time units (the workload's; a run's clock would "
+                         "stop advancing while failures pile up)")
     return d
 
 
@@ -203,11 +222,20 @@ class FailureSchedule:
         self.rng = rng
         self._heap: list[tuple[float, int, str, int, str, int]] = []
         self._seq = 0
+        self.where = where
+        #: events popped so far, and how many may be before the rate is checked again
+        self.events = 0
+        self._allowed = math.inf
+        self._arrivals = None
+        self._unit = "arrival"
         #: per group: (kind, component indices, ttf, ttr)
         self.groups: list[tuple[str, np.ndarray, Any, Any]] = []
+        #: per group, its section (``failures.servers``, ``failures.links.tiers.core``)
+        self.sections: list[str] = []
         if spec.servers is not None and comps.servers:
             self.groups.append(("server", np.arange(comps.servers), spec.servers.ttf,
                                 spec.servers.ttr))
+            self.sections.append(f"{where}.servers")
         if spec.links is not None:
             if not comps.links:
                 raise ConfigError(f"{where}.links: this run has no links")
@@ -226,9 +254,11 @@ class FailureSchedule:
                 claimed[idx] = True
                 if idx.size:
                     self.groups.append(("link", idx, life.ttf, life.ttr))
+                    self.sections.append(f"{where}.links.tiers.{name}")
             if spec.links.ttf is not None and (~claimed).any():
                 self.groups.append(("link", np.flatnonzero(~claimed), spec.links.ttf,
                                     spec.links.ttr))
+                self.sections.append(f"{where}.links")
         for g, (kind, idx, ttf, _ttr) in enumerate(self.groups):
             for c, t in zip(idx.tolist(), ttf.sample(rng, idx.size).tolist(), strict=True):
                 self._push(t, kind, c, "fail", g)
@@ -246,10 +276,38 @@ class FailureSchedule:
         """The time of the next event (inf when there is none)."""
         return self._heap[0][0] if self._heap else math.inf
 
+    def limit(self, arrivals, unit: str = "request arrival") -> None:
+        """Cap the events at :data:`MAX_EVENTS_PER_ARRIVAL` per ``arrivals()`` (the
+        workload's arrivals so far; ``unit`` names one in the error)."""
+        self._arrivals, self._unit = arrivals, unit
+        self._allowed = MAX_EVENTS_PER_ARRIVAL * FREE_ARRIVALS
+
+    def _check_rate(self) -> None:
+        n = int(self._arrivals())
+        self._allowed = MAX_EVENTS_PER_ARRIVAL * (n + FREE_ARRIVALS)
+        if self.events <= self._allowed:
+            return
+        if self.groups:  # the group that fails most often
+            rates = [idx.size / (ttf.mean() + ttr.mean()) for _k, idx, ttf, ttr in self.groups]
+            g = int(np.argmax(rates))
+            _k, idx, ttf, ttr = self.groups[g]
+            fastest = (f"the fastest are {self.sections[g]} ({idx.size} of them, mean ttf "
+                       f"{ttf.mean():g}, mean ttr {ttr.mean():g}): make them fail less "
+                       "often")
+        else:
+            fastest = f"shorten {self.where}.trace"
+        raise DcsimError(
+            f"{self.where}: {self.events:,} failure and repair events for {n:,} "
+            f"{self._unit}s so far, more than {MAX_EVENTS_PER_ARRIVAL:,} per {self._unit}: "
+            f"the failures would swamp the run; {fastest}")
+
     def pop(self) -> tuple[float, str, int, str]:
         """The next ``(time, kind, component, "fail" | "repair")``; a drawn component's
         next event is drawn now (its repair after a failure, its next failure after a
-        repair)."""
+        repair). Past the rate :meth:`limit` allows, a :class:`DcsimError`."""
+        self.events += 1
+        if self.events > self._allowed:
+            self._check_rate()
         t, _, kind, comp, event, g = heapq.heappop(self._heap)
         if g >= 0:
             _kind, _idx, ttf, ttr = self.groups[g]

@@ -17,7 +17,8 @@ request again, in arrival order). Repairs restore the component's whole capacity
 
 The run goes on until every accepted request has departed or been dropped; failures keep
 happening until then, but only those while the measured window is open count in the
-summary (every one is a row of the ``component_failures`` table).
+summary (every one is a row of the ``component_failures`` table, handed to the sink every
+``metrics.flush_rows`` rows: :mod:`dcsim.sim.failure_stream`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ import numpy as np
 from dcsim.allocators.base import Allocator
 from dcsim.errors import PluginError
 from dcsim.model import Placement, Request
-from dcsim.sim.core import FailureProcess, Outcome
+from dcsim.sim.core import Outcome
+from dcsim.sim.failure_stream import StreamedFailureProcess
 from dcsim.sim.failures import Components, FailureSchedule, FailureSpec
 
 if TYPE_CHECKING:
@@ -64,7 +66,10 @@ class LossFailures:
         self._tier_down = np.zeros(len(meter.tiers))
         avail = [f"avail_{r}" for r in topo.resources]
         avail += [f"avail_bw_{topo.tier_label(t)}" for t in meter.tiers]
-        self.process = FailureProcess(engine.env, schedule, self, avail)
+        # rows to the sink every metrics.flush_rows; at most so many events per arrival
+        self.process = StreamedFailureProcess(engine.env, schedule, self, avail, engine.sink,
+                                              engine.config.flush_rows,
+                                              lambda: engine.received, "request arrival")
         self.done = engine.env.event()
         alloc = engine.allocator
         self._notify_failed = _overrides(alloc, "failed")

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dcsim.sim.core import FailureProcess, Outcome
+from dcsim.sim.core import Outcome
+from dcsim.sim.failure_stream import FLUSH_ROWS, StreamedFailureProcess
 from dcsim.sim.failures import Components, FailureSchedule, FailureSpec
 from dcsim.vm.view import MappingView
 
@@ -33,7 +34,11 @@ class VMFailures:
         self.engine = engine
         schedule = FailureSchedule(spec, Components(engine.state.n_hosts), rng, base_dir)
         self.reallocate = spec.on_failure == "reallocate"
-        self.process = FailureProcess(engine.env, schedule, self, ["avail_cpu", "avail_mem"])
+        # rows to the sink in batches; at most so many events per VM arrival
+        self.process = StreamedFailureProcess(engine.env, schedule, self,
+                                              ["avail_cpu", "avail_mem"], engine.sink,
+                                              FLUSH_ROWS, lambda: engine.received,
+                                              "VM arrival")
 
     def measuring(self) -> bool:
         return True
