@@ -359,6 +359,13 @@ class NaraEnv(gym.Env):
                 raise DcsimError(f"NaraEnv: request {self.engine.received} was held for "
                                  "capacity and never fitted")
             sim.step()
+        if not arrivals.is_alive and not arrivals.ok:
+            # SimPy turns an exception raised inside the arrival process (a Ctrl-C's
+            # KeyboardInterrupt most often, or a bug) into a failed process that only
+            # raises once the queue reaches it; the loop above stops first, and the episode
+            # would end silently. Raise it here instead.
+            arrivals.defused = True
+            raise arrivals.value
 
     def _observe(self) -> dict[str, np.ndarray]:
         part = self.allocator.pending[0]
