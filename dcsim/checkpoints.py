@@ -127,3 +127,56 @@ def read_arrays(path: str | Path, shapes: dict[str, tuple[int, ...]]) -> dict[st
             raise ConfigError(f"{path}: array {k!r} has non-finite values")
         arrays[k] = a.astype(np.float32, copy=False)
     return arrays
+
+
+# --------------------------------------------------------------------------- state files
+#: the array of a state file that holds its JSON document (UTF-8 bytes as uint8)
+STATE_DOC = "__doc__"
+#: dtype kinds a state file may hold: bool, signed/unsigned integers, floats (no objects)
+STATE_KINDS = "biuf"
+
+
+def write_state(path: str | Path, arrays: dict[str, np.ndarray], doc: dict[str, Any]
+                ) -> Path:
+    """One ``.npz`` holding ``arrays`` with their dtypes kept (optimiser moments, random
+    generator states, counters; no object arrays) and the JSON document ``doc`` as the
+    uint8 array ``__doc__``, written atomically: the arrays and the document that
+    describes them are replaced together or not at all (a training-resume state)."""
+    path = Path(path)
+    if STATE_DOC in arrays:
+        raise ValueError(f"{STATE_DOC!r} is reserved for the document")
+    out = {}
+    for k, v in arrays.items():
+        a = np.asarray(v)
+        if a.dtype.kind not in STATE_KINDS:
+            raise ValueError(f"array {k!r} has dtype {a.dtype}; a state file holds only "
+                             "bool, integer and float arrays")
+        out[k] = a
+    out[STATE_DOC] = np.frombuffer(json.dumps(doc).encode(), dtype=np.uint8)
+    buf = io.BytesIO()
+    np.savez(buf, **out)
+    write_atomic(path, buf.getvalue())
+    return path
+
+
+def read_state(path: str | Path, fmt: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The arrays and the document of a :func:`write_state` file whose document has
+    ``format: fmt``; read with ``allow_pickle=False``. Every problem is a
+    :class:`ConfigError` naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: not found")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        doc = json.loads(arrays.pop(STATE_DOC).tobytes().decode())
+    except KeyError:
+        raise ConfigError(f"{path}: not a dcsim state file (no {STATE_DOC} array)") from None
+    except Exception as e:  # zip/format errors, object arrays (pickle refused), bad JSON
+        raise ConfigError(f"{path}: cannot read state file: {e}") from None
+    if not isinstance(doc, dict) or doc.get("format") != fmt:
+        raise ConfigError(f"{path}: not a {fmt!r} state file")
+    for k, a in arrays.items():
+        if a.dtype.kind not in STATE_KINDS:
+            raise ConfigError(f"{path}: array {k!r} has dtype {a.dtype}")
+    return arrays, doc

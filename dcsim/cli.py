@@ -293,6 +293,10 @@ def train() -> None:
 def _train_options(name: str):
     """The arguments and options every ``dcsim train <name>`` command shares."""
     def wrap(f):
+        f = click.option("--resume", is_flag=True,
+                         help="Continue the training stopped (Ctrl-C) or killed in --out from "
+                              "its last saved state (resume.npz: iteration, weights, optimiser "
+                              "and random states); the config must be the recorded one.")(f)
         f = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
                          help="Override a config key (dotted for a section's entry, e.g. "
                               "topology.channels=8; value parsed as YAML). Repeatable.")(f)
@@ -302,15 +306,16 @@ def _train_options(name: str):
         f = click.option("--out", type=click.Path(file_okay=False, path_type=Path),
                          default=Path(f"results/train_{name}"), show_default=True,
                          help="Output directory: progress.parquet, checkpoint.npz/.json, "
-                              "last.npz/.json.")(f)
+                              "last.npz/.json, resume.npz.")(f)
         return click.argument("config", type=click.Path(dir_okay=False, path_type=Path))(f)
     return wrap
 
 
 def _train(name: str, module: str, config: Path, out: Path, iterations: int | None,
-           seed: int | None, sets: tuple[str, ...] = ()):
-    """Load ``module``'s config from ``config`` (with the CLI overrides) and train; returns
-    (config, result). Without torch: one error line, exit 1."""
+           seed: int | None, sets: tuple[str, ...] = (), resume: bool = False):
+    """Load ``module``'s config from ``config`` (with the CLI overrides); returns (config,
+    a function that trains and returns the result). Without torch: one error line, exit
+    1. Interrupted (Ctrl-C, SIGTERM): one line, exit 130."""
     if not _have_torch():
         click.echo('error: training needs PyTorch, which is not installed; install it with: '
                    'pip install -e ".[learn]"', err=True)
@@ -325,16 +330,39 @@ def _train(name: str, module: str, config: Path, out: Path, iterations: int | No
     command = f"dcsim train {name} {config} --out {out}" + "".join(
         f" --{k} {v}" for k, v in overrides.items()) + "".join(
         f" --set {shlex.quote(s)}" for s in sets)
-    return cfg, lambda: mod.train(cfg, out, command=command, log=click.echo)
+    return cfg, lambda: _run_training(mod, cfg, out, command, resume)
+
+
+def _run_training(mod, cfg, out: Path, command: str, resume: bool):
+    """``mod.train``; a first interrupt stops it after the iteration under way (saved,
+    resumable), a second at once: either way one line on stderr and exit 130."""
+    from dcsim.learn.resume import RESUME_FILE, TrainingInterrupted, saved_iteration
+
+    state = out / RESUME_FILE
+    before = state.stat().st_mtime_ns if state.is_file() else None
+    again = f"`{command} --resume`"
+    try:
+        return mod.train(cfg, out, command=command, log=click.echo, resume=resume)
+    except TrainingInterrupted as e:
+        click.echo(f"interrupted: stopped after iteration {e.iteration} of {e.iterations}; "
+                   f"last.npz and the state to resume from are in {out}; {again} continues",
+                   err=True)
+    except KeyboardInterrupt:
+        ours = resume or (state.is_file() and state.stat().st_mtime_ns != before)
+        k = saved_iteration(out) if ours else None
+        click.echo("interrupted: stopped at once; " + (
+            f"{out} keeps the state of iteration {k}; {again} continues from there"
+            if k is not None else "no state was saved to resume from"), err=True)
+    sys.exit(130)
 
 
 @train.command("deeprm")
 @_train_options("deeprm")
 def train_deeprm(config: Path, out: Path, iterations: int | None, seed: int | None,
-                sets: tuple[str, ...]) -> None:
+                sets: tuple[str, ...], resume: bool) -> None:
     """Train DeepRM's policy (REINFORCE) with the settings in CONFIG (YAML)."""
     cfg, run_training = _train("deeprm", "dcsim.learn.deeprm", config, out, iterations, seed,
-                                  sets)
+                                  sets, resume)
     click.echo(f"training DeepRM: {cfg.iterations} iterations x {cfg.jobsets_per_iter} job "
                f"sets x {cfg.rollouts} rollouts -> {out}")
     result = run_training()
@@ -346,10 +374,10 @@ def train_deeprm(config: Path, out: Path, iterations: int | None, seed: int | No
 @train.command("vmr2l")
 @_train_options("vmr2l")
 def train_vmr2l(config: Path, out: Path, iterations: int | None, seed: int | None,
-                sets: tuple[str, ...]) -> None:
+                sets: tuple[str, ...], resume: bool) -> None:
     """Train VMR²L's two-stage transformer rescheduling policy (PPO) with CONFIG (YAML)."""
     cfg, run_training = _train("vmr2l", "dcsim.learn.vmr2l_ppo", config, out, iterations, seed,
-                                  sets)
+                                  sets, resume)
     click.echo(f"training VMR2L ({cfg.attention} attention): {cfg.iterations} iterations x "
                f"{cfg.num_envs} envs x {cfg.num_steps} steps -> {out}")
     result = run_training()
@@ -364,10 +392,10 @@ def train_vmr2l(config: Path, out: Path, iterations: int | None, seed: int | Non
 @train.command("nara")
 @_train_options("nara")
 def train_nara(config: Path, out: Path, iterations: int | None, seed: int | None,
-                sets: tuple[str, ...]) -> None:
+                sets: tuple[str, ...], resume: bool) -> None:
     """Train Nara's GNN allocation policy (PPO) with the settings in CONFIG (YAML)."""
     cfg, run_training = _train("nara", "dcsim.learn.ppo", config, out, iterations, seed,
-                                  sets)
+                                  sets, resume)
     click.echo(f"training Nara: {cfg.iterations} iterations x {cfg.num_envs} envs x "
                f"{cfg.num_steps} steps -> {out}")
     result = run_training()

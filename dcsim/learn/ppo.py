@@ -43,7 +43,9 @@ Outputs in the output directory (each written atomically): ``progress.parquet`` 
 per iteration: iteration, wall_s, env_steps, steps_per_s, episodes, train_acceptance (over
 the episodes that ended in the iteration), train_return, pg_loss, v_loss, entropy,
 approx_kl, clipfrac, lr, eval_acceptance, eval_acceptance_ratio (NaN when not evaluated)),
-``checkpoint.npz``/``.json`` (best eval acceptance) and ``last.npz``/``.json``.
+``checkpoint.npz``/``.json`` (best eval acceptance), ``last.npz``/``.json`` and
+``resume.npz``, what ``--resume`` continues from (:mod:`dcsim.learn.resume`; Ctrl-C stops
+the training at the end of an iteration and writes it).
 
 Determinism: ``torch.manual_seed(seed)`` fixes the initial weights; numpy generators
 spawned from ``seed`` draw the episode seeds, the sampled actions and the minibatch order;
@@ -68,6 +70,7 @@ from dcsim.allocators.nara import tetris_scores
 from dcsim.allocators.nara_learned import (
     save_checkpoint,
 )
+from dcsim.learn import resume as rs
 from dcsim.learn.gnn import NaraPolicy, NaraValue, graph_batch, stack_obs
 from dcsim.learn.nara_config import (  # noqa: F401  (TrainConfig, load_train_config: re-exported)
     TrainConfig,
@@ -162,7 +165,8 @@ def evaluate_tetris(env_cfg: NaraEnvConfig | list[NaraEnvConfig], seeds: list[in
 
 # --------------------------------------------------------------------------- training
 def _meta(cfg: TrainConfig, *, command: str | None, iteration: int, iterations: int,
-          wall: float, env_steps: int, eval_acceptance: float, best_iteration: int | None,
+          wall: float, env_steps: int, eval_acceptance: float | None,
+          best_iteration: int | None,
           eval_tetris: dict[str, Any] | None, device: str,
           eval_per_topology: dict[str, float] | None = None) -> dict[str, Any]:
     extra = {} if eval_per_topology is None else {"eval_per_topology": eval_per_topology}
@@ -189,22 +193,36 @@ def _meta(cfg: TrainConfig, *, command: str | None, iteration: int, iterations: 
 
 
 def train(cfg: TrainConfig, out: str | Path, *, command: str | None = None,
-          log: Callable[[str], None] | None = print) -> dict[str, Any]:
+          log: Callable[[str], None] | None = print, resume: bool = False,
+          stop_after: int | None = None) -> dict[str, Any]:
     """Train with ``cfg``, writing progress and checkpoints to ``out``; returns a summary
-    (best iteration and eval acceptance, iterations, env steps, wall time, output paths)."""
+    (best iteration and eval acceptance, iterations, env steps, wall time, output paths).
+
+    ``resume``: continue the training whose state ``out`` holds (``resume.npz``, see
+    :mod:`dcsim.learn.resume`; a ConfigError when there is none, or ``cfg`` differs from
+    the recorded config). A first SIGINT/SIGTERM during the iterations, or the end of
+    iteration ``stop_after``, stops the run after the iteration under way: ``last.npz``,
+    ``progress.parquet`` and the resume state are written and
+    :class:`~dcsim.learn.resume.TrainingInterrupted` is raised."""
     out = Path(out)
+    state = rs.load(out, "nara", cfg.to_dict(), cfg.max_wall_s) if resume else None
     out.mkdir(parents=True, exist_ok=True)
     say = log or (lambda s: None)
     device = _device(cfg)
     threads = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
     try:
-        return _train(cfg, out, command, say, device)
+        with rs.StopRequest(stop_after) as guard:
+            return _train(cfg, out, command, say, device, state, guard)
     finally:
         torch.set_num_threads(threads)
 
 
-def _train(cfg: TrainConfig, out: Path, command: str | None, say, device) -> dict[str, Any]:
+def _train(cfg: TrainConfig, out: Path, command: str | None, say, device,
+           state: tuple[dict[str, np.ndarray], dict[str, Any]] | None,
+           guard: rs.StopRequest) -> dict[str, Any]:
+    if state is not None:
+        command = state[1]["command"]  # the command these weights come from
     env_cfg = cfg.env_config()
     envs = [NaraEnv(env_cfg) for _ in range(cfg.num_envs)]
     resources = tuple(envs[0].topology.resources)
@@ -212,7 +230,7 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, device) -> dic
     torch.manual_seed(cfg.seed)
     policy = NaraPolicy(arch).to(device)
     value = NaraValue(arch, cfg.value_hidden).to(device)
-    if cfg.init_from is not None:
+    if cfg.init_from is not None and state is None:
         policy.load_numpy(initial_weights(cfg, len(resources)))
     params = list(policy.parameters()) + list(value.parameters())
     opt = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5)
@@ -234,7 +252,12 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, device) -> dic
         return int(ep_rng.integers(2**62))
 
     B, T = cfg.num_envs, cfg.num_steps
-    obs = [env.reset(seed=new_seed())[0] for env in envs]
+    episodes = rs.EpisodeLog(B)  # what rebuilds the episodes in progress on --resume
+    obs = []
+    for i, env in enumerate(envs):
+        seed = new_seed()
+        episodes.reset(i, seed)
+        obs.append(env.reset(seed=seed)[0])
     ep_return = np.zeros(B)
     rows: list[dict[str, Any]] = []
     best: tuple[float, int, dict[str, np.ndarray] | None, dict[str, float] | None] = (
@@ -244,7 +267,44 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, device) -> dic
     t0 = time.perf_counter()
     env_steps = 0
     it = 0
-    if cfg.init_from is not None:  # the starting policy is iteration 0's candidate
+
+    def save_state(stopped: str | None) -> None:
+        arrays = {**rs.module_arrays(policy, "policy."), **rs.module_arrays(value, "value."),
+                  **episodes.arrays(), **rs.torch_rng_arrays(), "ep_return": ep_return,
+                  "progress": rs.rows_array(rows)}
+        opt_arrays, opt_doc = rs.optimizer_state(opt)
+        arrays.update(opt_arrays)
+        if best[2] is not None:
+            arrays.update({f"best.{k}": v for k, v in best[2].items()})
+        rs.save(out, kind="nara", config=cfg.to_dict(), command=command, iteration=it,
+                iterations=cfg.iterations, wall_s=time.perf_counter() - t0, stopped=stopped,
+                arrays=arrays, doc={
+                    "env_steps": env_steps, "optimizer": opt_doc,
+                    "rngs": rs.generator_states(episodes=ep_rng, actions=act_rng,
+                                                minibatches=mb_rng),
+                    "best": {"value": rs.finite_or_none(best[0]), "iteration": best[1],
+                             "per_topology": best[3]}})
+
+    if state is not None:  # continue where the saved run stopped
+        arrays, doc = state
+        rs.load_module(policy, arrays, "policy.")
+        rs.load_module(value, arrays, "value.")
+        rs.load_optimizer(opt, arrays, doc["optimizer"])
+        rs.load_generators(doc["rngs"], episodes=ep_rng, actions=act_rng,
+                           minibatches=mb_rng)
+        rs.load_torch_rng(arrays)
+        episodes = rs.EpisodeLog.from_arrays(arrays, B)
+        obs = episodes.replay(envs)
+        ep_return = arrays["ep_return"].copy()
+        rows = rs.rows_from_array(arrays["progress"])
+        b = doc["best"]
+        if b["value"] is not None:
+            best = (b["value"], b["iteration"], rs.prefixed(arrays, "best."),
+                    b["per_topology"])
+        it, env_steps = doc["iteration"], doc["env_steps"]
+        t0 -= doc["wall_s"]
+        say(f"resuming after iteration {it} of {cfg.iterations} from {out / rs.RESUME_FILE}")
+    elif cfg.init_from is not None:  # the starting policy is iteration 0's candidate
         ev = evaluate(greedy, eval_cfg, eval_seeds)
         per_topo = ev.get("per_topology")
         best = (ev["acceptance"], 0, policy.numpy_weights(), per_topo)
@@ -258,6 +318,7 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, device) -> dic
                      **{f"eval_acceptance:{n}": a for n, a in (per_topo or {}).items()}})
         say(f"iter    0  (init_from {cfg.init_from})  eval acc {ev['acceptance']:.3f}"
             f" (tetris {eval_tetris['acceptance']:.3f})")
+    guard.arm()  # from here a first SIGINT/SIGTERM stops after the iteration under way
     while it < cfg.iterations:
         it += 1
         stop = it == cfg.iterations or (
@@ -284,6 +345,7 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, device) -> dic
             logps[t] = logp_all[np.arange(B), a]
             for i, env in enumerate(envs):
                 o, r, done, _, info = env.step(int(a[i]))
+                episodes.step(i, int(a[i]))
                 rewards[t, i] = r
                 ep_return[i] += r
                 if done:
@@ -291,7 +353,9 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, device) -> dic
                     ep_acc.append(info["accepted"] / max(info["received"], 1))
                     ep_ret.append(ep_return[i])
                     ep_return[i] = 0.0
-                    o, _ = env.reset(seed=new_seed())
+                    seed = new_seed()
+                    episodes.reset(i, seed)
+                    o, _ = env.reset(seed=seed)
                 obs[i] = o
         env_steps += T * B
         roll_s = time.perf_counter() - t_roll
@@ -403,8 +467,19 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, device) -> dic
                                       f" ({eval_tetris['per_topology'][n]:.3f})"
                                       for n, a in per_topo.items()))
         rows.append(row)
-        if it % cfg.eval_every == 0 or stop:
+        halt = not stop and guard(it)  # Ctrl-C (or stop_after): stop here, resumable
+        if halt and it % cfg.eval_every != 0:  # between evaluations: saved, not evaluated
+            save_checkpoint(paths["last"], policy.numpy_weights(), arch, _meta(
+                cfg, command=command, iteration=it, iterations=it, wall=wall,
+                env_steps=env_steps, eval_acceptance=None,
+                best_iteration=best[1] if best[2] is not None else None,
+                eval_tetris=eval_tetris, device=str(device)), resources, cfg.features)
+        if it % cfg.eval_every == 0 or stop or halt:
             write_atomic(paths["progress"], pd.DataFrame(rows).to_parquet(index=False))
+            save_state("interrupted" if halt else "finished" if it == cfg.iterations
+                       else "max_wall_s" if stop else None)
+        if halt:
+            raise rs.TrainingInterrupted(it, cfg.iterations, out)
         if stop:
             break
     wall = time.perf_counter() - t0

@@ -36,8 +36,10 @@ cloning a heuristic is what makes a CPU budget of an hour or two reach a useful 
 (their full-scale training is ~7,300 core-hours).
 
 Outputs (each written atomically): ``progress.parquet`` (one row per iteration),
-``checkpoint.npz/.json`` (best) and ``last.npz/.json``. Same config, same machine: same
-weights (torch seeded, numpy generators spawned from ``seed``).
+``checkpoint.npz/.json`` (best), ``last.npz/.json`` and ``resume.npz`` (what ``--resume``
+continues from, :mod:`dcsim.learn.resume`; Ctrl-C stops at the end of an iteration and
+writes it). Same config, same machine: same weights (torch seeded, numpy generators
+spawned from ``seed``), a stopped and resumed run included.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ import pandas as pd
 import torch
 
 from dcsim import __version__
+from dcsim.learn import resume as rs
 from dcsim.learn.vmr2l_batch import (
     _evaluate_actions,
     _sample,
@@ -119,9 +122,19 @@ def _meta(cfg: TrainConfig, *, command, iteration, iterations, wall, env_steps, 
 
 
 def train(cfg: TrainConfig, out: str | Path, *, command: str | None = None,
-          log: Callable[[str], None] | None = print) -> dict[str, Any]:
-    """Train with ``cfg`` into ``out``; returns a summary (best iteration and eval FR, ...)."""
+          log: Callable[[str], None] | None = print, resume: bool = False,
+          stop_after: int | None = None) -> dict[str, Any]:
+    """Train with ``cfg`` into ``out``; returns a summary (best iteration and eval FR, ...).
+
+    ``resume``: continue the training whose state ``out`` holds (``resume.npz``, see
+    :mod:`dcsim.learn.resume`; a ConfigError when there is none, or ``cfg`` differs from
+    the recorded config; the warm start or ``init_from`` is not redone). A first
+    SIGINT/SIGTERM during the iterations, or the end of iteration ``stop_after``, stops
+    the run after the iteration under way: ``last.npz``, ``progress.parquet`` and the
+    resume state are written and :class:`~dcsim.learn.resume.TrainingInterrupted` is
+    raised."""
     out = Path(out)
+    state = rs.load(out, "vmr2l", cfg.to_dict(), cfg.max_wall_s) if resume else None
     out.mkdir(parents=True, exist_ok=True)
     say = log or (lambda s: None)
     device = torch.device("cuda" if cfg.device == "cuda" or (
@@ -129,12 +142,17 @@ def train(cfg: TrainConfig, out: str | Path, *, command: str | None = None,
     threads = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
     try:
-        return _train(cfg, out, command, say, device)
+        with rs.StopRequest(stop_after) as guard:
+            return _train(cfg, out, command, say, device, state, guard)
     finally:
         torch.set_num_threads(threads)
 
 
-def _train(cfg: TrainConfig, out: Path, command, say, device) -> dict[str, Any]:
+def _train(cfg: TrainConfig, out: Path, command, say, device,
+           state: tuple[dict[str, np.ndarray], dict[str, Any]] | None,
+           guard: rs.StopRequest) -> dict[str, Any]:
+    if state is not None:
+        command = state[1]["command"]  # the command these weights come from
     env_cfg = cfg.env_config()
     envs = [VMR2LEnv(env_cfg) for _ in range(cfg.num_envs)]
     arch = cfg.architecture()
@@ -153,7 +171,9 @@ def _train(cfg: TrainConfig, out: Path, command, say, device) -> dict[str, Any]:
         return int(ep_rng.integers(2**62))
 
     best: tuple[float, int, dict[str, np.ndarray] | None] = (np.inf, -1, None)
-    if cfg.init_from is not None:
+    if state is not None:
+        pass  # the warm start or init_from policy is in the saved state
+    elif cfg.init_from is not None:
         start = initial_weights(cfg)
         policy.load_numpy(start.weights)
         ev = evaluate_policy(start, dev, eval_mnl, cfg.eval_samples, cfg.eval_seed)
@@ -175,7 +195,12 @@ def _train(cfg: TrainConfig, out: Path, command, say, device) -> dict[str, Any]:
         say(f"after the warm start ({time.perf_counter() - t_ws:.0f}s): eval FR {ev:.4f}")
 
     B, T = cfg.num_envs, cfg.num_steps
-    obs = [env.reset(seed=new_seed())[0] for env in envs]
+    episodes = rs.EpisodeLog(B, width=2)  # what rebuilds the episodes on --resume
+    obs = []
+    for i, env in enumerate(envs):
+        seed = new_seed()
+        episodes.reset(i, seed)
+        obs.append(env.reset(seed=seed)[0])
     H2 = 2 * env_cfg.max_hosts
     rows: list[dict[str, Any]] = []
     paths = {"progress": out / "progress.parquet", "best": out / "checkpoint.npz",
@@ -184,6 +209,41 @@ def _train(cfg: TrainConfig, out: Path, command, say, device) -> dict[str, Any]:
     env_steps = 0
     ep_ret = np.zeros(B)
     it = 0
+
+    def save_state(stopped: str | None) -> None:
+        arrays = {**rs.module_arrays(policy, "policy."), **episodes.arrays(),
+                  **rs.torch_rng_arrays(), "ep_return": ep_ret,
+                  "progress": rs.rows_array(rows)}
+        opt_arrays, opt_doc = rs.optimizer_state(opt)
+        arrays.update(opt_arrays)
+        if best[2] is not None:
+            arrays.update({f"best.{k}": v for k, v in best[2].items()})
+        rs.save(out, kind="vmr2l", config=cfg.to_dict(), command=command, iteration=it,
+                iterations=cfg.iterations, wall_s=time.perf_counter() - t0, stopped=stopped,
+                arrays=arrays, doc={
+                    "env_steps": env_steps, "optimizer": opt_doc,
+                    "rngs": rs.generator_states(episodes=ep_rng, actions=act_rng,
+                                                minibatches=mb_rng),
+                    "best": {"value": rs.finite_or_none(best[0]), "iteration": best[1]}})
+
+    if state is not None:  # continue where the saved run stopped
+        arrays, doc = state
+        rs.load_module(policy, arrays, "policy.")
+        rs.load_optimizer(opt, arrays, doc["optimizer"])
+        rs.load_generators(doc["rngs"], episodes=ep_rng, actions=act_rng,
+                           minibatches=mb_rng)
+        rs.load_torch_rng(arrays)
+        episodes = rs.EpisodeLog.from_arrays(arrays, B, width=2)
+        obs = episodes.replay(envs)
+        ep_ret = arrays["ep_return"].copy()
+        rows = rs.rows_from_array(arrays["progress"])
+        if doc["best"]["value"] is not None:
+            best = (doc["best"]["value"], doc["best"]["iteration"],
+                    rs.prefixed(arrays, "best."))
+        it, env_steps = doc["iteration"], doc["env_steps"]
+        t0 -= doc["wall_s"]
+        say(f"resuming after iteration {it} of {cfg.iterations} from {out / rs.RESUME_FILE}")
+    guard.arm()  # from here a first SIGINT/SIGTERM stops after the iteration under way
     while it < cfg.iterations:
         it += 1
         stop = it == cfg.iterations or (
@@ -226,6 +286,7 @@ def _train(cfg: TrainConfig, out: Path, command, say, device) -> dict[str, Any]:
             values[t] = value.cpu().numpy()
             for i, env in enumerate(envs):
                 o, r, done, _, info = env.step((int(vi[i]), int(si[i])))
+                episodes.step(i, (int(vi[i]), int(si[i])))
                 rewards[t, i] = r
                 ep_ret[i] += r
                 if done:
@@ -233,7 +294,9 @@ def _train(cfg: TrainConfig, out: Path, command, say, device) -> dict[str, Any]:
                     ep_frs.append(info["fragment_rate"])
                     ep_rets.append(ep_ret[i])
                     ep_ret[i] = 0.0
-                    o, _ = env.reset(seed=new_seed())
+                    seed = new_seed()
+                    episodes.reset(i, seed)
+                    o, _ = env.reset(seed=seed)
                 obs[i] = o
         env_steps += T * B
         roll_s = time.perf_counter() - t_roll
@@ -331,8 +394,19 @@ def _train(cfg: TrainConfig, out: Path, command, say, device) -> dict[str, Any]:
                 f"{baselines['greedy']:.4f}, alpha_vbpp {baselines['alpha_vbpp']:.4f})"
                 f"  entropy {row['entropy']:.3f}  kl {row['approx_kl']:.4f}")
         rows.append(row)
-        if it % cfg.eval_every == 0 or stop:
+        halt = not stop and guard(it)  # Ctrl-C (or stop_after): stop here, resumable
+        if halt and it % cfg.eval_every != 0:  # between evaluations: saved, not evaluated
+            save_checkpoint(paths["last"], policy.numpy_weights(), arch, _meta(
+                cfg, command=command, iteration=it, iterations=it, wall=wall,
+                env_steps=env_steps, eval_fr=None,
+                best_iteration=best[1] if best[2] is not None else None,
+                baselines=baselines, device=str(device)))
+        if it % cfg.eval_every == 0 or stop or halt:
             write_atomic(paths["progress"], pd.DataFrame(rows).to_parquet(index=False))
+            save_state("interrupted" if halt else "finished" if it == cfg.iterations
+                       else "max_wall_s" if stop else None)
+        if halt:
+            raise rs.TrainingInterrupted(it, cfg.iterations, out)
         if stop:
             break
     wall = time.perf_counter() - t0
