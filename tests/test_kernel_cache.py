@@ -162,9 +162,12 @@ def _loose_parent(root: Path) -> None:
 
 @pytest.mark.parametrize("spoil, says", [
     (_loose_root, "is writable by group or others (mode 0o775"),
-    pytest.param(_foreign_root, "belongs to uid 65534, not to you", marks=pytest.mark.skipif(
-        os.geteuid() != 0, reason="making a folder another user's needs root")),
-    (_loose_parent, "is writable by group or others (mode 0o777; someone else could replace"),
+    pytest.param(_foreign_root, "belongs to uid 65534, not to you", marks=[pytest.mark.skipif(
+        os.geteuid() != 0, reason="making a folder another user's needs root"),
+        pytest.mark.slow]),
+    pytest.param(_loose_parent,
+                 "is writable by group or others (mode 0o777; someone else could replace",
+                 marks=pytest.mark.slow),
 ], ids=["group-writable", "not-owned", "parent-world-writable"])
 def test_a_cache_folder_others_could_write_is_refused_with_one_warning(tmp_path, spoil, says):
     env = child_env(tmp_path)
@@ -230,9 +233,11 @@ def _truncated(p: Path) -> None:
     p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
 
 
-@pytest.mark.parametrize("suffix", ["nbi", "nbc"])
-@pytest.mark.parametrize("spoil", [_random, _empty, _truncated], ids=["random", "empty",
-                                                                      "truncated"])
+# one case in the default suite (each compiles the kernels in a child process), the rest slow
+@pytest.mark.parametrize("suffix", ["nbi", pytest.param("nbc", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("spoil", [_random, pytest.param(_empty, marks=pytest.mark.slow),
+                                   pytest.param(_truncated, marks=pytest.mark.slow)],
+                         ids=["random", "empty", "truncated"])
 def test_a_corrupt_cached_kernel_is_compiled_again_with_one_warning(populated, tmp_path,
                                                                     suffix, spoil):
     base, numpy_rows = populated

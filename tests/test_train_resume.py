@@ -270,6 +270,7 @@ def test_ctrl_c_stops_dcsim_train_nara_after_the_iteration(tmp_path):
     assert (folder / "last.npz").is_file() and k >= 1 and rs.saved_iteration(folder) == k
 
 
+@pytest.mark.slow  # a second torch start-up in a child process
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_a_second_ctrl_c_stops_dcsim_train_nara_at_once(tmp_path):
     run = _Train(tmp_path)
