@@ -218,6 +218,12 @@ def import_trace_cmd(fmt: str, src: Path, out: Path, split: str | None,
     if split:
         opts["split"] = split
     df = import_trace(fmt, src, **opts)
+    if len(df) == 0:
+        dropped = {k: v for k, v in df.attrs.get("dropped", {}).items() if v}
+        raise DcsimError(f"{src}: no requests to import as {fmt} ("
+                         f"{df.attrs.get('rows_read', 0):,} rows read"
+                         + "".join(f", {v:,} dropped for {k}" for k, v in dropped.items())
+                         + f"); {out} not written")
     tmp = out.with_name(f".tmp-{out.name}")  # keeps the suffixes that choose the format
     write_table(df, tmp)
     os.replace(tmp, out)  # never leave a torn table behind

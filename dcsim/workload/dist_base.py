@@ -174,6 +174,14 @@ class _Dist(ConfigModel):
             lb = math.floor(lb + 0.5)
         return lb if self.min is None else max(lb, float(self.min))
 
+    def upper_bound(self) -> float:
+        """An upper bound of the values drawn (inf for an unbounded kind without ``max``)."""
+        sup = self._support()
+        ub = float(np.max(sup[0])) if sup is not None else float(self._rv().support()[1])
+        if (self.integer or self._always_integer) and math.isfinite(ub):
+            ub = math.ceil(ub - 0.5)  # the largest round(x) for x < ub
+        return ub if self.max is None else min(ub, float(self.max))
+
     def _stats(self) -> tuple[float, float]:
         m, p = self._raw_stats()
         return float(np.clip(m, *self.bounds())), p  # round-off must not leave [min, max]

@@ -404,10 +404,40 @@ def import_trace(kind: str, src: str | Path, **opts: Any) -> pd.DataFrame:
     if unknown:
         raise ConfigError(f"{kind} importer: unknown option(s) {unknown}; "
                           f"known: {', '.join(list(params)[1:])}")
+    for k, v in opts.items():
+        _check_option(kind, k, v, params[k].default)
+    path = Path(src)
+    if path.is_file() and path.stat().st_size == 0:
+        raise ConfigError(f"{src}: the file is empty (0 bytes); nothing to import as {kind}")
     try:
         return IMPORTERS[kind](src, **opts)
     except (TypeError, ValueError, KeyError) as e:
         raise ConfigError(f"{src}: does not read as a {kind} trace ({e})") from None
+
+
+def _check_option(kind: str, key: str, value: Any, default: Any) -> None:
+    """An importer option of the type its default has (a misspelt boolean or a number for a
+    list of names would otherwise fail inside the importer, blaming the file)."""
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    if isinstance(default, bool):
+        ok, want = isinstance(value, bool), "true or false"
+    elif isinstance(default, int):
+        ok, want = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    elif isinstance(default, float):
+        ok, want = (isinstance(value, int | float) and not isinstance(value, bool)
+                    and np.isfinite(value)), "a number"
+    elif isinstance(default, str):
+        ok, want = isinstance(value, str), "a string"
+    elif isinstance(default, tuple | list):
+        ok = value is None or (isinstance(value, list | tuple)
+                               and all(isinstance(x, str) for x in value))
+        want = "a list of names (or null for all)"
+    else:  # None: an optional integer (machine_id)
+        ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
+        want = "an integer or null"
+    if not ok:
+        raise ConfigError(f"{kind} importer: option {key}: expected {want}, got {shown}")
 
 
 def write_table(df: pd.DataFrame, path: str | Path) -> Path:

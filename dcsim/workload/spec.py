@@ -9,8 +9,11 @@ request on top of it, e.g. Nara's random bandwidth on Azure-derived requests). A
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Literal
+
+import numpy as np
 
 from pydantic import ConfigDict, Field, PositiveFloat, ValidationError
 
@@ -19,6 +22,7 @@ from dcsim.model.topology import Topology
 from dcsim.validation import ConfigModel
 from dcsim.workload.arrivals import Arrival
 from dcsim.workload.base import RequestSource
+from dcsim.workload.dist_base import _Dist
 from dcsim.workload.distributions import Dist, Empirical, validation_message
 from dcsim.workload.importers import import_trace
 from dcsim.workload.resample import TableRows
@@ -41,6 +45,9 @@ class TraceSpec(ConfigModel):
     ``horizon_days: 14``) go to the importer. ``resample: true`` draws each request's demand as
     a whole row, uniformly with replacement, from the table's first ``limit`` rows (default: all
     of them), and takes arrival and duration from ``workload.arrival`` / ``workload.duration``;
+    ``oversized``: a request whose demand is above the whole cluster's capacity (no allocator
+    could place it: usually a unit mismatch) is an error at start (``error``, the default) or
+    replayed and counted as a rejection (``reject``);
     the table then needs no ``arrival`` / ``duration`` columns (a table of request types).
     ``bandwidth_low`` (resampled only): each request's bandwidth is drawn uniformly between it
     and the row's ``bandwidth`` column (Nara's Azure set on delta: U(0.1, nic x 10)). """
@@ -65,6 +72,7 @@ class TraceSpec(ConfigModel):
     dropna: bool = False
     batch_size: int = Field(65536, ge=1)
     resample: bool = False
+    oversized: Literal["error", "reject"] = "error"
 
 
 class WorkloadSpec(ConfigModel):
@@ -174,9 +182,14 @@ def _imported(fmt: str, path: Path, opts: dict[str, Any]) -> Any:
 
 
 def build_source(spec: WorkloadSpec | dict[str, Any], topology: Topology,
-                 base_dir: Path | str | None = None, where: str = "workload") -> RequestSource:
-    """The request source an experiment's ``workload:`` section describes, for ``topology``."""
+                 base_dir: Path | str | None = None, where: str = "workload",
+                 check: bool = False) -> RequestSource:
+    """The request source an experiment's ``workload:`` section describes, for ``topology``.
+    ``check`` (before a run, e.g. by ``dcsim validate``): also read a trace through once and
+    refuse an empty one or requests no allocator could place (:func:`check_demand`)."""
     ws = parse_workload(spec, where)
+    if check:
+        check_demand(ws, topology, base_dir, where)
     base = Path(base_dir) if base_dir is not None else None
     attrs = {k: _load(d, base, f"{where}.attrs.{k}") for k, d in ws.attrs.items()}
     bandwidth = _load(ws.bandwidth, base, f"{where}.bandwidth")
@@ -232,3 +245,36 @@ def _trace_source(ws: WorkloadSpec, resources: tuple[str, ...], base: Path | Non
             redraw_above=tr.redraw_above, timing=not tr.resample)
     except ConfigError as e:
         raise ConfigError(f"{w}: {e}") from None
+
+
+def check_demand(ws: WorkloadSpec, topology: Topology, base_dir: Path | str | None,
+                 where: str = "workload") -> None:
+    """Refuse demand the whole cluster could never hold (a request may span servers, so the
+    bound is the cluster's total capacity, not one server's): a trace's rows (unless
+    ``trace.oversized: reject``; and a trace with no requests) or a synthetic distribution
+    whose values can exceed it. Either is almost always a unit mismatch."""
+    cap = topology.server_capacity
+    total = cap.sum(axis=0) if len(cap) else np.zeros(len(topology.resources))
+    largest = cap.max(axis=0) if len(cap) else total
+    base = Path(base_dir) if base_dir is not None else None
+    if ws.trace is not None:
+        src = _trace_source(ws, tuple(topology.resources), base, where)
+        src.check_replay(total, largest, ws.trace.oversized, where=f"{where}.trace")
+        return
+    for j, r in enumerate(topology.resources):
+        d = ws.demand.get(r)
+        if not isinstance(d, _Dist):
+            continue
+        d = _load(d, base, f"{where}.demand.{r}")
+        hi = d.upper_bound()
+        if math.isfinite(hi) and hi > total[j] * (1 + 1e-9):
+            raise ConfigError(
+                f"{where}.demand.{r}: draws values up to {hi:g}, above the whole cluster's "
+                f"{r} ({total[j]:g}; the largest server has {largest[j]:g}): no allocator "
+                f"could ever place such a request; a unit mismatch? (or bound it with max:)")
+        lo = d.lower_bound()
+        if lo > total[j] * (1 + 1e-9):
+            raise ConfigError(
+                f"{where}.demand.{r}: every value drawn is at least {lo:g}, above the whole "
+                f"cluster's {r} ({total[j]:g}; the largest server has {largest[j]:g}); a unit "
+                "mismatch?")

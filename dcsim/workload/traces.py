@@ -106,10 +106,15 @@ class TraceSource:
             return [str(c) for c in self._frame.columns]
         try:
             if self.format == "csv":
-                return [str(c) for c in pd.read_csv(self.path, nrows=0).columns]
+                try:
+                    return [str(c) for c in pd.read_csv(self.path, nrows=0).columns]
+                except UnicodeDecodeError:
+                    raise ConfigError(_not_utf8(self.path, self.name)) from None
             import pyarrow.parquet as pq
 
             return list(pq.ParquetFile(self.path).schema_arrow.names)
+        except ConfigError:
+            raise
         except Exception as e:  # unreadable, empty, not a table
             raise ConfigError(f"{self.name}: cannot read the table ({e})") from None
 
@@ -162,8 +167,11 @@ class TraceSource:
             for i in range(0, len(self._frame), bs):
                 yield self._frame.iloc[i:i + bs][self._needed]
         elif self.format == "csv":
-            with pd.read_csv(self.path, usecols=self._needed, chunksize=bs) as reader:
-                yield from reader
+            try:
+                with pd.read_csv(self.path, usecols=self._needed, chunksize=bs) as reader:
+                    yield from reader
+            except UnicodeDecodeError:
+                raise ConfigError(_not_utf8(self.path, self.name)) from None
         else:
             import pyarrow.parquet as pq
 
@@ -175,7 +183,10 @@ class TraceSource:
         if self._frame is not None:
             return self._frame[self._needed]
         if self.format == "csv":
-            return pd.read_csv(self.path, usecols=self._needed)
+            try:
+                return pd.read_csv(self.path, usecols=self._needed)
+            except UnicodeDecodeError:
+                raise ConfigError(_not_utf8(self.path, self.name)) from None
         return pd.read_parquet(self.path, columns=self._needed)
 
     def batches(self, rng: np.random.Generator | None = None) -> Iterator[RequestBatch]:
@@ -205,6 +216,41 @@ class TraceSource:
             sent += len(batch)
             yield batch
 
+    def check_replay(self, capacity: np.ndarray, largest: np.ndarray,
+                     oversized: str = "error", where: str = "workload.trace") -> int:
+        """Read the replay once (memory stays flat) before anything runs: refuse a table with
+        no requests, and (``oversized="error"``) requests whose demand of some resource is
+        above ``capacity``, the whole cluster's (a request may span servers, so no allocator
+        could ever place one: almost always a unit mismatch); ``largest`` is the largest
+        server's, for the message. Returns the number of requests."""
+        n, over, first = 0, 0, None
+        tol = 1e-9 * np.maximum(np.abs(capacity), 1.0)
+        for batch in self.batches():
+            k = len(batch)
+            if oversized == "error" and k and len(capacity):
+                bad = (batch.demand > capacity + tol).any(axis=1)
+                if bad.any():
+                    over += int(bad.sum())
+                    if first is None:
+                        i = int(np.argmax(bad))
+                        j = int(np.argmax(batch.demand[i] > capacity + tol))
+                        first = (int(self._last_rows[i]) + 1, self.resources[j],
+                                 float(batch.demand[i, j]), j)
+            n += k
+        if n == 0:
+            raise ConfigError(f"{where}.path: {self.name} has no requests"
+                              + (" (every row was dropped)" if self.dropped else "")
+                              + (" (every row was above redraw_above)" if self.redrawn else ""))
+        if over:
+            row, r, v, j = first
+            raise ConfigError(
+                f"{where}: {over} of {n} requests need more than the whole cluster holds, "
+                f"which no allocator could ever place (first: row {row}, {r} {v:g} > "
+                f"{capacity[j]:g} in all servers; the largest server has {r} {largest[j]:g}); "
+                f"a unit mismatch? fix scale/columns, or set {where}.oversized: reject to "
+                "replay them as rejections")
+        return n
+
     def _convert(self, frame: pd.DataFrame, row0: int) -> RequestBatch | None:
         n = len(frame)
         cols: dict[str, np.ndarray] = {}
@@ -224,6 +270,13 @@ class TraceSource:
             raise ConfigError(
                 f"{self.name}: row {row0 + i + 1}: column {src!r} is empty or not a number "
                 f"({value}); fix the file or set dropna: true")
+        for std in ("arrival", *self.resources, "bandwidth"):
+            src = self._num.get(std)
+            inf = np.isinf(cols[std]) if isinstance(src, str) else None
+            if inf is not None and inf.any():
+                i = int(np.argmax(inf))
+                raise ConfigError(f"{self.name}: row {row0 + i + 1}: column {src!r} is not a "
+                                  f"finite number ({cols[std][i]:g})")
         attrs = {k: (np.full(n, float(s)) if not isinstance(s, str)
                      else np.array(frame[s].to_numpy(), copy=True))  # writable, not a view
                  for k, s in self._attrs.items()}
@@ -236,6 +289,7 @@ class TraceSource:
             n = len(rows)
         else:
             rows = np.arange(n)
+        self._last_rows = row0 + rows  # the file rows (0-based) of the batch, for messages
         if n == 0:
             return None
         for k, f in self.scale.items():
@@ -276,6 +330,7 @@ class TraceSource:
                 cols = {k: v[keep] for k, v in cols.items()}
                 attrs = {k: v[keep] for k, v in attrs.items()}
                 rows = rows[keep]
+                self._last_rows = row0 + rows
                 n = len(rows)
                 if n == 0:
                     return None
@@ -294,3 +349,31 @@ class TraceSource:
 def _head(b: RequestBatch, m: int) -> RequestBatch:
     return RequestBatch(b.arrival[:m], b.duration[:m], b.demand[:m], b.bandwidth[:m],
                         {k: v[:m] for k, v in b.attrs.items()})
+
+
+def _not_utf8(path: Path, name: str) -> str:
+    """The message for a CSV table that is not UTF-8: the file, line and byte of the first
+    bad byte (a compressed file: its decompressed text) and how to convert it."""
+    import codecs
+
+    from pandas.io.common import get_handle
+
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset, line = 0, 1
+    try:
+        with get_handle(path, "rb", compression="infer", is_text=False) as h:
+            while chunk := h.handle.read(1 << 16):
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError as e:
+                    bad = max(e.start, 0)
+                    line += chunk[:bad].count(b"\n")
+                    offset += bad
+                    return (f"{name}: not UTF-8 text (line {line}, byte {offset}: "
+                            f"{chunk[bad:bad + 1]!r}); convert it, e.g. `iconv -f latin1 -t "
+                            "utf-8`, if it is Latin-1")
+                offset += len(chunk)
+                line += chunk.count(b"\n")
+    except OSError:
+        pass
+    return f"{name}: not UTF-8 text; convert it, e.g. `iconv -f latin1 -t utf-8`"

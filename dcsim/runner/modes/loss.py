@@ -29,7 +29,7 @@ class LossMode(Mode):
         from dcsim.workload.spec import build_source
 
         topology = build_topology(point.topology, base_dir)
-        build_source(point.workload, topology, Path(base_dir))
+        build_source(point.workload, topology, Path(base_dir), check=True)
         n = point.workload.requests
         if n is not None and point.workload.trace is None and point.warmup.requests >= n:
             raise ConfigError(f"warmup.requests: {point.warmup.requests} is not below "
