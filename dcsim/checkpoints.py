@@ -57,6 +57,26 @@ def resolve(value: str, shipped: dict[str, Path], what: str = "") -> Path:
     return path
 
 
+def shorten(text: str, limit: int = 200) -> str:
+    """``text`` cut to about ``limit`` characters for a message (a sidecar may hold megabytes)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit:,} more characters)"
+
+
+def check_field(meta: dict[str, Any], section: str, key: str, allowed: Any, jpath: Path,
+                why: str) -> None:
+    """``meta[section][key]``, when present, must be one of ``allowed`` (a list); else a
+    ConfigError naming the file and the field, and saying ``why`` it matters."""
+    sec = meta.get(section)
+    if not isinstance(sec, dict) or key not in sec:
+        return
+    if sec[key] not in allowed:
+        shown = " or ".join(repr(a) for a in allowed)
+        raise ConfigError(f"{jpath}: {section}.{key}: {shorten(repr(sec[key]))} is not "
+                          f"{shown} ({why})")
+
+
 def read_metadata(path: str | Path, fmt: str, what: str) -> dict[str, Any]:
     """The .json beside checkpoint ``path``, checked to be a ``fmt`` document (``what``
     names the kind in errors, e.g. ``"DeepRM"``)."""
@@ -109,8 +129,12 @@ def read_arrays(path: str | Path, shapes: dict[str, tuple[int, ...]]) -> dict[st
         with np.load(path, allow_pickle=False) as z:
             names = set(z.files)
             if names != set(shapes):
-                raise ConfigError(f"{path}: expected arrays {sorted(shapes)}, found "
-                                  f"{sorted(names)}")
+                missing, extra = sorted(set(shapes) - names), sorted(names - set(shapes))
+                raise ConfigError(
+                    f"{path}: the arrays do not match the architecture in "
+                    f"{path.with_suffix('.json').name}: " + "; ".join(
+                        f"{what} {len(v)} ({shorten(', '.join(v), 200)})"
+                        for what, v in (("missing", missing), ("unexpected", extra)) if v))
             arrays = {k: z[k] for k in shapes}
     except ConfigError:
         raise

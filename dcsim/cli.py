@@ -21,7 +21,10 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except DcsimError as e:
-            click.echo(f"error: {e}", err=True)
+            msg = str(e)  # a value quoted from a huge file must not make a megabyte line
+            if len(msg) > 2000:
+                msg = f"{msg[:2000]}... ({len(msg) - 2000:,} more characters)"
+            click.echo(f"error: {msg}", err=True)
             sys.exit(1)
         except OSError as e:  # an unwritable --out, a full disk, a vanished file
             where = f"{e.filename}: " if getattr(e, "filename", None) else ""

@@ -135,3 +135,103 @@ def test_import_trace_option_of_the_wrong_type_names_the_option(tmp_path):
     r = cli("import-trace", "alibaba2018", src, tmp_path / "o.csv", "--option",
             "expand_instances=true")
     assert r.exit_code == 0, r.output
+
+
+# ---------------------------------------------------------------- item 7
+def _sidecar(tmp_path: Path, name: str, change) -> Path:
+    import json
+    import shutil
+
+    src = Path("dcsim/learn/checkpoints") / f"{name}.npz"
+    dst = tmp_path / f"{name}.npz"
+    shutil.copy(src, dst)
+    meta = json.loads(src.with_suffix(".json").read_text())
+    change(meta)
+    dst.with_suffix(".json").write_text(json.dumps(meta))
+    return dst
+
+
+def _refused_checkpoint(load, path: Path, *needles):
+    import pytest
+
+    from dcsim.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        load(path)
+    msg = str(e.value)
+    assert str(path.with_suffix(".json")) in msg or str(path) in msg, msg
+    for n in needles:
+        assert n in msg, msg
+    assert len(msg) < 1000
+    return msg
+
+
+def test_shipped_checkpoints_all_load():
+    from dcsim.allocators.nara_learned import checkpoint as nara
+    from dcsim.reschedulers.vmr2l import checkpoint as vmr2l
+    from dcsim.schedulers.deeprm import load_checkpoint as deeprm
+
+    assert len(nara.shipped_checkpoints()) >= 3 and vmr2l.shipped_checkpoints()
+    for p in nara.shipped_checkpoints().values():
+        nara.load_checkpoint(p)
+    for p in vmr2l.shipped_checkpoints().values():
+        vmr2l.load_checkpoint(p)
+    deeprm(Path("dcsim/learn/checkpoints/deeprm.npz"))
+
+
+def test_nara_sidecar_fields_are_checked(tmp_path):
+    from types import SimpleNamespace
+
+    import pytest
+
+    from dcsim.allocators.nara_learned.checkpoint import load_checkpoint as load
+    from dcsim.errors import ConfigError
+
+    name = "nara_alpha_uniform"
+    _refused_checkpoint(load, _sidecar(tmp_path, name, lambda m: m.update(format_version=99)),
+                        "format_version: 99 is not 1")
+    _refused_checkpoint(load, _sidecar(tmp_path, name,
+                                       lambda m: m["architecture"].update(activation="tanh")),
+                        "architecture.activation: 'tanh' is not 'relu'")
+    _refused_checkpoint(load, _sidecar(tmp_path, name,
+                                       lambda m: m["features"].update(ratio_clip=5)),
+                        "features.ratio_clip: 5 is not 10.0")
+    _refused_checkpoint(load, _sidecar(tmp_path, name,
+                                       lambda m: m["features"].update(resources=["gpu"])),
+                        "features.resources: 1 resources give")
+    _refused_checkpoint(load, _sidecar(tmp_path, name,
+                                       lambda m: m["features"].update(version=7)),
+                        "features.version: 7 is not one of")
+    # resources of the right number but other names: refused against the topology
+    ck = load(_sidecar(tmp_path, name, lambda m: m["features"].update(resources=["gpu", "mem"])))
+    with pytest.raises(ConfigError, match=r"features.resources: the policy was trained on "
+                                          r"\['gpu', 'mem'\], but topology 'a' has"):
+        ck.check_topology(SimpleNamespace(name="a", resources=("cpu", "mem")))
+    ck.check_topology(SimpleNamespace(name="a", resources=("gpu", "mem")))
+
+
+def test_vmr2l_sidecar_fields_are_checked(tmp_path):
+    from dcsim.reschedulers.vmr2l.checkpoint import load_checkpoint as load
+
+    name = "vmr2l_production"
+    _refused_checkpoint(load, _sidecar(tmp_path, name,
+                                       lambda m: m["features"].update(version=7)),
+                        "features.version: 7 is not 1")
+    _refused_checkpoint(load, _sidecar(tmp_path, name,
+                                       lambda m: m["features"].update(resources=["gpu"])),
+                        "features.resources: ['gpu'] is not ['cpu', 'mem']")
+    _refused_checkpoint(load, _sidecar(tmp_path, name,
+                                       lambda m: m["architecture"].update(activation="relu")),
+                        "architecture.activation: 'relu' is not 'gelu (erf)'")
+
+
+def test_long_sidecar_values_are_cut_in_messages(tmp_path):
+    from dcsim.allocators.nara_learned.checkpoint import load_checkpoint as load
+
+    _refused_checkpoint(load, _sidecar(tmp_path, "nara_alpha_uniform",
+                                       lambda m: m["features"].update(version=[1] * 60_000)),
+                        "more characters")
+    msg = _refused_checkpoint(load, _sidecar(tmp_path, "nara_alpha_uniform",
+                                             lambda m: m["architecture"].update(layers=60_000)),
+                              "the arrays do not match the architecture", "missing")
+    assert len(msg) < 600

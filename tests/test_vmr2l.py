@@ -267,7 +267,7 @@ def test_checkpoint_round_trip_and_bad_files(tmp_path):
     miss = tmp_path / "miss.npz"
     np.savez(miss, **{k: v for k, v in list(arrays.items())[1:]})
     miss.with_suffix(".json").write_text(json.dumps(meta))
-    with pytest.raises(ConfigError, match="miss.npz: expected arrays"):
+    with pytest.raises(ConfigError, match="miss.npz: the arrays do not match the architecture"):
         V.load_checkpoint(miss)
     # a wrong shape, a NaN, a pickled object array
     for name, change in [("shape", lambda a: a[:1]), ("nan", lambda a: a * np.nan)]:

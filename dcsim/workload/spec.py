@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-
 from pydantic import ConfigDict, Field, PositiveFloat, ValidationError
 
 from dcsim.errors import ConfigError

@@ -17,10 +17,12 @@ from dcsim.allocators.nara_learned.observation import (
     feature_sizes,
 )
 from dcsim.checkpoints import (
+    check_field,
     float_arrays,
     read_arrays,
     read_metadata,
     resolve,
+    shorten,
     write_checkpoint,
 )
 from dcsim.errors import ConfigError
@@ -45,7 +47,14 @@ class Checkpoint:
     features: int = 1            # the feature version the policy was trained on
 
     def check_topology(self, topology: Topology) -> None:
-        """ConfigError naming the file if ``topology``'s resources do not fit the policy."""
+        """ConfigError naming the file if ``topology``'s resources do not fit the policy (the
+        sidecar's ``features.resources``, when given, must be the topology's, in order)."""
+        trained = (self.meta.get("features") or {}).get("resources")
+        if trained is not None and list(trained) != list(topology.resources):
+            raise ConfigError(
+                f"{self.path.with_suffix('.json')}: features.resources: the policy was trained "
+                f"on {shorten(repr(list(trained)))}, but topology {topology.name!r} has "
+                f"{list(topology.resources)}")
         f, e, g = feature_sizes(len(topology.resources), self.features)
         if (f, e, g) != (self.arch.node_features, self.arch.edge_features,
                          self.arch.global_features):
@@ -133,7 +142,35 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     except (KeyError, TypeError, ValueError) as e:
         raise ConfigError(f"{jpath}: bad or missing architecture/features field: {e}") from None
     if version not in FEATURE_VERSIONS:
-        raise ConfigError(f"{jpath}: features version {version} is not one of "
+        raise ConfigError(f"{jpath}: features.version: {shorten(repr(version))} is not one of "
                           f"{FEATURE_VERSIONS} (the policy was trained on other observations)")
+    _check_sidecar(meta, arch, version, jpath)
     weights = read_arrays(path, weight_shapes(arch))
     return Checkpoint(path=path, weights=weights, arch=arch, meta=meta, features=version)
+
+
+def _check_sidecar(meta: dict[str, Any], arch: Architecture, version: int, jpath: Path) -> None:
+    """The sidecar's fields that change what the weights mean: the format version, the
+    activation the network applies, the observation's ratio clip, and the resources (their
+    number must give the architecture's feature sizes; their names are checked against the
+    topology in :meth:`Checkpoint.check_topology`). Descriptive fields (``layout``,
+    ``aggregation``, feature names, the training record) are not read."""
+    if meta.get("format_version") != CHECKPOINT_VERSION:
+        raise ConfigError(f"{jpath}: format_version: {shorten(repr(meta.get('format_version')))} "
+                          f"is not {CHECKPOINT_VERSION} (a checkpoint of another dcsim)")
+    check_field(meta, "architecture", "activation", ["relu"], jpath,
+                "the network applies relu")
+    check_field(meta, "features", "ratio_clip", [RATIO_CLIP, int(RATIO_CLIP)], jpath,
+                "the observation clips ratios at this value; the policy read other inputs")
+    resources = meta["features"].get("resources")
+    if resources is None:
+        return
+    if (not isinstance(resources, list) or not all(isinstance(r, str) for r in resources)
+            or len(set(resources)) != len(resources)):
+        raise ConfigError(f"{jpath}: features.resources: {shorten(repr(resources))} is not a "
+                          "list of distinct resource names")
+    sizes = feature_sizes(len(resources), version)
+    if sizes != (arch.node_features, arch.edge_features, arch.global_features):
+        raise ConfigError(f"{jpath}: features.resources: {len(resources)} resources give "
+                          f"{sizes[0]} node / {sizes[2]} global features, but the architecture "
+                          f"reads {arch.node_features} / {arch.global_features}")

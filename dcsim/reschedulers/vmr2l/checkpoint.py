@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from dcsim.checkpoints import (
+    check_field,
     float_arrays,
     read_arrays,
     read_metadata,
@@ -80,4 +81,23 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     if meta.get("format_version") != CHECKPOINT_VERSION:
         raise ConfigError(f"{path.with_suffix('.json')}: format_version "
                           f"{meta.get('format_version')!r} is not {CHECKPOINT_VERSION}")
+    _check_sidecar(meta, path.with_suffix(".json"))
     return Checkpoint(path, read_arrays(path, weight_shapes(arch)), arch, meta)
+
+
+#: the feature layout dcsim computes (the sidecars before it was written down have none)
+FEATURE_VERSION = 1
+
+
+def _check_sidecar(meta: dict[str, Any], jpath: Path) -> None:
+    """The sidecar's fields that change what the weights mean: the activation and norm of
+    the transformer, the feature version and the resources (VMR²L reads cpu and memory per
+    NUMA node). Descriptive fields (feature names, the training record) are not read."""
+    check_field(meta, "architecture", "activation", ["gelu (erf)", "gelu"], jpath,
+                "the network applies the erf GELU")
+    check_field(meta, "architecture", "norm", ["post-LN (nn.Transformer)", "post-LN"], jpath,
+                "the network normalises after each block")
+    check_field(meta, "features", "version", [FEATURE_VERSION], jpath,
+                "the features dcsim computes")
+    check_field(meta, "features", "resources", [["cpu", "mem"]], jpath,
+                "VMR²L's features are cpu and memory per NUMA node")
