@@ -129,11 +129,15 @@ def make_report(path: str | Path, metrics: list[str] | None = None, by: str | No
         raise ConfigError(f"--baseline: no allocator {baseline!r}; the allocators are "
                           f"{', '.join(r.allocators)}")
     rep = Report(r, list(metrics), by, baseline, rows=row_params(r.summary, r.params, by),
-                 notes=seed_notes(r.summary, [*r.params, "allocator"], r.mode, r.config))
+                 notes=[*r.notes, *seed_notes(r.summary, [*r.params, "allocator"], r.mode,
+                                               r.config)])
     for m in metrics:
         rep.stats[m] = describe(r.summary, m, r.params, metric_range(m, r.mode))
         if baseline is not None:
             rep.paired[m] = paired(r.summary, m, baseline, r.params, metric_range(m, r.mode))
+    if draw and figs.available():  # read (and check) what the figures draw before writing
+        _ = (r.requests if r.mode in CDF_COLUMNS else None,
+             r.timeseries if r.mode in TIMESERIES else None)
     out = Path(out) if out is not None else r.path / "report"
     out.mkdir(parents=True, exist_ok=True)
     _write_tables(rep, out)

@@ -7,16 +7,16 @@ plain columns (not categoricals), and the summary keeps the plan's row order.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from dcsim.errors import ConfigError
+from dcsim.report import integrity
+from dcsim.report.integrity import ResultsError
 from dcsim.results.schema import STREAMED
 
 #: the per-request (per-job, per-VM) table of each mode
@@ -37,6 +37,10 @@ class Results:
     name: str
     config: dict[str, Any] = field(default_factory=dict)
     manifest: dict[str, Any] = field(default_factory=dict)
+    #: what the folder lacks (planned runs not finished, a summary not written), said once
+    notes: list[str] = field(default_factory=list)
+    #: planned runs that did not finish: their left-over files are not read
+    unfinished: set[str] = field(default_factory=set)
 
     @property
     def allocators(self) -> list[str]:
@@ -56,8 +60,23 @@ class Results:
         ``migrations``, ``component_failures``); an empty frame when the run wrote none."""
         if name not in STREAMED:
             raise ConfigError(f"no table {name!r}; the tables are {', '.join(STREAMED)}")
-        return self._tables.setdefault(name, _read_table(self.path / name)
-                                       if self.has(name) else pd.DataFrame())
+        if name not in self._tables:
+            self._tables[name] = self._read(name) if self.has(name) else pd.DataFrame()
+        return self._tables[name]
+
+    def _read(self, name: str) -> pd.DataFrame:
+        """Only the files of the summary's runs (:func:`integrity.run_files`); a folder
+        whose summary names no runs (written by hand) is read whole."""
+        folder = self.path / name
+        if "run_id" not in self.summary.columns:
+            try:
+                return _read_table(folder)
+            except (OSError, ValueError) as e:
+                raise ResultsError(f"{folder}: unreadable ({integrity.one_line(e)})") \
+                    from None
+        files = integrity.run_files(folder, self.summary, self.unfinished)
+        return _plain(integrity.read_files(folder, files, self.mode)) if files \
+            else pd.DataFrame()
 
     @cached_property
     def _tables(self) -> dict[str, pd.DataFrame]:
@@ -75,7 +94,10 @@ class Results:
 
 
 def _read_table(folder: Path) -> pd.DataFrame:
-    df = pd.read_parquet(folder)
+    return _plain(pd.read_parquet(folder))
+
+
+def _plain(df: pd.DataFrame) -> pd.DataFrame:
     for c in ("allocator", "seed"):
         if c in df.columns and isinstance(df[c].dtype, pd.CategoricalDtype):
             df[c] = df[c].astype(df[c].cat.categories.dtype)
@@ -85,25 +107,27 @@ def _read_table(folder: Path) -> pd.DataFrame:
 
 
 def load(path: str | Path) -> Results:
-    """The results in ``path`` (a ``dcsim run`` output directory); a :class:`ConfigError`
-    saying what is missing when it is not one."""
+    """The results in ``path`` (a ``dcsim run`` output directory): only what its
+    ``runs/`` and ``manifest.json`` say belong to its experiment (:mod:`.integrity`), with
+    notes on what is missing. A :class:`ConfigError` (:class:`ResultsError`) saying what is
+    wrong, naming the file, when it is not one, holds another experiment's data or cannot
+    be read."""
     path = Path(path)
-    summary_file = path / "summary.parquet"
-    if not summary_file.is_file():
-        why = "no such directory" if not path.is_dir() else "no summary.parquet in it"
-        raise ConfigError(f"{path}: not the output of dcsim run ({why})")
-    summary = pd.read_parquet(summary_file)
-    manifest: dict[str, Any] = {}
-    if (path / "manifest.json").is_file():
-        manifest = json.loads((path / "manifest.json").read_text())
-    config: dict[str, Any] = {}
-    if (path / "experiment.yaml").is_file():
-        config = yaml.safe_load((path / "experiment.yaml").read_text()) or {}
+    manifest = integrity.read_manifest(path)
+    config = integrity.read_config(path)
+    if manifest.get("experiment") and config.get("name") \
+            and str(config["name"]) != manifest["experiment"]:
+        raise ResultsError(f"{path}: manifest.json is of experiment "
+                           f"{manifest['experiment']!r}, experiment.yaml of "
+                           f"{str(config['name'])!r}; one of them is another experiment's")
+    known = manifest.get("experiment") or config.get("name")
+    mode = str(config.get("mode", "loss"))
+    summary, notes, unfinished = integrity.read_summary(
+        path, manifest, str(known) if known else None, mode)
     params: list[str] = []
     for run in manifest.get("runs", []):
-        for k in run.get("params", {}):
+        for k in run.get("params", {}) or {}:
             if k not in params and k in summary.columns:
                 params.append(k)
-    name = str(manifest.get("experiment") or config.get("name") or path.name)
-    return Results(path, summary, params, str(config.get("mode", "loss")), name, config,
-                   manifest)
+    name = str(known or path.name)
+    return Results(path, summary, params, mode, name, config, manifest, notes, unfinished)
