@@ -155,9 +155,11 @@ def _print_headline(exp, out_dir: Path, max_rows: int = 40) -> None:
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE")
 def validate(config: Path, seeds: int | None, sets: tuple[str, ...]) -> None:
     """Check CONFIG without running it; print the runs it expands to."""
+    from dcsim.allocators.jit import kernels_on
     from dcsim.runner import load_experiment
 
     exp = load_experiment(config, seeds=seeds, sets=sets)
+    kernels_on()  # a bad DCSIM_KERNELS fails here, as in `dcsim run`
     labels = sorted({r.label for r in exp.runs})
     points = len({tuple(sorted(r.params.items(), key=str)) for r in exp.runs})
     click.echo(f"{config}: ok — {len(exp.runs)} runs: {points} sweep point(s), "

@@ -235,3 +235,27 @@ def test_long_sidecar_values_are_cut_in_messages(tmp_path):
                                              lambda m: m["architecture"].update(layers=60_000)),
                               "the arrays do not match the architecture", "missing")
     assert len(msg) < 600
+
+
+# ---------------------------------------------------------------- item 8
+def test_malformed_vm_mapping_fails_in_validate_as_in_run(tmp_path):
+    (tmp_path / "bad.json").write_text('{"hosts": 5}')
+    trace_csv = Path("traces/azure2017_dev_slice.csv").resolve()
+    for mode, extra in (("reschedule", {"vm": {"mapping": {"path": "bad.json"}, "mnl": 5},
+                                        "reschedulers": ["greedy"]}),
+                        ("vm_online", {"vm": {"mapping": {"path": "bad.json"},
+                                              "workload": {"trace": {"path": str(trace_csv)}}},
+                                       "placers": ["best_fit"]})):
+        cfg = tmp_path / f"{mode}.yaml"
+        cfg.write_text(yaml.safe_dump({"name": "v", "mode": mode, **extra}))
+        a = refused(cli("validate", cfg), "bad.json: missing 'cluster_list'")
+        b = refused(cli("run", cfg, "--out", tmp_path / mode))
+        assert a == b
+
+
+def test_bad_kernel_choice_fails_in_validate_as_in_run(tmp_path):
+    env = {"DCSIM_KERNELS": "bogus"}
+    a = refused(cli("validate", "experiments/quickstart.yaml", env=env),
+                "DCSIM_KERNELS='bogus': expected one of")
+    b = refused(cli("run", "experiments/quickstart.yaml", "--out", tmp_path / "q", env=env))
+    assert a == b

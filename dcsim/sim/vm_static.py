@@ -162,6 +162,9 @@ def check_static(spec: dict[str, Any] | None, base_dir: str | os.PathLike | None
         p = resolve_path(s.mapping.path, base_dir)
         if not p.is_file():
             raise ConfigError(f"{where}.mapping.path: no such file: {p}")
+        from dcsim.vm.mapping_io import load_mapping
+
+        load_mapping(p)  # a malformed mapping fails here, as it would in every run
     return s
 
 
