@@ -5,7 +5,36 @@ What a plugin author needs is importable from here::
     from dcsim import Allocator, Choice, Placement, Request, StateView, hookimpl
 """
 
-from importlib.metadata import PackageNotFoundError, version
+import sys as _sys
+
+
+def _is_command() -> bool:
+    """Whether this process is the ``dcsim`` command (the console script, or ``python -m
+    dcsim``), not a program or test that imports the package."""
+    import os
+
+    name = os.path.basename(_sys.argv[0]) if _sys.argv else ""
+    if name in ("dcsim", "dcsim.exe", "dcsim-script.py"):
+        return True
+    argv = getattr(_sys, "orig_argv", [])
+    return "-m" in argv and argv[argv.index("-m") + 1:argv.index("-m") + 2] == ["dcsim"]
+
+
+def _interrupted_at_startup(signum, frame):  # pragma: no cover - runs in a child process
+    """Ctrl-C while the command is still importing: one line and exit status 130 (a
+    KeyboardInterrupt here would print the traceback of whichever import it hit)."""
+    import os
+
+    os.write(2, b"interrupted\n")
+    os._exit(130)
+
+
+if _is_command():  # :class:`dcsim.cli._Group` hands SIGINT back to Python once it runs
+    import signal as _signal
+
+    _signal.signal(_signal.SIGINT, _interrupted_at_startup)
+
+from importlib.metadata import PackageNotFoundError, version  # noqa: E402
 
 try:
     __version__ = version("dcsim")

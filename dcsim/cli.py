@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 import time
@@ -13,13 +14,26 @@ from dcsim import __version__
 from dcsim.errors import DcsimError
 from dcsim.runner.progress import ProgressLine, duration
 
+if _pause := os.environ.get("DCSIM_TEST_IMPORT_PAUSE"):  # tests of Ctrl-C
+    Path(_pause).touch()  # during start-up: say the imports are under way, then take time
+    time.sleep(30)
+
 
 class _Group(click.Group):
     """Turn every error a user can cause into one line on stderr and exit status 1."""
 
     def invoke(self, ctx):
+        import signal
+
+        import dcsim
+
+        if signal.getsignal(signal.SIGINT) is dcsim._interrupted_at_startup:
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # start-up is over
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:  # commands with work to save catch it themselves first
+            click.echo("interrupted", err=True)
+            sys.exit(130)
         except DcsimError as e:
             msg = str(e)  # a value quoted from a huge file must not make a megabyte line
             if len(msg) > 2000:

@@ -259,3 +259,57 @@ def test_bad_kernel_choice_fails_in_validate_as_in_run(tmp_path):
                 "DCSIM_KERNELS='bogus': expected one of")
     b = refused(cli("run", "experiments/quickstart.yaml", "--out", tmp_path / "q", env=env))
     assert a == b
+
+
+# ---------------------------------------------------------------- item 9 (start-up)
+def _interrupt(args, ready, env=None, timeout=60.0):
+    """Start ``python -m dcsim ARGS``, wait until ``ready()``, send SIGINT; (rc, stderr)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    p = subprocess.Popen([sys.executable, "-m", "dcsim", *map(str, args)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, **(env or {})})
+    try:
+        end = time.monotonic() + timeout
+        while not ready() and time.monotonic() < end and p.poll() is None:
+            time.sleep(0.05)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=timeout)
+    finally:
+        p.kill()
+    return p.returncode, err
+
+
+def test_ctrl_c_during_startup_imports_is_one_line(tmp_path):
+    marker = tmp_path / "importing"
+    rc, err = _interrupt(["--version"], marker.exists,
+                         env={"DCSIM_TEST_IMPORT_PAUSE": str(marker)})
+    assert marker.exists()
+    assert (rc, err.strip()) == (130, "interrupted"), err
+
+
+def test_ctrl_c_during_a_command_is_one_line(tmp_path):
+    import os
+
+    fifo = tmp_path / "exp.yaml"
+    os.mkfifo(fifo)
+    held = []
+
+    def reading():  # the command has opened the config: opening the writing end succeeds
+        try:
+            held.append(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            return False
+        return True
+
+    try:
+        rc, err = _interrupt(["validate", fifo], reading)
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert held
+    assert (rc, err.strip()) == (130, "interrupted"), err
