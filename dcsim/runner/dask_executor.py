@@ -18,7 +18,18 @@ from dcsim.errors import ConfigError
 if TYPE_CHECKING:
     from dcsim.runner.plan import Experiment, RunPlan
 
-from dcsim.runner.executors import Executor, Log, Outcome, attempt, failure_record
+from dcsim.runner.executors import Executor, Log, Outcome, WorkerDied, attempt, failure_record
+
+#: how many times a run whose worker process died is run again, on another worker, before it
+#: fails as ``WorkerDied`` (Dask's ``distributed.scheduler.allowed-failures``, 3 by default):
+#: once, as the local pool runs each run of a broken pool once more, alone. A death from
+#: outside (kill -9, a lost node) costs a run one try; a run that kills its worker every time
+#: costs two worker restarts, not four
+RETRIES = 1
+
+#: on a local cluster, how long the sweep waits with no worker connected (all died and none
+#: came back) before the runs still to do fail instead of waiting for ever
+NO_WORKERS_S = 60.0
 
 
 def dask_setup(worker) -> None:  # pragma: no cover - runs in local Dask workers
@@ -72,6 +83,21 @@ def attempt_packed(plan: RunPlan) -> tuple[str, Any]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def attempt_local(plan: RunPlan, out: str) -> tuple[str, Any]:
+    """On a local cluster's worker: :func:`attempt`, unless the run is already committed in
+    ``out``. Dask runs a finished task again when the worker holding its result dies before
+    ``dcsim run`` fetched it; the run then returns its committed row instead of simulating
+    again (and rewriting its files), so that it cannot share the blame of a later death."""
+    import json
+
+    from dcsim.results.writer import run_record_path, summary_row
+
+    record = run_record_path(Path(out), plan.run_id)
+    if record.exists():  # not before this invocation: prepare_out planned it as unfinished
+        return "ok", summary_row(json.loads(record.read_text()))
+    return attempt(plan, out)
+
+
 def commit_files(out: Path, files: dict[str, bytes]) -> None:
     """Write a run's files into ``out`` like :class:`~dcsim.results.writer.RunWriter`
     does: each aside and renamed, the ``runs/<run_id>.json`` commit marker last."""
@@ -118,6 +144,13 @@ LOCAL_CLUSTER_CONFIG = {
     "distributed.worker.profile.enabled": False,
     "distributed.admin.system-monitor.interval": "2s",
     "distributed.admin.tick.interval": "200ms",
+    # a worker that dies costs exactly its own run: Dask blames every task "processing" on a
+    # dying worker, and with the default saturation (1.1) a one-thread worker holds a second
+    # task queued behind the running one, which would share the blame (and, after
+    # RETRIES + 1 such deaths, fail with KilledWorker though it never ran); at 1.0 it holds
+    # only the one it runs (the next is sent when it ends: a millisecond on one machine)
+    "distributed.scheduler.worker-saturation": 1.0,
+    "distributed.scheduler.allowed-failures": RETRIES,
 }
 
 
@@ -215,19 +248,26 @@ class DaskExecutor(Executor):
             target = str(Path(out).resolve())
             for plan in plans:  # unique keys: two clients never share a run's result
                 key = f"dcsim-{plan.run_id}-{token}"
-                f = (client.submit(attempt, plan, target, key=key, pure=False) if local
+                f = (client.submit(attempt_local, plan, target, key=key, pure=False) if local
                      else client.submit(attempt_packed, plan, key=key, pure=False))
                 futures.append(f)
                 by_key[f.key] = plan
-            for f in distributed.as_completed(futures):
+            deaths = _exit_codes(cluster) if local else {}
+            for f, error in _ended(distributed, client, futures, local):
                 plan = by_key[f.key]
                 try:
-                    status, payload = f.result()
+                    if error is None:
+                        status, payload = f.result()
                 except Exception as e:  # the task itself could not run (KilledWorker, ...)
-                    yield Outcome(plan, error=failure_record(plan, e))
-                    continue
+                    error = e
                 finally:
                     f.release()
+                if error is not None:
+                    if local and (row := _committed_row(out, plan)) is not None:
+                        yield Outcome(plan, row=row)  # a committed run never failed
+                    else:
+                        yield Outcome(plan, error=_task_failure(plan, error, deaths, local))
+                    continue
                 if status != "ok":
                     yield Outcome(plan, error=payload)
                     continue
@@ -243,6 +283,106 @@ class DaskExecutor(Executor):
                 yield Outcome(plan, row=row)
         finally:
             _close(client, cluster, futures)
+
+
+def _ended(distributed, client, futures: list, local: bool) -> Iterator[tuple[Any, Any]]:
+    """The futures as they end, each with None, or, on a local cluster that has had no
+    worker for :data:`NO_WORKERS_S` seconds (they died and did not come back), with the
+    error that the runs still to do fail with (the sweep ends instead of waiting for ever)."""
+    ended = distributed.as_completed(futures)
+    yielded: set = set()
+    alone_since = None
+    checked = time.monotonic()
+    while not ended.is_empty():
+        batch = ended.next_batch(block=False)
+        for f in batch:
+            yielded.add(f)
+            yield f, None
+        if batch:
+            alone_since = None
+            continue
+        time.sleep(0.05)  # as_completed itself polls every 0.1 s
+        if not local or time.monotonic() - checked < 2.0:
+            continue
+        checked = time.monotonic()
+        if client.nthreads():
+            alone_since = None
+        elif alone_since is None:
+            alone_since = checked
+        elif checked - alone_since > NO_WORKERS_S:
+            error = WorkerDied(f"every worker of the local Dask cluster died and none came back "
+                               f"within {NO_WORKERS_S:.0f} s; this run had not ended")
+            for f in futures:
+                if f not in yielded:
+                    yield f, error
+            return
+
+
+def _exit_codes(cluster) -> dict[str, int]:
+    """{worker address: exit code} of the local cluster's worker processes that ended, filled
+    in as they end (best effort: it wraps the exit callback of each Nanny's WorkerProcess,
+    which Dask does not document; without it a death's exit code is just unknown)."""
+    codes: dict[str, int] = {}
+    for nanny in list(getattr(cluster, "workers", {}).values()):
+        proc = getattr(nanny, "process", None)
+        on_exit = getattr(proc, "on_exit", None)
+        if on_exit is None:
+            continue
+
+        def record(exitcode, proc=proc, on_exit=on_exit) -> None:
+            if getattr(proc, "worker_address", None):
+                codes[proc.worker_address] = exitcode
+            on_exit(exitcode)
+
+        proc.on_exit = record
+    return codes
+
+
+def _committed_row(out: Path, plan: RunPlan) -> dict[str, Any] | None:
+    """The summary row of ``plan`` if its run is committed in ``out``, else None."""
+    import json
+
+    from dcsim.results.writer import run_record_path, summary_row
+
+    try:
+        return summary_row(json.loads(run_record_path(out, plan.run_id).read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+def _task_failure(plan: RunPlan, error: BaseException, deaths: dict[str, int],
+                  local: bool) -> dict[str, Any]:
+    """The failure record of a run whose task did not end with a result: Dask's KilledWorker
+    (its worker died on every try) becomes ``WorkerDied``, worded as the local pool's, with
+    the exit code where the worker was this machine's (a local cluster)."""
+    from distributed.scheduler import KilledWorker
+
+    if not isinstance(error, KilledWorker):
+        return failure_record(plan, error)
+    address = getattr(error.last_worker, "address", None)
+    deadline = time.monotonic() + 2.0  # the Nanny may hear of the exit just after the scheduler
+    while local and address not in deaths and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return failure_record(plan, WorkerDied(
+        f"the worker process running this run died without an exception "
+        f"({_exit_text(deaths.get(address), address)}; os._exit, a signal or the "
+        f"out-of-memory killer); it died on each of its {error.allowed_failures + 1} tries "
+        f"(a worker process each), and the other runs went on"), tb="")
+
+
+def _exit_text(code: int | None, address: str | None) -> str:
+    """"exit code 3", "killed by signal 9 (SIGKILL)", or where to look when unknown."""
+    if code is None:
+        return f"exit code unknown; see the log of worker {address}"
+    if code < 0:
+        import signal
+
+        try:
+            name = f" ({signal.Signals(-code).name})"
+        except ValueError:
+            name = ""
+        return f"killed by signal {-code}{name}"
+    return f"exit code {code}"
 
 
 def _close(client, cluster, futures: Iterable) -> None:

@@ -249,4 +249,6 @@ def _stop_workers(pool, grace: float = 3.0) -> None:
 
 
 class WorkerDied(Exception):
-    """The pool process running a run ended without raising (recorded in failures.jsonl)."""
+    """The process running a run ended without raising (recorded in failures.jsonl): a pool
+    process, or a Dask worker (:mod:`dcsim.runner.dask_executor`, where Dask's KilledWorker
+    becomes this)."""
