@@ -114,6 +114,9 @@ def parse_set(item: str) -> tuple[str, Any]:
     key, _, raw = item.partition("=")
     if not key.strip():
         raise ConfigError(f"--set {item!r}: the key before = is empty")
+    if any(not part.strip() for part in key.strip().split(".")):
+        raise ConfigError(f"--set {item!r}: the key {key.strip()!r} is malformed (an empty "
+                          "name between dots); expected dotted.key=value")
     try:
         value = load_yaml(raw, f"--set {item!r}")
     except ConfigError as e:

@@ -127,6 +127,12 @@ def registered(kind: str = "allocator") -> dict[str, Registered]:
             if not isinstance(name, str) or not name:
                 raise PluginError(f"plugin {impl.plugin_name!r} registered {cls!r} with no name")
             if name in out and out[name].cls is not cls:
+                if out[name].package == package:
+                    raise PluginError(
+                        f"{kind} {name!r} is registered twice by the same package, "
+                        f"{package!r} (two classes named {name!r}, or the package's plugin "
+                        "module listed under two entry points or installed twice); "
+                        "register it once")
                 raise PluginError(
                     f"{kind} {name!r} is registered twice: by {out[name].package!r} "
                     f"and by {package!r}"

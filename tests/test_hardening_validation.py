@@ -313,3 +313,82 @@ def test_ctrl_c_during_a_command_is_one_line(tmp_path):
             os.close(fd)
     assert held
     assert (rc, err.strip()) == (130, "interrupted"), err
+
+
+# ---------------------------------------------------------------- item 10 (the rest)
+def test_set_with_an_empty_key_part_says_so():
+    for item in (".=1", "a..b=1", "workload.=3"):
+        refused(cli("validate", "experiments/quickstart.yaml", "--set", item),
+                f"--set {item!r}: the key", "is malformed (an empty name between dots)")
+
+
+def test_duplicate_topology_resources_are_refused_naming_the_field(tmp_path):
+    import json
+
+    (tmp_path / "topo.json").write_text(json.dumps({
+        "directed": False, "multigraph": False, "graph": {},
+        "nodes": [{"id": "s0", "kind": "server", "cpu": 4, "mem": 4},
+                  {"id": "t0", "kind": "switch", "tier": 1}],
+        "links": [{"source": "s0", "target": "t0", "capacity": 10}]}))
+    cfg = {"name": "d", "topology": {"kind": "file", "path": "topo.json",
+                                     "resources": ["cpu", "cpu"]},
+           "workload": {"requests": 5, "arrival": {"process": "poisson", "rate": 1},
+                        "duration": {"dist": "constant", "value": 1},
+                        "demand": {"cpu": {"dist": "constant", "value": 1}}},
+           "allocators": ["first_fit"]}
+    path = tmp_path / "d.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    refused(cli("validate", path),
+            "topology.resources: 'cpu' listed more than once; resource names must be distinct")
+    cfg["topology"]["resources"] = ["cpu"]
+    path.write_text(yaml.safe_dump(cfg))
+    assert cli("validate", path).exit_code == 0
+
+
+def test_a_name_registered_twice_by_one_package_says_so(monkeypatch):
+    import types
+
+    import pytest
+
+    from dcsim import Allocator, hookimpl, plugins
+    from dcsim.errors import PluginError
+
+    class A(Allocator):
+        name = "twice_test"
+
+        def allocate(self, request, view):
+            return 0
+
+    class B(A):
+        name = "twice_test"
+
+    def module(*classes):
+        mod = types.ModuleType("fake_twice")
+
+        @hookimpl
+        def register_allocators(register):
+            for c in classes:
+                register(c)
+
+        mod.register_allocators = register_allocators
+        return mod
+
+    class EP:
+        def __init__(self, name, mod):
+            self.name, self._mod = name, mod
+            self.dist = types.SimpleNamespace(name="dcsim-bad")
+
+        def load(self):
+            return self._mod
+
+    for eps in ([EP("bad", module(A, B))], [EP("bad1", module(A)), EP("bad2", module(B))]):
+        monkeypatch.setattr(plugins, "entry_points",
+                            lambda group, eps=eps: eps if group == "dcsim" else [])
+        plugins.reset()
+        try:
+            with pytest.raises(PluginError) as e:
+                plugins.registered("allocator")
+        finally:
+            plugins.reset()
+        assert "registered twice by the same package, 'dcsim-bad'" in str(e.value)
+        assert "by 'dcsim-bad' and by 'dcsim-bad'" not in str(e.value)

@@ -64,6 +64,14 @@ def _check_resources(v: dict[str, float]) -> dict[str, float]:
     return v
 
 
+def _distinct(v: list[str] | None) -> list[str] | None:
+    twice = sorted({r for r in v or () if v.count(r) > 1})
+    if twice:
+        raise ValueError(f"{', '.join(map(repr, twice))} listed more than once; resource "
+                         "names must be distinct")
+    return v
+
+
 #: A server's resource vector, in order: ``{cpu: 10, mem: 10}``.
 Resources = Annotated[dict[str, NonNegativeFloat], AfterValidator(_check_resources)]
 
@@ -336,7 +344,7 @@ class FileSpec(_Spec):
     kind: Literal["file"] = "file"
     path: str
     format: Literal["json", "graphml"] | None = None
-    resources: list[str] | None = None
+    resources: Annotated[list[str] | None, AfterValidator(_distinct)] = None
 
     def build(self) -> Topology:
         from dcsim.model.topology_io import load_topology
