@@ -87,35 +87,33 @@ def test_executor_dask_starts_a_local_cluster(tmp_path, serial):
 
 def test_failures_on_workers_are_logged_and_resumed(tmp_path, cluster):
     """A run that raises on a worker is logged with the worker's traceback; the others are
-    committed; after the cause is fixed --resume runs only the failed ones."""
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    n = 300
-    good = pd.DataFrame({"arrival": np.sort(rng.uniform(0, 60, n)),
-                         "duration": rng.uniform(1, 5, n),
-                         "cpu": rng.integers(1, 4, n), "mem": rng.integers(1, 8, n)})
-    good.to_csv(tmp_path / "good.csv", index=False)
-    bad = good.copy()
-    bad.loc[200, "arrival"] = 0.5  # unsorted: found only while replaying, on the worker
-    bad.to_csv(tmp_path / "other.csv", index=False)
-    cfg = dict(SMALL, workload={"trace": {"path": "good.csv", "batch_size": 50}},
+    committed; after the cause is fixed --resume runs only the failed ones. The cause: a
+    failure trace whose storm of events at time 0 passes every check made when the sweep
+    is planned and trips the failure-rate cap only while the run replays it."""
+    calm = pd.DataFrame({"time": [5.0, 20.0], "kind": ["server", "server"],
+                         "component": [0, 1], "duration": [10.0, 10.0]})
+    calm.to_csv(tmp_path / "calm.csv", index=False)
+    n = 6000  # 12,000 failure and repair events before the first arrival
+    storm = pd.DataFrame({"time": [0.0] * n, "kind": ["server"] * n,
+                          "component": [i % 4 for i in range(n)], "duration": [1e-3] * n})
+    storm.to_csv(tmp_path / "storm.csv", index=False)
+    cfg = dict(SMALL, failures={"trace": {"path": "calm.csv"}},
                allocators=["first_fit", "random"],
-               matrix={"workload.trace.path": ["good.csv", "other.csv"]})
+               matrix={"failures.trace.path": ["calm.csv", "storm.csv"]})
     out = tmp_path / "out"
     r = invoke("run", write(tmp_path, cfg), "--out", out, "--address", cluster.scheduler_address)
-    assert r.exit_code == 1
+    assert r.exit_code == 1, r.output
     assert f"error: 4 of 8 runs failed; see {out / 'failures.jsonl'}" in r.stderr
     failures = [json.loads(x) for x in (out / "failures.jsonl").read_text().splitlines()]
-    assert {f["params"]["path"] for f in failures} == {"other.csv"}
+    assert {f["params"]["path"] for f in failures} == {"storm.csv"}
     assert {(f["allocator"], f["seed"]) for f in failures} == {
         (a, s) for a in ("first_fit", "random") for s in (0, 1)}
-    assert all(f["error"] == "ConfigError" and "not sorted" in f["message"]
+    assert all(f["error"] == "DcsimError" and "would swamp the run" in f["message"]
                and "execute_run" in f["traceback"] for f in failures)
     assert os.getpid() not in {f["pid"] for f in failures}  # recorded on the workers
-    assert set(pd.read_parquet(out / "summary.parquet")["path"]) == {"good.csv"}
+    assert set(pd.read_parquet(out / "summary.parquet")["path"]) == {"calm.csv"}
 
-    good.to_csv(tmp_path / "other.csv", index=False)  # fixed
+    calm.to_csv(tmp_path / "storm.csv", index=False)  # fixed
     r = ok("run", write(tmp_path, cfg), "--out", out, "--address", cluster.scheduler_address,
            "--resume")
     assert "running the other 4" in r.stderr and not (out / "failures.jsonl").exists()
