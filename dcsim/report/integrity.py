@@ -22,7 +22,6 @@ and every planned run) and ``experiment.yaml`` (its mode). From them:
 from __future__ import annotations
 
 import json
-import re
 import shlex
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -30,30 +29,20 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 import yaml
 
-from dcsim.errors import ConfigError
+from dcsim.results.reader import (  # noqa: F401  (ResultsError, read_files: re-exported)
+    ResultsError,
+    one_line,
+    read_files,
+    read_parquet,
+)
 from dcsim.results.schema import TABLES
 from dcsim.results.stats import column
 from dcsim.results.writer import partition_dir, summary_row
 
 #: how many run ids a note or an error names
 EXAMPLES = 3
-
-
-class ResultsError(ConfigError):
-    """A results folder holds something that is not its experiment's, or a file that cannot
-    be read; the message is one line naming the file (and the column)."""
-
-
-def one_line(e: BaseException, limit: int = 160) -> str:
-    """An exception's message on one line, shortened."""
-    text = " ".join(str(e).split()) or type(e).__name__
-    text = re.sub(r"^Could not open Parquet input source '[^']*': ", "", text)
-    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def examples(ids: Sequence[str]) -> str:
@@ -103,13 +92,6 @@ def read_config(path: Path) -> dict[str, Any]:
     return c
 
 
-def read_parquet(f: Path) -> pd.DataFrame:
-    try:
-        return pq.read_table(f).to_pandas()
-    except (OSError, pa.ArrowException, ValueError) as e:
-        raise ResultsError(f"{f}: unreadable Parquet file ({one_line(e)})") from None
-
-
 def committed_runs(path: Path) -> list[str] | None:
     """The run ids with a ``runs/<run_id>.json`` (sorted), or None without ``runs/``."""
     d = path / "runs"
@@ -156,25 +138,6 @@ def check_summary_types(df: pd.DataFrame, mode: str, where: Path | str) -> None:
             raise ResultsError(
                 f"{where}: column {c!r} holds {_held(df[c])}, not the {want} values "
                 f"dcsim/results/schema.py declares for it, so it cannot be reported")
-
-
-def _kind(t: pa.DataType) -> str:
-    return "text" if pa.types.is_string(t) or pa.types.is_large_string(t) else str(t)
-
-
-def _arrow_fits(declared: str, t: pa.DataType) -> bool:
-    if pa.types.is_null(t) or declared == "inferred":
-        return True
-    if declared in ("int64", "float64"):
-        return pa.types.is_integer(t) or pa.types.is_floating(t)
-    if declared == "bool":
-        return pa.types.is_boolean(t)
-    if declared == "string":
-        return pa.types.is_string(t) or pa.types.is_large_string(t) \
-            or pa.types.is_dictionary(t)
-    if declared.startswith("list<"):
-        return pa.types.is_list(t) or pa.types.is_large_list(t)
-    return True
 
 
 # ------------------------------------------------------------------------------ the summary
@@ -338,48 +301,3 @@ def run_files(folder: Path, runs: pd.DataFrame, unfinished: set[str]) -> list[Pa
                 "<label>/seed=<i>/<run_id>.parquet); reading it would mix its rows into "
                 "theirs: move it out of the results folder")
     return files
-
-
-def read_files(folder: Path, files: list[Path], mode: str) -> pd.DataFrame:
-    """``files`` of the streamed table ``folder`` as one DataFrame with ``allocator`` and
-    ``seed`` from their partitions; a file that cannot be read, or whose column has another
-    type than the table declares (or than the other files give it), is a
-    :class:`ResultsError` naming both."""
-    table = folder.name
-    decl = TABLES.get(mode, {}).get(table)
-    schemas = []
-    first: dict[str, tuple[pa.DataType, Path]] = {}
-    declared: dict[str, Any] = {}
-    for p in files:
-        try:
-            sch = pq.read_schema(p)
-        except (OSError, pa.ArrowException, ValueError) as e:
-            raise ResultsError(f"{p}: unreadable Parquet file ({one_line(e)})") from None
-        for fld in sch:
-            if fld.name not in declared:
-                declared[fld.name] = column(fld.name, mode, table) if decl else None
-            c = declared[fld.name]
-            if c is not None and not _arrow_fits(c.type, fld.type):
-                raise ResultsError(f"{p}: column {fld.name!r} holds {_kind(fld.type)}, not "
-                                   f"the {c.type} values dcsim/results/schema.py declares "
-                                   "for it, so it cannot be reported")
-            seen = first.setdefault(fld.name, (fld.type, p))
-            if not pa.types.is_null(fld.type) and not pa.types.is_null(seen[0]) \
-                    and fld.type != seen[0]:
-                raise ResultsError(f"{p}: column {fld.name!r} holds {_kind(fld.type)}, but "
-                                   f"{_kind(seen[0])} in {seen[1]}")
-        schemas.append(sch)
-    part = pa.schema([("allocator", pa.string()), ("seed", pa.int64())])
-    schema = pa.unify_schemas([*schemas, part])
-    try:
-        data = ds.dataset([str(p) for p in files], schema=schema, format="parquet",
-                          partitioning=ds.partitioning(part, flavor="hive"),
-                          partition_base_dir=str(folder)).to_table()
-    except (OSError, pa.ArrowException, ValueError):
-        for p in files:  # name the file
-            try:
-                pq.read_table(p)
-            except (OSError, pa.ArrowException, ValueError) as e:
-                raise ResultsError(f"{p}: unreadable Parquet file ({one_line(e)})") from None
-        raise
-    return data.to_pandas()
