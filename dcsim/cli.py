@@ -231,7 +231,7 @@ def import_trace_cmd(fmt: str, src: Path, out: Path, split: str | None,
     import os
 
     from dcsim.runner.config import parse_set
-    from dcsim.workload.importers import import_trace, write_table
+    from dcsim.workload.trace_import import import_trace, write_table
 
     opts = dict(parse_set(o) for o in options)
     if split:

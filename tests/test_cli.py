@@ -436,7 +436,7 @@ def test_import_trace_offers_every_importer(tmp_path):
     """Every importer is a FORMAT of import-trace, so the CLI cannot lag behind the library;
     the Nara authors' tables convert too."""
     from dcsim.cli import import_trace_cmd
-    from dcsim.workload.importers import IMPORTERS
+    from dcsim.workload.trace_import import IMPORTERS
 
     fmt = next(p for p in import_trace_cmd.params if p.name == "fmt")
     assert sorted(fmt.type.choices) == sorted(IMPORTERS)

@@ -44,8 +44,8 @@ from dcsim.workload.importers import (  # noqa: E402
     import_azure2017,
     import_azure2020,
     import_azure2020_vmtypes,
-    write_table,
 )
+from dcsim.workload.trace_import import write_table  # noqa: E402
 
 AZ17 = "azure_vm_2017_rnn"
 ALI = "alibaba_v2018_sample/alibaba2018_batch_task_sample.csv"

@@ -85,8 +85,8 @@ def parse_jobs(raw: Any, where: str = "workload") -> DeepRMJobs | TraceJobs:
 
 
 def _trace_table(spec: TraceJobs, base_dir: Path | None, where: str) -> pd.DataFrame:
-    from dcsim.workload.importers import import_trace
     from dcsim.workload.spec import resolve_path
+    from dcsim.workload.trace_import import import_trace
 
     path = resolve_path(spec.path, base_dir, f"{where}.path")
     if spec.format == "alibaba2018":

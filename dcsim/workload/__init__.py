@@ -26,11 +26,10 @@ from dcsim.workload.importers import (
     import_alibaba2018,
     import_azure2017,
     import_azure2020,
-    import_trace,
-    write_table,
 )
 from dcsim.workload.spec import TraceSpec, WorkloadSpec, build_source, parse_workload
 from dcsim.workload.synthetic import AugmentedSource, SyntheticSource
+from dcsim.workload.trace_import import import_trace, write_table
 from dcsim.workload.traces import TraceSource
 
 __all__ = [

@@ -23,7 +23,7 @@ from dcsim.workload.arrivals import Arrival
 from dcsim.workload.base import RequestSource
 from dcsim.workload.dist_base import _Dist
 from dcsim.workload.distributions import Dist, Empirical, validation_message
-from dcsim.workload.importers import import_trace
+from dcsim.workload.trace_import import import_trace
 from dcsim.workload.resample import TableRows
 from dcsim.workload.synthetic import AugmentedSource, SyntheticSource
 from dcsim.workload.traces import TraceSource
