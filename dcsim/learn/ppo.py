@@ -206,13 +206,9 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, device,
     it = 0
 
     def save_state(stopped: str | None) -> None:
-        arrays = {**rs.module_arrays(policy, "policy."), **rs.module_arrays(value, "value."),
-                  **episodes.arrays(), **rs.torch_rng_arrays(), "ep_return": ep_return,
-                  "progress": rs.rows_array(rows)}
-        opt_arrays, opt_doc = rs.optimizer_state(opt)
-        arrays.update(opt_arrays)
-        if best[2] is not None:
-            arrays.update({f"best.{k}": v for k, v in best[2].items()})
+        arrays, opt_doc = rs.learner_arrays(
+            {"policy": policy, "value": value}, opt, best[2],
+            {**episodes.arrays(), "ep_return": ep_return, "progress": rs.rows_array(rows)})
         rs.save(out, kind="nara", config=cfg.to_dict(), command=command, iteration=it,
                 iterations=cfg.iterations, wall_s=time.perf_counter() - t0, stopped=stopped,
                 arrays=arrays, doc={

@@ -254,6 +254,24 @@ def rows_from_array(a: np.ndarray) -> list[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------- the file
+def learner_arrays(modules: dict[str, torch.nn.Module], opt: torch.optim.Optimizer,
+                   best: dict[str, np.ndarray] | None, extra: dict[str, np.ndarray]
+                   ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """What every trainer's state holds as arrays: each module's parameters (under
+    ``<name>.``), torch's generator, the optimiser's state, the best weights so far (under
+    ``best.``) and the trainer's own ``extra``; with the optimiser's JSON part."""
+    arrays: dict[str, np.ndarray] = {}
+    for name, module in modules.items():
+        arrays.update(module_arrays(module, f"{name}."))
+    arrays.update(torch_rng_arrays())
+    arrays.update(extra)
+    opt_arrays, opt_doc = optimizer_state(opt)
+    arrays.update(opt_arrays)
+    if best is not None:
+        arrays.update({f"best.{k}": v for k, v in best.items()})
+    return arrays, opt_doc
+
+
 def _json_config(cfg_dict: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(cfg_dict))
 
