@@ -247,8 +247,7 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, spec: ImageSpe
                 eval_slowdown=None, best_iteration=best[1] if best[2] is not None else None))
         if it % cfg.eval_every == 0 or stop or halt:
             write_atomic(paths["progress"], pd.DataFrame(rows).to_parquet(index=False))
-            save_state("interrupted" if halt else "finished" if it == cfg.iterations
-                       else "max_wall_s" if stop else None)
+            save_state(rs.stop_reason(halt, stop, it, cfg.iterations))
         if halt:
             raise rs.TrainingInterrupted(it, cfg.iterations, out)
         if stop:

@@ -254,6 +254,15 @@ def rows_from_array(a: np.ndarray) -> list[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------- the file
+def stop_reason(halt: bool, stop: bool, iteration: int, iterations: int) -> str | None:
+    """What a state written after ``iteration`` records as ``stopped`` (see :func:`save`)."""
+    if halt:
+        return "interrupted"
+    if iteration == iterations:
+        return "finished"
+    return "max_wall_s" if stop else None
+
+
 def learner_arrays(modules: dict[str, torch.nn.Module], opt: torch.optim.Optimizer,
                    best: dict[str, np.ndarray] | None, extra: dict[str, np.ndarray]
                    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
