@@ -23,7 +23,7 @@ import networkx as nx
 import numpy as np
 import simpy
 
-from dcsim.allocators.builtin import FirstFitAllocator
+from dcsim.allocators.single import FirstFitAllocator
 from dcsim.model import Topology
 from dcsim.sim import Engine, EngineConfig
 from dcsim.workload import RequestBatch

@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dcsim.allocators.nara import Tetris, tetris_scores
-from dcsim.allocators.nara_learned import Architecture, policy_logits
+from dcsim.allocators.multi.baselines import Tetris, tetris_scores
+from dcsim.allocators.multi.learned import Architecture, policy_logits
 from dcsim.learn.gnn import NaraPolicy, graph_batch, stack_obs
 from dcsim.learn.nara_env import NaraEnv
 from dcsim.learn.ppo import load_train_config, train

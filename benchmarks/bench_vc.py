@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from dcsim.allocators.ahab import Ahab
+from dcsim.allocators.vc.ahab import Ahab
 from dcsim.model import ClusterState, Request, StateView
 from dcsim.model.topologies import build_topology
 from dcsim.plugins import get_allocator_class

@@ -22,10 +22,10 @@ from dcsim.errors import PluginError
 
 ENTRY_POINT_GROUP = "dcsim"
 ENV_VAR = "DCSIM_PLUGINS"
-BUILTIN_MODULES = ("dcsim.allocators.builtin", "dcsim.allocators.kraken",
-                   "dcsim.allocators.ahab", "dcsim.allocators.oktopus",
-                   "dcsim.allocators.vc_tetris", "dcsim.allocators.strawman",
-                   "dcsim.allocators.nara", "dcsim.allocators.nara_learned",
+BUILTIN_MODULES = ("dcsim.allocators.single", "dcsim.allocators.vc.kraken",
+                   "dcsim.allocators.vc.ahab", "dcsim.allocators.vc.oktopus",
+                   "dcsim.allocators.vc.tetris", "dcsim.allocators.vc.strawman",
+                   "dcsim.allocators.multi.baselines", "dcsim.allocators.multi.learned",
                    "dcsim.schedulers.builtin", "dcsim.schedulers.deeprm",
                    "dcsim.reschedulers.builtin", "dcsim.reschedulers.vmr2l",
                    "dcsim.placers.builtin")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dcsim.allocators.vc_batch import vm_counts
+from dcsim.allocators.vc.lookahead import vm_counts
 from dcsim.model.vc import UNLIMITED, TreeLevels
 
 

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dcsim.allocators.ahab import Ahab
-from dcsim.allocators.kraken import hose_loads_batch, kraken_embed, kraken_embed_batch
+from dcsim.allocators.vc.ahab import Ahab
+from dcsim.allocators.vc.kraken import kraken_embed
+from dcsim.allocators.vc.kraken.batch import hose_loads_batch, kraken_embed_batch
 from dcsim.errors import ConfigError
 from dcsim.model import ClusterState, Request, StateView
 from dcsim.model.topologies import build_topology
@@ -54,7 +55,7 @@ def ahab(**options):
 
 def test_lookahead_zero_behaves_as_its_embedder():
     """ahab with lookahead: 0 accepts exactly what kraken accepts, where kraken puts it."""
-    from dcsim.allocators.kraken import Kraken
+    from dcsim.allocators.vc.kraken import Kraken
 
     _, plain = simulate(Kraken())
     _, wrapped = simulate(ahab(lookahead=0))
@@ -64,7 +65,7 @@ def test_lookahead_zero_behaves_as_its_embedder():
 
 def test_admission_control_rejects_some_vcs_its_embedder_could_place():
     """Under overload AHAB turns down embeddable VCs (that is its point) and keeps running."""
-    from dcsim.allocators.kraken import Kraken
+    from dcsim.allocators.vc.kraken import Kraken
 
     s_plain, _ = simulate(Kraken())
     s_ahab, rows = simulate(ahab(sequences=6, lookahead=5))
@@ -185,8 +186,8 @@ def test_an_embedder_with_only_embed_gives_the_same_decisions():
     """AHAB needs nothing of an embedder but ``embed``: a plugin embedder that only
     implements it (default embed_batch row by row, no embed_sparse, no hints) makes exactly
     the decisions of the built-in KRAKEN with all its fast paths."""
-    from dcsim.allocators.kraken import kraken_embed
-    from dcsim.allocators.vc_base import VCAllocator
+    from dcsim.allocators.vc.kraken import kraken_embed
+    from dcsim.allocators.vc.embedder import VCAllocator
 
     class OnlyEmbed(VCAllocator):
         name = "only_embed"

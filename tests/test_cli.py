@@ -249,7 +249,7 @@ def test_error_missing_config_file(tmp_path):
 
 def test_failed_run_leaves_no_partial_files(tmp_path, monkeypatch):
     """A run that crashes mid-way leaves neither its parquet files nor temporaries."""
-    from dcsim.allocators.builtin import FirstFitAllocator
+    from dcsim.allocators.single import FirstFitAllocator
 
     calls = {"n": 0}
     orig = FirstFitAllocator.allocate

@@ -24,7 +24,7 @@ SOURCE = '''"""An allocator whose process dies on its first request in one seed'
 import os
 
 from dcsim import Allocator, hookimpl
-from dcsim.allocators.builtin import FirstFitAllocator
+from dcsim.allocators.single import FirstFitAllocator
 
 
 class Dying(Allocator):

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dcsim.allocators import Allocator
-from dcsim.allocators.builtin import BUILTIN_ALLOCATORS, FirstFitAllocator
+from dcsim.allocators.single import BUILTIN_ALLOCATORS, FirstFitAllocator
 from dcsim.errors import PluginError
 from dcsim.model import Placement
 from dcsim.sim import Engine, EngineConfig
@@ -173,7 +173,7 @@ def test_same_seed_same_rows():
     outs = []
     for _ in range(2):
         src = random_source(np.random.default_rng(3), 300, rate=5)
-        from dcsim.allocators.builtin import RandomAllocator
+        from dcsim.allocators.single import RandomAllocator
 
         _, s, rec = run(topo, src, RandomAllocator(rng=np.random.default_rng(9)))
         rec.pop("decision_s")
@@ -201,7 +201,7 @@ def test_the_fused_path_gives_the_rows_of_the_general_one(config):
     counts (totalled per batch) are those of the rows, warm-up or not."""
     from conftest import random_source, star_topology
 
-    from dcsim.allocators.builtin import BestFitAllocator
+    from dcsim.allocators.single import BestFitAllocator
     from dcsim.sim import Engine, EngineConfig
 
     class Rows:
@@ -258,7 +258,7 @@ def test_periodic_samples_run_until_the_last_arrival():
     process), the last one not after the last arrival's time plus one interval."""
     from conftest import ListSource, star_topology
 
-    from dcsim.allocators.builtin import FirstFitAllocator
+    from dcsim.allocators.single import FirstFitAllocator
     from dcsim.sim import Engine, EngineConfig
 
     rows = []

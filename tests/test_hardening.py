@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dcsim.allocators.builtin import FirstFitAllocator
+from dcsim.allocators.single import FirstFitAllocator
 from dcsim.sim import Engine
 from tests.conftest import ListSource, star_topology
 

@@ -167,7 +167,7 @@ def _refused_checkpoint(load, path: Path, *needles):
 
 
 def test_shipped_checkpoints_all_load():
-    from dcsim.allocators.nara_learned import checkpoint as nara
+    from dcsim.allocators.multi.learned import checkpoint as nara
     from dcsim.reschedulers.vmr2l import checkpoint as vmr2l
     from dcsim.schedulers.deeprm import load_checkpoint as deeprm
 
@@ -184,7 +184,7 @@ def test_nara_sidecar_fields_are_checked(tmp_path):
 
     import pytest
 
-    from dcsim.allocators.nara_learned.checkpoint import load_checkpoint as load
+    from dcsim.allocators.multi.learned.checkpoint import load_checkpoint as load
     from dcsim.errors import ConfigError
 
     name = "nara_alpha_uniform"
@@ -226,7 +226,7 @@ def test_vmr2l_sidecar_fields_are_checked(tmp_path):
 
 
 def test_long_sidecar_values_are_cut_in_messages(tmp_path):
-    from dcsim.allocators.nara_learned.checkpoint import load_checkpoint as load
+    from dcsim.allocators.multi.learned.checkpoint import load_checkpoint as load
 
     _refused_checkpoint(load, _sidecar(tmp_path, "nara_alpha_uniform",
                                        lambda m: m["features"].update(version=[1] * 60_000)),

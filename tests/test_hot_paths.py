@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dcsim.allocators.builtin import FirstFitAllocator, feasible_servers
+from dcsim.allocators.single import FirstFitAllocator, feasible_servers
 from dcsim.model import ClusterState, Request, StateView
 from dcsim.model.state import EPS
 from dcsim.model.topologies import build_topology

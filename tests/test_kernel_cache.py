@@ -23,7 +23,7 @@ pytest.importorskip("numba")
 from numba.core.caching import _CacheLocator  # noqa: E402
 
 import dcsim  # noqa: E402
-from dcsim.allocators import builtin_jit  # noqa: E402
+from dcsim.allocators import single_kernel  # noqa: E402
 from dcsim.allocators.kernel_cache import ENV, default_folder, make_private, problem  # noqa: E402
 
 PACKAGE = Path(dcsim.__file__).resolve().parent
@@ -55,9 +55,9 @@ class Payload:
 
 def plant(folder: Path, marker: Path) -> Path:
     """A poisoned index of first_fit's kernel in ``folder``, named as numba names it."""
-    f = builtin_jit.first_fit_two.py_func
+    f = single_kernel.first_fit_two.py_func
     v = sys.version_info
-    base = (f"builtin_jit.{f.__qualname__}-{f.__code__.co_firstlineno}"
+    base = (f"single_kernel.{f.__qualname__}-{f.__code__.co_firstlineno}"
             f".py{v.major}{v.minor}{sys.abiflags}")
     folder.mkdir(parents=True, exist_ok=True)
     index = folder / f"{base}.nbi"
@@ -115,7 +115,7 @@ def test_a_pickle_planted_where_numba_would_read_it_is_never_loaded(tmp_path):
     # a copy of the package, so that its __pycache__ is the test's to poison
     src = tmp_path / "src"
     shutil.copytree(PACKAGE, src / "dcsim", ignore=shutil.ignore_patterns("__pycache__"))
-    kernel_file = src / "dcsim" / "allocators" / "builtin_jit.py"
+    kernel_file = src / "dcsim" / "allocators" / "single_kernel.py"
     shared = tmp_path / "shared"  # a NUMBA_CACHE_DIR others write to
     in_tree = tmp_path / "in_tree.marker"
     in_shared = tmp_path / "shared.marker"
@@ -128,12 +128,12 @@ def test_a_pickle_planted_where_numba_would_read_it_is_never_loaded(tmp_path):
     assert not in_tree.exists() and not in_shared.exists()
     # the child ran the copy, and cached its kernel in the private folder
     cached = folder_of(env) / subfolder(kernel_file)
-    assert list(cached.glob("builtin_jit.first_fit_two-*.nbi")), done.stderr
+    assert list(cached.glob("single_kernel.first_fit_two-*.nbi")), done.stderr
     assert not warnings_in(done.stderr), done.stderr
 
     # control: numba's own cache=True on the same function does run both payloads
     stock = ("import numpy as np; from numba import njit; "
-             "import dcsim.allocators.builtin_jit as m; "
+             "import dcsim.allocators.single_kernel as m; "
              f"assert m.__file__.startswith({str(src)!r}), m.__file__; "
              "f = njit(cache=True)(m.first_fit_two.py_func); "
              "f(np.ones(2), np.ones(2), 0.0, 0.0)")
@@ -174,7 +174,7 @@ def test_a_cache_folder_others_could_write_is_refused_with_one_warning(tmp_path,
     root = folder_of(env)
     spoil(root)
     marker = tmp_path / "payload.marker"
-    plant(root / subfolder(PACKAGE / "allocators" / "builtin_jit.py"), marker)
+    plant(root / subfolder(PACKAGE / "allocators" / "single_kernel.py"), marker)
 
     done = dcsim_run(tmp_path, env)
     assert done.returncode == 0, done.stderr
@@ -243,8 +243,8 @@ def test_a_corrupt_cached_kernel_is_compiled_again_with_one_warning(populated, t
     base, numpy_rows = populated
     shutil.copytree(base / "xdg", tmp_path / "xdg", symlinks=True)
     env = child_env(tmp_path)
-    folder = folder_of(env) / subfolder(PACKAGE / "allocators" / "builtin_jit.py")
-    files = sorted(folder.glob(f"builtin_jit.first_fit_two-*.{suffix}"))
+    folder = folder_of(env) / subfolder(PACKAGE / "allocators" / "single_kernel.py")
+    files = sorted(folder.glob(f"single_kernel.first_fit_two-*.{suffix}"))
     assert files
     for f in files:
         spoil(f)

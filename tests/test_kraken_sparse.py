@@ -17,14 +17,14 @@ from hypothesis import strategies as st
 from kraken_reference import kraken_embed_batch_reference
 from test_oktopus_speed_equiv import fat_tree, uneven_tree
 
-from dcsim.allocators.kraken import (
+from dcsim.allocators.vc.kraken import kraken_embed
+from dcsim.allocators.vc.kraken.batch import (
     hose_loads_batch,
-    kraken_embed,
     kraken_embed_batch,
     kraken_embed_sparse,
     plain_sizes,
 )
-from dcsim.allocators.vc_batch import integral_lookahead
+from dcsim.allocators.vc.lookahead import integral_lookahead
 from dcsim.model.vc import HOST_LINK_RULES, TreeLevels
 
 SIZES = {"pow2": [0.0, 1.0, 2.0, 4.0, 8.0], "any": [0.0, 0.5, 1.0, 1.5, 3.0, 2.5],
@@ -141,7 +141,7 @@ def test_child_sum_equals_reduceat():
 def test_reserving_the_triples_equals_subtracting_dense_loads(host_link):
     """AHAB's reserve_rows on the sparse result leaves exactly the floats of subtracting
     the dense counts' compute and hose_loads_batch from every row (x - 0.0 is x)."""
-    from dcsim.allocators.ahab import reserve_rows
+    from dcsim.allocators.vc.lookahead import reserve_rows
 
     for levels in (fat_tree(2, 3, 4)[1], uneven_tree(np.random.default_rng(3))[1]):
         rng = np.random.default_rng(5)

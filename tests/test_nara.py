@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from dcsim import plugins
-from dcsim.allocators.multi import MultiServerAllocator, allocate_multi, path_service
-from dcsim.allocators.nara import NALB, NARA_ALLOCATORS, NULB, BestFitMulti, Tetris
+from dcsim.allocators.multi.step import MultiServerAllocator, allocate_multi, path_service
+from dcsim.allocators.multi.baselines import NALB, NARA_ALLOCATORS, NULB, BestFitMulti, Tetris
 from dcsim.errors import PluginError
 from dcsim.model import ClusterState, Request, StateView, Topology
 from dcsim.model.topologies import build_topology
@@ -406,7 +406,7 @@ def test_weighted_paths_skip_leaf_servers_without_changing_any_path(seed, pair):
     come in another order; seed 148, pair (0, 20) has three paths of weight 12)."""
     from itertools import islice, pairwise
 
-    from dcsim.allocators.multi import weighted_k_paths
+    from dcsim.allocators.multi.step import weighted_k_paths
 
     topo = build_topology({"kind": "fabric", "preset": "alpha"})
     ps = path_service(topo)
@@ -457,7 +457,7 @@ def test_weighted_paths_within_a_rack_are_networkxs(seed, rack, pair, k):
     unusable (NaN, inf) or hidden."""
     from itertools import islice, pairwise
 
-    from dcsim.allocators.multi import weighted_k_paths
+    from dcsim.allocators.multi.step import weighted_k_paths
 
     topo = build_topology({"kind": "fabric", "preset": "alpha"})
     ps = path_service(topo)
@@ -524,7 +524,7 @@ def test_best_fit_multi_searches_racks_first_with_the_same_choices(preset, seed)
 def test_a_placement_reserves_exactly_the_charged_links(reservation, paths, bw):
     """The placement lists the links accepted paths charged (gathered from them, not from a
     scan of every link): ascending, each with what reserved holds."""
-    from dcsim.allocators.multi import Partial
+    from dcsim.allocators.multi.step import Partial
 
     topo = build_topology({"kind": "fabric", "preset": "alpha"})
     view = StateView(ClusterState(topo))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from dcsim.allocators.nara_learned import (
+from dcsim.allocators.multi.learned import (
     SHIPPED_CHECKPOINT,
     Architecture,
     NaraAllocator,

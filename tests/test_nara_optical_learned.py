@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dcsim.allocators.nara_learned import (
+from dcsim.allocators.multi.learned import (
     Architecture,
     NaraAllocator,
     Observer,
@@ -46,7 +46,7 @@ def optical_env(**kw):
 
 
 def random_weights(arch: Architecture, seed: int = 0, std: float = 0.5):
-    from dcsim.allocators.nara_learned import weight_shapes
+    from dcsim.allocators.multi.learned import weight_shapes
 
     rng = np.random.default_rng(seed)
     return {k: rng.normal(0, std, s).astype(np.float32) for k, s in weight_shapes(arch).items()}
@@ -221,7 +221,7 @@ def test_shipped_optical_policy_runs_as_the_nara_allocator_without_torch():
     it on an optical topology never imports torch."""
     code = """
 import json, sys, numpy as np
-from dcsim.allocators.nara_learned import NaraAllocator
+from dcsim.allocators.multi.learned import NaraAllocator
 from dcsim.model.topologies import build_topology
 from dcsim.sim import Engine, EngineConfig
 from dcsim.workload.spec import build_source

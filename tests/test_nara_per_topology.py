@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dcsim.allocators.nara_learned import (
+from dcsim.allocators.multi.learned import (
     NaraAllocator,
     load_checkpoint,
     save_checkpoint,

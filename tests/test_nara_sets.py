@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from dcsim.allocators.builtin import FirstFitAllocator
+from dcsim.allocators.single import FirstFitAllocator
 from dcsim.errors import ConfigError
 from dcsim.model.topologies import build_topology
 from dcsim.sim import Engine

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dcsim.allocators.multi import Partial
-from dcsim.allocators.nara import (
+from dcsim.allocators.multi.step import Partial
+from dcsim.allocators.multi.baselines import (
     AUTHORS_NODE_SCALE,
     NALB,
     NULB,
@@ -25,7 +25,7 @@ from dcsim.allocators.nara import (
     bandwidth_scores,
     node_weights,
 )
-from dcsim.allocators.rack_search import TetrisSearch
+from dcsim.allocators.multi.rack_search import TetrisSearch
 from dcsim.cli import main
 from dcsim.model import ClusterState, StateView
 from dcsim.model.topologies import build_topology
@@ -83,7 +83,7 @@ def test_raw_node_term_is_free_times_demand_over_100_whatever_the_capacity():
     _, view = fresh(topo)
     assert np.array_equal(node_weights(view, "own_raw"), np.full((2, 2), 0.1 ** 2))
     assert np.array_equal(node_weights(view, "own_link"), np.full((2, 2), 1 / 256))
-    from dcsim.allocators.nara import tetris_scores
+    from dcsim.allocators.multi.baselines import tetris_scores
 
     part = Partial(request([8, 8], 0.0), view, "per_pair_channel", False)
     got = tetris_scores(part, view, node_weights(view, "authors_raw"), demand="full",

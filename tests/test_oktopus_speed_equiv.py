@@ -13,9 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dcsim.allocators import oktopus_sets
-from dcsim.allocators.oktopus import oktopus_embed, oktopus_embed_batch
-from dcsim.allocators.vc_batch import (
+from dcsim.allocators.vc.lookahead import (
     _popcount_swar,
     hose_bits,
     hose_limit,
@@ -23,6 +21,8 @@ from dcsim.allocators.vc_batch import (
     popcount,
     sum_sets,
 )
+from dcsim.allocators.vc.oktopus import oktopus_embed, oktopus_embed_batch
+from dcsim.allocators.vc.oktopus import sets as oktopus_sets
 from dcsim.model.topologies import build_topology
 from dcsim.model.topology import Topology
 from dcsim.model.vc import HOST_LINK_RULES, TreeLevels

@@ -134,7 +134,7 @@ def test_unknown_allocator_lists_available(fake_eps):
 
 def test_options_are_typed_and_strict():
     """Allocator options are validated; unknown keys and bad values name the field."""
-    from dcsim.allocators.builtin import BestFitAllocator
+    from dcsim.allocators.single import BestFitAllocator
 
     assert BestFitAllocator.parse_options({"score": "max"}).score == "max"
     with pytest.raises(ConfigError, match=r"allocators.0.options.scor: Extra inputs"):

@@ -1,4 +1,4 @@
-"""The rack index (dcsim.allocators.index) stays exact, and the choices made with it are the
+"""The rack index (dcsim.allocators.multi.rack_index) stays exact, and the choices made with it are the
 full scan's, bit for bit (issue #19).
 
 Slow reference implementations live here, not in the package: the aggregates recomputed from
@@ -14,8 +14,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dcsim.allocators.index import RackIndex, bound_sum, matvec, rack_groups, server_links
-from dcsim.allocators.nara import NALB, NULB, BestFitMulti, Tetris
+from dcsim.allocators.multi.rack_index import RackIndex, bound_sum, matvec, rack_groups, server_links
+from dcsim.allocators.multi.baselines import NALB, NULB, BestFitMulti, Tetris
 from dcsim.model import ClusterState, Placement, Request, StateView, Topology
 from dcsim.model.state import EPS
 from dcsim.model.topologies import build_topology
@@ -128,7 +128,7 @@ def test_eligibility_from_the_bits_is_the_partials(topo, data):
     """Free amounts and remaining demands at and between the servers' tolerances: the
     index's eligibility (bits) is Partial.eligible's, and a group it rules out has no
     eligible server (its own formula, per resource, gives the same)."""
-    from dcsim.allocators.multi import Partial
+    from dcsim.allocators.multi.step import Partial
 
     state = ClusterState(topo)
     n, n_res = state.free.shape
@@ -328,7 +328,7 @@ def test_choices_with_the_index_are_the_full_scans(topo, cls, data):
        st.lists(st.integers(-1, 15), min_size=1, max_size=5))
 def test_among_is_isin_of_the_known_labels(values, chosen):
     """best_fit_multi's rack and pod stages: a lookup table, the same mask as np.isin."""
-    from dcsim.allocators.rack_search import _among
+    from dcsim.allocators.multi.rack_search import _among
 
     v, c = np.array(values, dtype=np.int64), np.array(chosen, dtype=np.int64)
     assert np.array_equal(_among(v, c), np.isin(v, c[c >= 0]))
@@ -340,7 +340,7 @@ def test_the_leftover_bound_is_never_above_a_fitting_servers_leftover(topo, data
     """best_fit_multi searches fitting groups by this bound: at or below the leftover of
     every server of the group that fits, with the scan's arithmetic (free amounts and
     demands at and near the servers' tolerances too)."""
-    from dcsim.allocators.rack_search import leftover_bound
+    from dcsim.allocators.multi.rack_search import leftover_bound
 
     state = ClusterState(topo)
     n, n_res = state.free.shape

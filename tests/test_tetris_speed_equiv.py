@@ -13,7 +13,7 @@ from functools import cache
 import numpy as np
 import pytest
 
-from dcsim.allocators.vc_tetris import ZERO_BANDWIDTH, tetris_embed, tetris_embed_batch
+from dcsim.allocators.vc.tetris import ZERO_BANDWIDTH, tetris_embed, tetris_embed_batch
 from dcsim.model.topologies import build_topology
 from dcsim.model.vc import HOST_LINK_RULES, TreeLevels
 
@@ -111,7 +111,7 @@ def test_integral_hint(seed, opts):
     n[:5] = rng.integers(1, 4, 5)  # some fit on one host
     s = rng.choice([1.0, 2.0, 4.0, 8.0], k)
     b = rng.choice([1.0, 2.0, 4.0], k)
-    from dcsim.allocators.vc_tetris import VCTetris
+    from dcsim.allocators.vc.tetris import VCTetris
 
     e = VCTetris(VCTetris.parse_options(opts))
     e.levels = levels
@@ -140,7 +140,7 @@ def test_integral_hint_with_overdrawn_hosts(seed):
 
 def test_integral_hint_only_where_it_holds():
     topo, levels = small()
-    from dcsim.allocators.vc_tetris import VCTetris
+    from dcsim.allocators.vc.tetris import VCTetris
 
     e = VCTetris(VCTetris.parse_options({}))
     free, lf = np.full(topo.n_servers, 8.0), np.full(topo.n_links, 8.0)

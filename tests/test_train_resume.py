@@ -41,7 +41,7 @@ VMR2L = {"iterations": 4, "hosts": [6, 8], "mnl": 3, "num_envs": 2, "num_steps":
 
 def _trainer(kind: str):
     if kind == "nara":
-        from dcsim.allocators.nara_learned import load_checkpoint
+        from dcsim.allocators.multi.learned import load_checkpoint
         from dcsim.learn import ppo as mod
         return mod, NARA, load_checkpoint
     if kind == "deeprm":

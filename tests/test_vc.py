@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dcsim.allocators.kraken import kraken_embed
+from dcsim.allocators.vc.kraken import kraken_embed
 from dcsim.errors import ConfigError
 from dcsim.model.topologies import build_topology
 from dcsim.model.vc import TreeLevels, optimal_footprint

@@ -10,18 +10,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dcsim.allocators.oktopus import Oktopus, oktopus_embed, oktopus_embed_batch
-from dcsim.allocators.vc_base import VCAllocator, make_embedder
-from dcsim.allocators.vc_batch import MAX_BITS_N, high_bit, hose_sets, sum_sets
-from dcsim.allocators.vc_tetris import (
+from dcsim.allocators.vc.oktopus import Oktopus, oktopus_embed, oktopus_embed_batch
+from dcsim.allocators.vc.embedder import VCAllocator, make_embedder
+from dcsim.allocators.vc.lookahead import MAX_BITS_N, high_bit, hose_sets, sum_sets
+from dcsim.allocators.vc.tetris import (
     ZERO_BANDWIDTH,
     VCTetris,
     tetris_embed,
     tetris_embed_batch,
 )
-from dcsim.allocators.vc_tetris_batch import _feasible_runs
-from dcsim.allocators.vc_tetris_first import _greedy_batch
-from dcsim.allocators.vc_tetris_score import _greedy
+from dcsim.allocators.vc.tetris.all_pairs import _feasible_runs
+from dcsim.allocators.vc.tetris.batch import _greedy_batch
+from dcsim.allocators.vc.tetris.reference import greedy
 from dcsim.model.state import ClusterState, StateView
 from dcsim.model.topologies import build_topology
 from dcsim.model.vc import HOST_LINK_RULES, TreeLevels
@@ -227,7 +227,7 @@ def test_embedders_embed_through_their_batch_with_the_one_row_result(variant):
 )
 def test_ironed_greedy_equals_the_vm_by_vm_loop(host_link, zero_bandwidth, shape, seed, n, s,
                                                 b):
-    """_greedy_batch (sort by running-minimum keys) = _greedy (argmax per VM), ties included.
+    """_greedy_batch (sort by running-minimum keys) = greedy (argmax per VM), ties included.
 
     Why: the loop picks the max key (ties: lowest host); call a host *raised* when its
     current key exceeds its running minimum I. By induction on the picks taken so far
@@ -244,7 +244,7 @@ def test_ironed_greedy_equals_the_vm_by_vm_loop(host_link, zero_bandwidth, shape
     up = rng.integers(0, 9, topo.n_servers).astype(float)
     for k in range(1, levels.height + 1):
         hosts = levels.hosts_of[k]
-        m, alive = _greedy(hosts, free, up, n, s, b, host_link, zero_bandwidth)
+        m, alive = greedy(hosts, free, up, n, s, b, host_link, zero_bandwidth)
         P = hosts.shape[0]
         one = np.ones(1, dtype=np.int64)
         runs = _feasible_runs(free[None], up[None], n * one, s * one.astype(float),
@@ -296,7 +296,7 @@ def test_high_bit_is_exact_past_float_precision():
 def test_one_lexsort_picks_as_rank_then_sort(seed, hosts, segs):
     """The first-group greedy's single lexsort by (segment, −key) picks what ranking the
     keys and sorting by (segment, rank) picks, with many equal keys and ±inf."""
-    from dcsim.allocators.vc_tetris_batch import _pick_by_keys, _pick_counts, _rank
+    from dcsim.allocators.vc.tetris.all_pairs import _pick_counts, _rank, pick_by_keys
 
     rng = np.random.default_rng(seed)
     seg = np.sort(rng.integers(0, segs, hosts))
@@ -304,7 +304,7 @@ def test_one_lexsort_picks_as_rank_then_sort(seed, hosts, segs):
     owner = np.repeat(np.arange(hosts), ln)
     keys = rng.choice([-np.inf, -1e300, 0.0, 0.5, 1.0, 2.0, np.inf], owner.size)
     n = rng.integers(1, 8, segs)[seg]  # one n per segment, given per host
-    np.testing.assert_array_equal(_pick_by_keys(keys, owner, seg, n),
+    np.testing.assert_array_equal(pick_by_keys(keys, owner, seg, n),
                                   _pick_counts(_rank(keys), owner, seg, n, None))
 
 

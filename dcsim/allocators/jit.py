@@ -2,7 +2,7 @@
 tables for them.
 
 Two places use them: ``first_fit``'s scan of the free columns
-(:mod:`dcsim.allocators.builtin_jit`, which stops at the first fit), and AHAB's lookahead.
+(:mod:`dcsim.allocators.single_kernel`, which stops at the first fit), and AHAB's lookahead.
 AHAB's lookahead embeds a few dozen small VCs in a few dozen states per decision; numpy
 spends most of that in the fixed cost of its calls, not in the work. An embedder may
 therefore offer a *rollout kernel* (``lookahead_kernel``): the whole lookahead, every

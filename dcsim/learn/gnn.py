@@ -1,7 +1,7 @@
 """Nara's GNN policy in plain PyTorch (batched, sparse scatter-mean), with a value network.
 
-The network is the one :mod:`dcsim.allocators.nara_learned` documents and runs in numpy
-(:func:`~dcsim.allocators.nara_learned.policy_logits`); both compute the same logits
+The network is the one :mod:`dcsim.allocators.multi.learned` documents and runs in numpy
+(:func:`~dcsim.allocators.multi.learned.policy_logits`); both compute the same logits
 (tested). Here it runs on a *batch* of padded graphs (:func:`graph_batch`): the B graphs'
 nodes are flattened to one ``B·N`` node set, edges offset per graph, and messages summed
 with ``index_add_`` (no dense N × N matrix, so the cost is linear in nodes + edges).
@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from dcsim.allocators.nara_learned import Architecture, weight_shapes
+from dcsim.allocators.multi.learned import Architecture, weight_shapes
 
 __all__ = ["GraphBatch", "NaraPolicy", "NaraValue", "graph_batch", "stack_obs"]
 

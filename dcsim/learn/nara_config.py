@@ -11,7 +11,7 @@ import numpy as np
 from pydantic import ConfigDict, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from dcsim.allocators.nara_learned import (
+from dcsim.allocators.multi.learned import (
     Architecture,
     checkpoint_path,
     load_checkpoint,

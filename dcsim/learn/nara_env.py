@@ -2,7 +2,7 @@
 
 One ``step(action)`` chooses one server for the current request. The environment runs the
 *same* engine (:class:`~dcsim.sim.engine.Engine`, loss mode or ``capacity: wait``) and the
-*same* allocation step (:func:`~dcsim.allocators.multi.allocate_multi_steps`: ``min(free,
+*same* allocation step (:func:`~dcsim.allocators.multi.step.allocate_multi_steps`: ``min(free,
 remaining)`` from each chosen server, the k-shortest-path check, both reservations) as the
 baselines: its allocator's ``allocate()`` returns a generator that yields a SimPy event at
 every choice; the engine's arrival process waits on it (``yield from``), the environment
@@ -12,11 +12,11 @@ interrupt's cause (SimPy schedules interrupts ahead of everything else at the sa
 instant, so nothing else happens in between — exactly as when a baseline chooses inside
 ``allocate()``).
 
-Observation (``gymnasium.spaces.Dict``; :class:`~dcsim.allocators.nara_learned.Observer`
+Observation (``gymnasium.spaces.Dict``; :class:`~dcsim.allocators.multi.learned.Observer`
 defines the features): ``nodes`` (max_nodes × F), ``edges`` (max_edges × 2),
 ``edge_index`` (2 × max_edges), ``globals`` (G), ``node_mask`` / ``edge_mask`` (1 for real
 entries, 0 for padding) and ``action_mask`` (max_servers: the servers
-:meth:`~dcsim.allocators.multi.Partial.eligible` offers; padding 0). Nodes are servers first,
+:meth:`~dcsim.allocators.multi.step.Partial.eligible` offers; padding 0). Nodes are servers first,
 so action ``i`` is node ``i``. ``max_nodes``/``max_edges``/``max_servers`` fix the padded
 sizes (one policy for every topology up to them); left at ``None`` they are the topology's
 own (unpadded).
@@ -32,7 +32,7 @@ draws one of them uniformly with the environment's own generator (``self.np_rand
 ``reset(seed=s)`` fixes the draw as well as the requests), and the episode runs on it;
 ``info["topology"]`` is its index. The padded sizes are the largest of the list's, so one
 policy batch holds any of them. ``features`` is the observation's feature version
-(:mod:`dcsim.allocators.nara_learned`; 1, the fabric policies', by default).
+(:mod:`dcsim.allocators.multi.learned`; 1, the fabric policies', by default).
 
 An episode is ``requests`` arrivals of the workload (``workload:`` and ``topology:`` as in
 an experiment file; :func:`env_config_from_experiment` reads them from one);
@@ -53,8 +53,8 @@ import simpy
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dcsim.allocators.multi import MultiServerAllocator, Partial, allocate_multi_steps
-from dcsim.allocators.nara_learned import Observer, feature_sizes
+from dcsim.allocators.multi.step import MultiServerAllocator, Partial, allocate_multi_steps
+from dcsim.allocators.multi.learned import Observer, feature_sizes
 from dcsim.errors import ConfigError, DcsimError
 from dcsim.model import Placement, Request, StateView
 from dcsim.model.topologies import build_topology

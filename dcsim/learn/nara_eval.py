@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from dcsim.allocators.nara import tetris_scores
+from dcsim.allocators.multi.baselines import tetris_scores
 from dcsim.learn.gnn import stack_obs
 from dcsim.learn.nara_env import NaraEnv, NaraEnvConfig
 from dcsim.sim.metrics import acceptance_last20

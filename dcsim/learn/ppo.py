@@ -66,7 +66,7 @@ import pandas as pd
 import torch
 
 from dcsim import __version__
-from dcsim.allocators.nara_learned import (
+from dcsim.allocators.multi.learned import (
     save_checkpoint,
 )
 from dcsim.learn import resume as rs

@@ -16,7 +16,7 @@ fit; only then is it offered to the allocator.
 ``before_arrivals``, releases every request ending at ``t`` before a request arriving at ``t``
 is offered. ``after_first_step`` is the Nara authors' environment's clock: those departures
 are released after the first server of the request decided at ``t`` is taken (through the
-view's ``release_due`` hook, which :func:`dcsim.allocators.multi.allocate_multi_steps` calls),
+view's ``release_due`` hook, which :func:`dcsim.allocators.multi.step.allocate_multi_steps` calls),
 or after its decision when it takes no partial step; a request held for capacity is offered
 one time unit after the departures that make room.
 

@@ -62,7 +62,7 @@ import numpy as np
 from pydantic import Field, PositiveInt
 
 from dcsim.allocators.base import Allocator, Choice
-from dcsim.allocators.weighted_paths import (  # noqa: F401 (PathWeight, link_weights: re-exported)
+from dcsim.allocators.multi.paths import (  # noqa: F401 (PathWeight, link_weights: re-exported)
     PathWeight,
     link_weight,
     link_weights,

@@ -1,6 +1,6 @@
 """OKTOPUS's feasible VM counts for many requests at once: each node's set of feasible
-counts as an interval when it is one and as a bitset otherwise (:class:`_Sets`), summed
-level by level up the tree and split back down (:func:`_sum_level`, :func:`_split_level`),
+counts as an interval when it is one and as a bitset otherwise (:class:`Sets`), summed
+level by level up the tree and split back down (:func:`sum_level`, :func:`split_level`),
 with exact small-set arithmetic in Python ints (:func:`_py_sum`, :func:`_py_split`)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import weakref
 
 import numpy as np
 
-from dcsim.allocators.vc_batch import (
+from dcsim.allocators.vc.lookahead import (
     high_bit,
     hose_bits,
     popcount,
@@ -20,11 +20,11 @@ from dcsim.model.vc import TreeLevels
 _ONE = np.uint64(1)
 _ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 
-_ODD = 4096.0  # _Sets.sizes: stands for a set that is not a non-empty interval {0..a}
+ODD = 4096.0  # Sets.sizes: stands for a set that is not a non-empty interval {0..a}
 _PY_MAX = 12  # _exact_sums, _exact_splits: up to this many groups, in Python ints
 
 
-class _Sets:
+class Sets:
     """The feasible-count sets of one level's nodes for the rows, mostly without bits.
 
     Node i of row r holds {x ≤ cap : x ≤ c or x ≥ N − c}, with c (−1..N) the hose limit
@@ -45,7 +45,7 @@ class _Sets:
             self.inside[exact[0], exact[1]] = exact[2]
 
     def sizes(self) -> np.ndarray:
-        """(rows, nodes) floats: a where the set is {0..a}, else :data:`_ODD`.
+        """(rows, nodes) floats: a where the set is {0..a}, else :data:`ODD`.
 
         With low = min(c, cap), the set is {0..low} ∪ {N − c..cap}: empty if low < 0, else
         {0..cap} if N − c ≤ low + 1, {0..low} if N − c > cap, two intervals otherwise.
@@ -61,7 +61,7 @@ class _Sets:
         np.greater(gap, low, out=gap)  # a gap between the two parts ...
         odd = np.logical_and(gap, upper, out=upper)  # ... and the upper part not empty
         odd |= low < 1
-        np.copyto(a, _ODD, where=odd)
+        np.copyto(a, ODD, where=odd)
         if self.exact is not None:
             rr, gg, _ = self.exact
             a[rr, gg] = _bit_sizes(self.bits(rr, gg[:, None])[:, 0])
@@ -79,9 +79,9 @@ class _Sets:
 
 
 def _bit_sizes(sets: np.ndarray) -> np.ndarray:
-    """:meth:`_Sets.sizes` of bit sets: a non-empty {0..a} is ``(x + 1) & (x | 1) == 0``."""
+    """:meth:`Sets.sizes` of bit sets: a non-empty {0..a} is ``(x + 1) & (x | 1) == 0``."""
     interval = ((sets + _ONE) & (sets | _ONE)) == 0
-    return np.where(interval, popcount(sets) - 1.0, _ODD)
+    return np.where(interval, popcount(sets) - 1.0, ODD)
 
 
 class _Topology:
@@ -118,7 +118,7 @@ class _Topology:
 _TOPOLOGIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _topology(levels: TreeLevels) -> _Topology:
+def sets_topology(levels: TreeLevels) -> _Topology:
     topo = _TOPOLOGIES.get(levels)
     if topo is None:
         topo = _TOPOLOGIES[levels] = _Topology(levels)
@@ -144,22 +144,22 @@ def _ungrouped(x3: np.ndarray, topo: _Topology, k: int, width: int) -> np.ndarra
     return out
 
 
-def _sum_level(sets: _Sets, topo: _Topology, k: int, live: np.ndarray):
+def sum_level(sets: Sets, topo: _Topology, k: int, live: np.ndarray):
     """Every level-k group's Minkowski sum of its children's ``sets``.
 
-    The children's sizes a (or :data:`_ODD`) summed per group by one matrix product: a
-    group holds {0..total} unless a mark shows (total ≥ _ODD); those groups (of the rows in
+    The children's sizes a (or :data:`ODD`) summed per group by one matrix product: a
+    group holds {0..total} unless a mark shows (total ≥ ODD); those groups (of the rows in
     ``live``: the others already have their subtree) get the exact sum. Returns the
-    totals, the children's a (rows, groups, width; for :func:`_split_level`), the
+    totals, the children's a (rows, groups, width; for :func:`split_level`), the
     exactly summed groups as a mask (None: no group has a mark) and as (rows, groups,
     bit sets), or None for none.
     """
     a3 = _grouped(sets.sizes(), topo, k)
     r, g, w = a3.shape
     total = (a3.reshape(r * g, w) @ topo.ones[k]).reshape(r, g)
-    if total.max(initial=0.0) < _ODD:  # the common case: every group an interval
+    if total.max(initial=0.0) < ODD:  # the common case: every group an interval
         return total, a3, None, None
-    odd = total >= _ODD
+    odd = total >= ODD
     odd &= live[:, None]
     rr, gg = np.nonzero(odd)
     if rr.size == 0:
@@ -167,13 +167,13 @@ def _sum_level(sets: _Sets, topo: _Topology, k: int, live: np.ndarray):
     return total, a3, odd, (rr, gg, _exact_sums(sets.bits(rr, topo.kids[k][gg])))
 
 
-def _split_level(er: np.ndarray, eg: np.ndarray, ea: np.ndarray, sets: _Sets,
+def split_level(er: np.ndarray, eg: np.ndarray, ea: np.ndarray, sets: Sets,
                  a3: np.ndarray, odd: np.ndarray, topo: _Topology, j: int):
     """Amounts ``ea`` of level-j groups ``eg`` of rows ``er`` (entries, each (row, group)
     once, ``ea`` > 0) split among the groups' children, greedily: the children's entries
     (rows, level j − 1 nodes, amounts > 0).
 
-    Under a parent whose children hold {0..a_c} (``a3``, from :func:`_sum_level`), the
+    Under a parent whose children hold {0..a_c} (``a3``, from :func:`sum_level`), the
     greedy descent (each child the most it can take such that the rest stays feasible for
     the children after it) gives child c min(a_c, max(0, A − Σ a of its earlier
     siblings)): one matrix product over the entries. Parents in ``odd`` get the exact

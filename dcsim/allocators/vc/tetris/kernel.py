@@ -1,11 +1,11 @@
 """VC-TETRIS's lookahead as one compiled call (numba; :mod:`dcsim.allocators.jit`).
 
 :func:`rollouts` advances every row of AHAB's lookahead through all its steps, embedding
-each step's VC as :func:`dcsim.allocators.vc_tetris.tetris_embed` does (single hosts, then
+each step's VC as :func:`dcsim.allocators.vc.tetris.tetris_embed` does (single hosts, then
 the groups of each level by free fraction, the greedy by ρ one VM at a time, the hose
 check) with the same float operations, and reserving it as
-:func:`dcsim.allocators.ahab.reserve_rows` does. Only for integral states
-(:func:`dcsim.allocators.vc_batch.integral_lookahead`), where the batch code's sums in any
+:func:`dcsim.allocators.vc.ahab.reserve_rows` does. Only for integral states
+(:func:`dcsim.allocators.vc.lookahead.integral_lookahead`), where the batch code's sums in any
 order are exact; the caller checks that.
 
 Imported only when the kernels are on: it needs numba.
@@ -18,9 +18,9 @@ import math
 import numpy as np
 
 from dcsim.allocators.kernel_cache import njit
-from dcsim.allocators.rollout_jit import HOSE, PER_VM, PER_VM_STRICT, host_vms, reserve
+from dcsim.allocators.vc.lookahead_kernel import HOSE, PER_VM, PER_VM_STRICT, host_vms, reserve
 
-#: ``zero_bandwidth`` values (:data:`dcsim.allocators.vc_tetris_score.ZERO_BANDWIDTH`)
+#: ``zero_bandwidth`` values (:data:`dcsim.allocators.vc.tetris.reference.ZERO_BANDWIDTH`)
 LEAST, MOST, INFEASIBLE, IF_STRANDED = 0, 1, 2, 3
 _EPS = 1e-9
 
@@ -28,8 +28,8 @@ _EPS = 1e-9
 @njit(cache=True)
 def _key(fr, up, m1, n, s, b, mode, zb):
     """The greedy's key for a host's m1-th VM (free CU ``fr``, uplink BU ``up``): ρ as
-    :func:`~dcsim.allocators.vc_tetris_score.tetris_rho`, a feasible −inf as −1e300, an
-    infeasible VM −inf (:func:`~dcsim.allocators.vc_tetris_score._greedy`'s table)."""
+    :func:`~dcsim.allocators.vc.tetris.reference.tetris_rho`, a feasible −inf as −1e300, an
+    infeasible VM −inf (:func:`~dcsim.allocators.vc.tetris.reference._greedy`'s table)."""
     c_after = fr - m1 * s
     b_after = up - host_vms(m1, n, mode) * b
     if not (c_after >= -_EPS and b_after >= -_EPS):
@@ -227,7 +227,7 @@ def _embed(free, lf, n, s, b, mode, zb, H, sizes, parent, uplink, group, host_st
 @njit(cache=True)
 def rollouts(cpu, lf, ns, ss, bs, gain, reward, mode, zb, H, sizes, parent, uplink, group,
              host_start, cap_g):
-    """Every row's lookahead, as :func:`dcsim.allocators.kraken_jit.rollouts`;
+    """Every row's lookahead, as :func:`dcsim.allocators.vc.kraken.kernel.rollouts`;
     ``cap_g`` (H + 1, widest level): each group's CU capacity, summed as numpy does."""
     K = cpu.shape[0]
     n_hosts = sizes[0]

@@ -1,4 +1,4 @@
-"""Candidate paths ranked by link weight, for the allocators of :mod:`dcsim.allocators.multi`.
+"""Candidate paths ranked by link weight, for the allocators of :mod:`dcsim.allocators.multi.step`.
 
 :func:`weighted_k_paths` is networkx's k shortest simple paths by a per-link weight that
 follows the state (so nothing is cached); :func:`link_weights` and :func:`link_weight` are

@@ -1,10 +1,10 @@
 """OKTOPUS's lookahead as one compiled call (numba; :mod:`dcsim.allocators.jit`).
 
 :func:`rollouts` advances every row of AHAB's lookahead through all its steps, embedding
-each step's VC as :func:`dcsim.allocators.oktopus.oktopus_embed` does (a single host, else
+each step's VC as :func:`dcsim.allocators.vc.oktopus.oktopus_embed` does (a single host, else
 the first subtree, lowest level then lowest index, whose children's feasible counts sum
 to N; then the greedy split down the tree) and reserving it as
-:func:`dcsim.allocators.ahab.reserve_rows` does. A node's feasible counts 0..N are one
+:func:`dcsim.allocators.vc.ahab.reserve_rows` does. A node's feasible counts 0..N are one
 ``uint64`` bit set (N ≤ 63), summed exactly (an interval {0..a} plus {0..c} is {0..a+c};
 other sets by shifts). Only for integral states (whole free CU and BU, sizes powers of two
 from 1), where every tolerance comparison of the one-row code is an exact floor; the
@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from dcsim.allocators.kernel_cache import njit
-from dcsim.allocators.rollout_jit import PER_VM, PER_VM_STRICT, reserve
+from dcsim.allocators.vc.lookahead_kernel import PER_VM, PER_VM_STRICT, reserve
 
 _EPS = 1e-9
 _ONE = np.uint64(1)
@@ -186,7 +186,7 @@ def _embed(free, lf, n, s, b, mode, interval, H, sizes, uplink, child_start, top
 @njit(cache=True)
 def rollouts(cpu, lf, ns, ss, bs, gain, reward, mode, interval, H, sizes, parent, uplink,
              group, child_start):
-    """Every row's lookahead, as :func:`dcsim.allocators.kraken_jit.rollouts`;
+    """Every row's lookahead, as :func:`dcsim.allocators.vc.kraken.kernel.rollouts`;
     ``child_start`` (H + 1, widest level + 1): where each level-k group's children start
     among level k − 1 (contiguous), then their number."""
     K = cpu.shape[0]

@@ -1,5 +1,5 @@
 """The Tetris alignment score of the Nara baselines (``tetris``, and the first server of
-``nalb`` and ``nulb``: :mod:`dcsim.allocators.nara`), in every reading the options name.
+``nalb`` and ``nulb``: :mod:`dcsim.allocators.multi.baselines`), in every reading the options name.
 
 The score of server ``s`` for a request is ``Σ_r w_r · free_r(s) · demand_r`` plus a
 bandwidth term for the server's link, times a locality penalty outside the anchor's rack.
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dcsim.allocators.index import lexicographic_order as _lexicographic_order
-from dcsim.allocators.index import own_link_scores
-from dcsim.allocators.multi import Partial
+from dcsim.allocators.multi.rack_index import lexicographic_order as _lexicographic_order
+from dcsim.allocators.multi.rack_index import own_link_scores
+from dcsim.allocators.multi.step import Partial
 from dcsim.model import StateView
 
 #: The Nara authors' ``tetris()`` scales every node feature and the request's node demand by

@@ -1,4 +1,4 @@
-"""VC-TETRIS for many requests at once (:func:`dcsim.allocators.vc_tetris.tetris_embed_batch`):
+"""VC-TETRIS for many requests at once (:func:`dcsim.allocators.vc.tetris.tetris_embed_batch`):
 every row's VMs ranked once per host, a level one sort by (state, group, rank) and a count
 for every (state, group) pair (see the ``vc_tetris`` module docstring)."""
 
@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from dcsim.allocators.vc_batch import Embedded, groupsum, slots_rows
-from dcsim.allocators.vc_tetris_score import (
-    _EPS,
+from dcsim.allocators.vc.lookahead import Embedded, groupsum, slots_rows
+from dcsim.allocators.vc.tetris.reference import (
+    EPS,
     zero_bandwidth_blocked,
 )
 from dcsim.model.vc import UNLIMITED, TreeLevels, host_link_vms
 
 
-def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
+def embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
                 link_free: np.ndarray, n: np.ndarray, s: np.ndarray, b: np.ndarray,
                 capacity: np.ndarray, out: Embedded, ok: np.ndarray,
                 host_link: str = "hose", zero_bandwidth: str = "least_preferred",
@@ -28,7 +28,7 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
     (most free compute first) whose placement passes the hose check.
 
     Every candidate pair's greedy is computed, from level ``start`` on: the fallback of
-    :func:`dcsim.allocators.vc_tetris_first._embed_first`, which tries each row's first
+    :func:`dcsim.allocators.vc.tetris.batch.embed_first`, which tries each row's first
     candidate only.
 
     Sparse: only the *active* hosts, with a feasible run of one VM or more
@@ -38,7 +38,7 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
     free CU is ≥ 0; if every active host also has min(slots, n) ≥ its run, a pair's runs
     total ≥ n implies the filter, which is computed (on all hosts) only for the rows where
     that does not hold. A host's keys do not depend on the group it is tried in, so they
-    are computed, ironed and ranked once for all levels (:func:`_ironed_keys`,
+    are computed, ironed and ranked once for all levels (:func:`ironed_keys`,
     :func:`_rank`); a pair's greedy then takes its first n VMs in rank order
     (:func:`_pick_counts`). Sums over the active hosts of a group are bincounts of their
     pair numbers ``row * groups + group``, which never decrease along the list (a group's
@@ -49,7 +49,7 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
     mask[live] = True
     # where a first VM's CU fits: elsewhere the run is 0 (in _fit_count y = 1 fails, so
     # the count stays 0)
-    fits = free_cpu - s[:, None] >= -_EPS
+    fits = free_cpu - s[:, None] >= -EPS
     fits &= mask[:, None]
     flat = np.flatnonzero(fits)
     ar = flat // H
@@ -58,7 +58,7 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
     fa = np.take(free_cpu, flat)
     ua = np.take(link_free, ar * link_free.shape[1] + up0[ah])
     na, sa, ba = n[ar], s[ar], b[ar]
-    ln = _runs(fa, ua, na, sa, ba, host_link, zero_bandwidth)
+    ln = host_runs(fa, ua, na, sa, ba, host_link, zero_bandwidth)
     alive = mask & (np.bincount(ar, weights=ln, minlength=K) >= n)  # else the greedy dies
     # where min(slots, n) >= run may fail (slots as slots_rows: floor(free / s + 1e-9))
     with np.errstate(over="ignore"):
@@ -75,9 +75,9 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
     if on.size == 0:
         return
     flat, ar, ah, ln, ua, na, ba = flat[on], ar[on], ah[on], ln[on], ua[on], na[on], ba[on]
-    keys, owner = _ironed_keys(fa[on], ua, ln, na, sa[on], ba, host_link, zero_bandwidth)
+    keys, owner = ironed_keys(fa[on], ua, ln, na, sa[on], ba, host_link, zero_bandwidth)
     rank = _rank(keys)
-    up_eps = ua + _EPS
+    up_eps = ua + EPS
     lnf = ln.astype(np.float64)
     nn, bb = n[:, None], b[:, None]
     group = [g[ah] for g in levels.group]  # each active host's group, per level
@@ -103,7 +103,7 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
             mj = np.bincount(pair[j], weights=m, minlength=K * levels.size[j])
             mj = mj.reshape(K, levels.size[j])
             if link[j] is None:
-                link[j] = link_free[:, levels.uplink[j]] + _EPS
+                link[j] = link_free[:, levels.uplink[j]] + EPS
             bad += ~(np.minimum(mj, nn - mj) * bb <= link[j])
             bad = np.add.reduceat(bad, levels.starts[j], axis=1)
         passed = cand & (bad == 0)
@@ -112,7 +112,7 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
             continue
         gw = np.zeros(win.size, dtype=np.int64)
         if size > 1:  # the first passed group by free fraction (ties: lowest index)
-            frac = _free_fraction(levels, k, free_cpu[win], capacity)
+            frac = free_fraction(levels, k, free_cpu[win], capacity)
             gw = np.argmax(np.where(passed[win], frac, -np.inf), axis=1)
         won = np.full(K, -1, dtype=np.int64)
         won[win] = gw
@@ -124,7 +124,7 @@ def _embed_rows(levels: TreeLevels, live: np.ndarray, free_cpu: np.ndarray,
             break
 
 
-def _free_fraction(levels: TreeLevels, k: int, free_cpu: np.ndarray | None,
+def free_fraction(levels: TreeLevels, k: int, free_cpu: np.ndarray | None,
                    capacity: np.ndarray, free_g: np.ndarray | None = None) -> np.ndarray:
     """(R, groups): each level-k group's free CU over its capacity (0 where none), per row;
     ``free_g``: the groups' free CU, when the caller has it."""
@@ -137,16 +137,16 @@ def _free_fraction(levels: TreeLevels, k: int, free_cpu: np.ndarray | None,
                      where=cap_g[None, :] > 0)
 
 
-def _ironed_keys(fr: np.ndarray, up: np.ndarray, ln: np.ndarray, n: np.ndarray,
+def ironed_keys(fr: np.ndarray, up: np.ndarray, ln: np.ndarray, n: np.ndarray,
                  s: np.ndarray, b: np.ndarray, host_link: str = "hose",
                  zero_bandwidth: str = "least_preferred") -> tuple[np.ndarray, np.ndarray]:
     """The ironed keys of the VMs of A hosts, flat: host by host, the host's 1st, 2nd, ...,
     ``ln``-th VM; and each VM's host (0..A-1). ``fr``/``up`` (A,) free CU and uplink BU,
     ``ln`` (A,) the host's feasible run (:func:`_feasible_runs`, ≥ 1), n/s/b (A,) its VC.
 
-    The (i+1)-th VM's key is its ρ as :func:`_greedy` computes it (the same floats; a
+    The (i+1)-th VM's key is its ρ as :func:`greedy` computes it (the same floats; a
     feasible −inf is −1e300), ironed to the running minimum over the host's VMs 1..i+1
-    (see :func:`dcsim.allocators.vc_tetris_first._greedy_batch`). The table is (max run,
+    (see :func:`dcsim.allocators.vc.tetris.batch._greedy_batch`). The table is (max run,
     A), VM-major so that every numpy call runs over the A hosts (a short inner axis is
     slow); its entries past a host's run are computed but not read.
     """
@@ -155,13 +155,13 @@ def _ironed_keys(fr: np.ndarray, up: np.ndarray, ln: np.ndarray, n: np.ndarray,
     y = np.arange(1, T + 1)[:, None]
     c_after = fr - y * s
     b_after = up - host_link_vms(y, n, host_link) * b
-    zero_b = b_after <= _EPS
+    zero_b = b_after <= EPS
     # tetris_rho at b' = 0, floored (infeasible*: blocked VMs are past the runs, never read)
     if zero_bandwidth == "most_preferred":  # +inf, stranded or not
         key = np.full(c_after.shape, np.inf)
     else:
         stranded = np.where(b > 0, -1e300, np.inf)
-        key = np.where(c_after > _EPS, stranded, np.inf)  # where b' = 0; divide elsewhere
+        key = np.where(c_after > EPS, stranded, np.inf)  # where b' = 0; divide elsewhere
     np.divide(c_after, b_after, out=key, where=~zero_b)
     for i in range(1, T):  # ironed: the running minimum
         np.minimum(key[i], key[i - 1], out=key[i])
@@ -199,7 +199,7 @@ def _pick_counts(rank: np.ndarray, owner: np.ndarray, seg: np.ndarray, n: np.nda
     return _first_n(np.argsort(sv * big + rank, kind="stable"), sv, owner, seg, n)
 
 
-def _pick_by_keys(keys: np.ndarray, owner: np.ndarray, seg: np.ndarray,
+def pick_by_keys(keys: np.ndarray, owner: np.ndarray, seg: np.ndarray,
                   n: np.ndarray) -> np.ndarray:
     """``_pick_counts(_rank(keys), owner, seg, n, None)`` with one sort: numpy's lexsort by
     (segment, −key) is stable, so equal keys keep the list order, as the rank does."""
@@ -224,12 +224,12 @@ def _feasible_runs(free_cpu: np.ndarray, up_free: np.ndarray, n: np.ndarray, s: 
     """(K, hosts): how many VMs each host takes before the first that does not fit (CU
     ``free - m·S >= -eps`` and uplink ``up - host_link_vms(m, n)·B >= -eps`` for m = 1, 2,
     ..., and not blocked by ``zero_bandwidth``), at most n. The greedy never
-    puts more on a host. (:func:`_runs`, per row.)"""
-    return _runs(free_cpu, up_free, n[:, None], s[:, None], b[:, None], host_link,
+    puts more on a host. (:func:`host_runs`, per row.)"""
+    return host_runs(free_cpu, up_free, n[:, None], s[:, None], b[:, None], host_link,
                  zero_bandwidth)
 
 
-def _runs(free: np.ndarray, up: np.ndarray, n: np.ndarray, s: np.ndarray,
+def host_runs(free: np.ndarray, up: np.ndarray, n: np.ndarray, s: np.ndarray,
           b: np.ndarray, host_link: str = "hose",
           zero_bandwidth: str = "least_preferred", exact: bool = False,
           slots: np.ndarray | None = None) -> np.ndarray:
@@ -252,7 +252,7 @@ def _runs(free: np.ndarray, up: np.ndarray, n: np.ndarray, s: np.ndarray,
     else:  # per_vm_strict: VM m needs m
         all_fit = None
     if all_fit is not None:
-        np.copyto(bw, np.where(up >= -_EPS, nn, 0.0), where=all_fit)
+        np.copyto(bw, np.where(up >= -EPS, nn, 0.0), where=all_fit)
     np.minimum(run, bw, out=run)
     if zero_bandwidth in ("infeasible", "infeasible_if_stranded"):
         run = _cut_zero_bandwidth(free, up, n, s, b, run, host_link, zero_bandwidth)
@@ -262,7 +262,7 @@ def _runs(free: np.ndarray, up: np.ndarray, n: np.ndarray, s: np.ndarray,
 def _cut_zero_bandwidth(free, up, n, s, b, run, host_link: str,
                         zero_bandwidth: str) -> np.ndarray:
     """Runs ended before the first VM that ``zero_bandwidth`` blocks (the same floats as
-    :func:`_greedy`'s check), one vectorised step per VM position."""
+    :func:`greedy`'s check), one vectorised step per VM position."""
     out = np.array(run, dtype=np.float64)
     top = int(out.max()) if out.size else 0
     for y in range(1, top + 1):
@@ -281,27 +281,27 @@ def _fit_count(base: np.ndarray, step: np.ndarray, cap: np.ndarray,
     comparison the one-row code makes; it fails from some y on (step >= 0). As floats, of
     ``base``'s shape (``step`` and ``cap`` broadcast to it); in place where it can (large
     temporaries are slow to allocate). Divides by 0: the caller ignores those warnings.
-    ``exact``: the bases are whole (:func:`~dcsim.allocators.vc_batch.whole_numbers`), the
-    steps :func:`~dcsim.allocators.vc_batch.plain_steps` and the caps
+    ``exact``: the bases are whole (:func:`~dcsim.allocators.vc.lookahead.whole_numbers`), the
+    steps :func:`~dcsim.allocators.vc.lookahead.plain_steps` and the caps
     below 2**16, so the count is ⌊base / step⌋ clipped to 0..cap, with no correction."""
     if exact:
         q = np.multiply(base, 1.0 / step)
         np.floor(q, out=q)
         np.fmax(q, 0.0, out=q)
         return np.fmin(q, cap, out=q)
-    q = base + _EPS
+    q = base + EPS
     np.divide(q, step, out=q)
     np.floor(q, out=q)
     if not (step > 0).all():  # step 0: every y or none, as y = 1 says
-        q = np.where(step > 0, q, np.where(base >= -_EPS, cap, 0.0))
+        q = np.where(step > 0, q, np.where(base >= -EPS, cap, 0.0))
     np.fmax(q, 0.0, out=q)  # NaN -> 0
     np.fmin(q, cap, out=q)
     # the division may be off by an ulp either way: one exact step corrects it
     t = np.multiply(q, step)
     np.subtract(base, t, out=t)
-    q -= (q > 0) & ~(t >= -_EPS)
+    q -= (q > 0) & ~(t >= -EPS)
     np.add(q, 1.0, out=t)
     np.multiply(t, step, out=t)
     np.subtract(base, t, out=t)
-    q += (q < cap) & (t >= -_EPS)
+    q += (q < cap) & (t >= -EPS)
     return q

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import Field
 
-from dcsim.allocators.vc_base import VCAllocator, embedder_label_extra, make_embedder
+from dcsim.allocators.vc.embedder import VCAllocator, embedder_label_extra, make_embedder
 from dcsim.hookspecs import hookimpl
 from dcsim.model import StateView
 

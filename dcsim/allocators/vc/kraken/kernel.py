@@ -2,11 +2,11 @@
 
 :func:`rollouts` advances every row of AHAB's lookahead (:meth:`Ahab._rollouts`) through
 all its steps: at each step it embeds the step's VC in the row's state as
-:func:`dcsim.allocators.kraken.kraken_embed_sparse` does for that row, reserves it as
-:func:`dcsim.allocators.ahab.reserve_rows` does and credits the row's reward. Row by row,
+:func:`dcsim.allocators.vc.kraken.kraken_embed_sparse` does for that row, reserves it as
+:func:`dcsim.allocators.vc.ahab.reserve_rows` does and credits the row's reward. Row by row,
 with plain loops, the same integer counts and the same float operations as the numpy code
 (which scores every centre of every row at once); only for sizes that pass
-:func:`dcsim.allocators.kraken.plain_sizes`, which the caller checks.
+:func:`dcsim.allocators.vc.kraken.plain_sizes`, which the caller checks.
 
 Imported only when the kernels are on: it needs numba.
 """
@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from dcsim.allocators.kernel_cache import njit
-from dcsim.allocators.rollout_jit import HOSE, PER_VM, PER_VM_STRICT, reserve
+from dcsim.allocators.vc.lookahead_kernel import HOSE, PER_VM, PER_VM_STRICT, reserve
 from dcsim.model.vc import UNLIMITED
 
 _BIG = np.iinfo(np.int32).max

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dcsim.model.vc import host_link_vms
+from dcsim.model.vc import TreeLevels, host_link_vms, vm_slots
 
-_EPS = 1e-9
+EPS = 1e-9
 
 #: Values of the ``zero_bandwidth`` option (module docstring).
 ZERO_BANDWIDTH = ("least_preferred", "most_preferred", "infeasible", "infeasible_if_stranded")
@@ -24,12 +24,12 @@ def tetris_rho(c_after: np.ndarray, b_after: np.ndarray, b: float,
     """
     c_after = np.asarray(c_after, dtype=np.float64)
     b_after = np.asarray(b_after, dtype=np.float64)
-    zero_b = b_after <= _EPS
+    zero_b = b_after <= EPS
     with np.errstate(divide="ignore", invalid="ignore"):
         rho = c_after / np.where(zero_b, 1.0, b_after)
     if b > 0:
         stranded = np.inf if zero_bandwidth == "most_preferred" else -np.inf
-        at_zero = np.where(c_after <= _EPS, np.inf, stranded)
+        at_zero = np.where(c_after <= EPS, np.inf, stranded)
     else:
         at_zero = np.full(rho.shape, np.inf)
     return np.where(zero_b, at_zero, rho)
@@ -41,13 +41,13 @@ def zero_bandwidth_blocked(c_after, b_after, b, zero_bandwidth: str):
     compute left behind it: C' > 1e-9). None for the other values (nothing blocked).
     Elementwise; b broadcasts."""
     if zero_bandwidth == "infeasible":
-        return (b > 0) & (b_after <= _EPS)
+        return (b > 0) & (b_after <= EPS)
     if zero_bandwidth == "infeasible_if_stranded":
-        return (b > 0) & (b_after <= _EPS) & (c_after > _EPS)
+        return (b > 0) & (b_after <= EPS) & (c_after > EPS)
     return None
 
 
-def _greedy(hosts: np.ndarray, free_cpu: np.ndarray, up_free: np.ndarray, n: int, s: float,
+def greedy(hosts: np.ndarray, free_cpu: np.ndarray, up_free: np.ndarray, n: int, s: float,
             b: float, host_link: str = "hose",
             zero_bandwidth: str = "least_preferred") -> tuple[np.ndarray, np.ndarray]:
     """Place n VMs one by one in each row's hosts (padded -1) by max ρ, ties to the lowest
@@ -62,7 +62,7 @@ def _greedy(hosts: np.ndarray, free_cpu: np.ndarray, up_free: np.ndarray, n: int
     m1 = np.arange(1, n + 2)  # VMs on the host after adding one, for m = 0..n
     c_after = free_cpu[h][:, :, None] - m1 * s
     b_after = up_free[h][:, :, None] - host_link_vms(m1, n, host_link) * b
-    feas = valid & (c_after >= -_EPS) & (b_after >= -_EPS)
+    feas = valid & (c_after >= -EPS) & (b_after >= -EPS)
     blocked = zero_bandwidth_blocked(c_after, b_after, b, zero_bandwidth)
     if blocked is not None:
         feas &= ~blocked
@@ -80,3 +80,58 @@ def _greedy(hosts: np.ndarray, free_cpu: np.ndarray, up_free: np.ndarray, n: int
         m[rows, best] = mb
         key[rows, best] = table[rows, best, mb]
     return m, alive
+
+
+def single_hosts(slots: np.ndarray, up0: np.ndarray, n, b, host_link: str) -> np.ndarray:
+    """Hosts that can take all N VMs (N slots; N·B on the uplink under ``per_vm_strict``,
+    nothing otherwise). Elementwise: rows of 2-d arrays too."""
+    fits = slots >= n
+    if host_link == "per_vm_strict":
+        fits &= n * b <= up0 + EPS
+    return fits
+
+
+def tetris_embed(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray, n: int,
+                 s: float, b: float, capacity: np.ndarray | None = None,
+                 host_link: str = "hose",
+                 zero_bandwidth: str = "least_preferred") -> np.ndarray | None:
+    """VM counts per host of TETRIS's embedding of VC (n, s, b), or None.
+
+    ``capacity`` is each host's total CU (for the racks' and pods' free fractions); default
+    the topology's cpu capacity. ``host_link``, ``zero_bandwidth``: the options of
+    :class:`VCTetris` (module docstring).
+    """
+    if free_cpu.sum() + EPS < n * s:
+        return None
+    counts = np.zeros(levels.n_hosts, dtype=np.int64)
+    slots = vm_slots(free_cpu, s)
+    one = np.flatnonzero(single_hosts(slots, link_free[levels.uplink[0]], n, b, host_link))
+    if one.size:  # single hosts, most free CU first
+        counts[one[np.argmax(free_cpu[one])]] = n
+        return counts
+    if capacity is None:
+        topo = levels.topology
+        capacity = topo.server_capacity[:, topo.resource_index("cpu")]
+    up_free = link_free[levels.uplink[0]]
+    for k in range(1, levels.height + 1):
+        g = levels.group[k]
+        size = levels.size[k]
+        free_g = np.bincount(g, weights=free_cpu, minlength=size)
+        cap_g = np.bincount(g, weights=capacity, minlength=size)
+        frac = np.divide(free_g, cap_g, out=np.zeros(size), where=cap_g > 0)
+        order = np.lexsort((np.arange(size), -frac))
+        room = np.bincount(g, weights=np.minimum(slots, n), minlength=size)
+        order = order[room[order] >= n]  # cannot hold N VMs: the greedy would fail anyway
+        if order.size == 0:
+            continue
+        hosts = levels.hosts_of[k][order]
+        m, alive = greedy(hosts, free_cpu, up_free, n, s, b, host_link, zero_bandwidth)
+        for i in np.flatnonzero(alive):
+            counts[:] = 0
+            sel = hosts[i] >= 0
+            counts[hosts[i][sel]] = m[i][sel]
+            if (levels.hose_loads(counts, n, b, host_link) <= link_free + EPS).all():
+                return counts
+    return None
+
+

@@ -14,9 +14,12 @@ Large temporaries are slow to allocate (fresh pages each time), so the helpers o
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Any
+
 import numpy as np
 
-from dcsim.model.vc import UNLIMITED
+from dcsim.model.vc import UNLIMITED, TreeLevels, host_link_vms
 
 #: Largest N whose counts 0..N fit one uint64 bit set.
 MAX_BITS_N = 63
@@ -233,7 +236,7 @@ def integral_lookahead(free_cpu: np.ndarray, link_free: np.ndarray, s: np.ndarra
 class Embedded:
     """What a batch embedder found for K rows: dense VM counts (K, hosts), or with
     ``sparse`` (row, host, VMs) entries, each (row, host) once, VMs > 0 if N > 0 (AHAB's
-    lookahead reserves only those: :func:`dcsim.allocators.ahab.reserve_rows`)."""
+    lookahead reserves only those: :func:`dcsim.allocators.vc.ahab.reserve_rows`)."""
 
     def __init__(self, K: int, n_hosts: int, sparse: bool):
         self.sparse = sparse
@@ -273,3 +276,65 @@ class Embedded:
             return ok, empty, empty, empty
         r, h, m = (np.concatenate(x) for x in zip(*self.parts, strict=True))
         return ok, r, h, m.astype(np.int64)
+
+
+def advance(embedder, levels: TreeLevels, cpu: np.ndarray, lf: np.ndarray, ns: np.ndarray,
+            ss: np.ndarray, bs: np.ndarray, reward: np.ndarray, hints: dict[str, Any],
+            kernels: bool = False) -> None:
+    """Advance K lookahead states (rows of ``cpu`` and ``lf``, C-contiguous, in place)
+    through VCs (ns[j], ss[j], bs[j]) step by step (``ns``/``ss``/``bs`` (steps, K)),
+    each embedded by ``embedder`` in every row at once and reserved where it fits, adding
+    its N·S to ``reward`` there. ``hints``: the embedder's ``lookahead_hints``;
+    ``kernels``: use the embedder's compiled rollout when it has one (the same floats)."""
+    gain = ns * ss
+    kernel = embedder.lookahead_kernel(hints) if kernels else None
+    if kernel is not None and kernel(  # every step of every row in one compiled call
+            cpu, lf, ns.astype(np.int64), ss.astype(np.float64), bs.astype(np.float64),
+            gain.astype(np.float64), reward):
+        return
+    embed = getattr(embedder, "embed_sparse", None) or partial(_sparse_from_dense, embedder)
+    host_link = embedder.host_link
+    for j in range(ns.shape[0]):
+        nj, sj, bj = ns[j], ss[j], bs[j]
+        ok, r, h, m = embed(cpu, lf, nj, sj, bj, **hints)
+        if r.size:  # under load about half the futures' VCs do not fit
+            reserve_rows(levels, cpu, lf, r, h, m, nj, sj, bj, host_link)
+        np.add(reward, gain[j], out=reward, where=ok)
+
+
+def _sparse_from_dense(embedder, cpu, lf, n, s, b, **hints):
+    """The embedder's ``embed_batch`` as (ok, rows, hosts, VMs) triples."""
+    c, ok = embedder.embed_batch(cpu, lf, n, s, b, **hints)
+    r, h = np.nonzero(c)
+    keep = ok[r]  # a row without an embedding reserves nothing
+    if not keep.all():
+        r, h = r[keep], h[keep]
+    return ok, r, h, c[r, h]
+
+
+def reserve_rows(levels: TreeLevels, cpu: np.ndarray, lf: np.ndarray, r: np.ndarray,
+                 h: np.ndarray, m: np.ndarray, n: np.ndarray, s: np.ndarray, b: np.ndarray,
+                 host_link: str = "hose") -> None:
+    """Reserve, in K states at once, the VCs (n, s, b per row) that put m[i] VMs on host
+    h[i] of row r[i] (each (row, host) once): compute on those hosts, and the hose loads
+    (:meth:`TreeLevels.hose_loads`) on the links with VMs below them, in place.
+
+    The same floats as subtracting ``hose_loads_batch`` of the dense counts from every
+    link of those rows (a link without VMs below reserves 0, and x - 0.0 is x).
+    """
+    if not (cpu.flags.c_contiguous and lf.flags.c_contiguous):
+        raise ValueError("reserve_rows updates C-contiguous arrays in place")
+    K, hosts = cpu.shape
+    at = r * hosts  # flat indices: cheaper than (row, host) pairs
+    at += h
+    cpu.ravel()[at] -= m * s[r]
+    at = r * lf.shape[1]
+    at += levels.uplink[0][h]
+    lf.ravel()[at] -= host_link_vms(m, n[r], host_link) * b[r]
+    for k in range(1, levels.height):
+        size = levels.size[k]
+        mk = np.bincount(r * size + levels.group[k][h], weights=m, minlength=K * size)
+        mk = mk.reshape(K, size)
+        loads = np.minimum(mk, n[:, None] - mk)
+        loads *= b[:, None]
+        lf[:, levels.uplink_cols[k]] -= loads
