@@ -186,8 +186,8 @@ def test_an_embedder_with_only_embed_gives_the_same_decisions():
     """AHAB needs nothing of an embedder but ``embed``: a plugin embedder that only
     implements it (default embed_batch row by row, no embed_sparse, no hints) makes exactly
     the decisions of the built-in KRAKEN with all its fast paths."""
-    from dcsim.allocators.vc.kraken import kraken_embed
     from dcsim.allocators.vc.embedder import VCAllocator
+    from dcsim.allocators.vc.kraken import kraken_embed
 
     class OnlyEmbed(VCAllocator):
         name = "only_embed"

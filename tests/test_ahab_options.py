@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dcsim.allocators.vc.ahab import Ahab
+from dcsim.allocators.vc.embedder import VCAllocator, make_embedder
 from dcsim.allocators.vc.kraken import kraken_embed
 from dcsim.allocators.vc.kraken.batch import hose_loads_batch
 from dcsim.allocators.vc.oktopus import Oktopus, oktopus_embed
 from dcsim.allocators.vc.strawman import Strawman
-from dcsim.allocators.vc.embedder import VCAllocator, make_embedder
 from dcsim.allocators.vc.tetris import ZERO_BANDWIDTH, VCTetris, tetris_embed, tetris_rho
 from dcsim.errors import ConfigError
 from dcsim.model import ClusterState, StateView

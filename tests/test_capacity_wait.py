@@ -9,8 +9,8 @@ import yaml
 from click.testing import CliRunner
 
 from dcsim.allocators import Allocator
-from dcsim.allocators.single import FirstFitAllocator, RandomAllocator
 from dcsim.allocators.multi.baselines import Tetris
+from dcsim.allocators.single import FirstFitAllocator, RandomAllocator
 from dcsim.cli import main
 from dcsim.model.topologies import build_topology
 from dcsim.sim import EngineConfig

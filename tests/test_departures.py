@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dcsim.allocators.single import FirstFitAllocator
 from dcsim.allocators.multi.baselines import NALB, NULB, RandomMulti, Tetris
+from dcsim.allocators.single import FirstFitAllocator
 from dcsim.cli import main
 from dcsim.model.topologies import build_topology
 from dcsim.sim import EngineConfig

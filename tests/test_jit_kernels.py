@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 from test_kraken_sparse import SIZES, random_rows
 from test_oktopus_speed_equiv import fat_tree, uneven_tree
 
-from dcsim.allocators.vc.lookahead import advance
-from dcsim.allocators.vc.lookahead import integral_lookahead
+from dcsim.allocators.vc.lookahead import advance, integral_lookahead
 from dcsim.errors import ConfigError
 from dcsim.model import ClusterState, StateView
 from dcsim.model.vc import HOST_LINK_RULES

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from dcsim import plugins
-from dcsim.allocators.multi.step import MultiServerAllocator, allocate_multi, path_service
 from dcsim.allocators.multi.baselines import NALB, NARA_ALLOCATORS, NULB, BestFitMulti, Tetris
+from dcsim.allocators.multi.step import MultiServerAllocator, allocate_multi, path_service
 from dcsim.errors import PluginError
 from dcsim.model import ClusterState, Request, StateView, Topology
 from dcsim.model.topologies import build_topology

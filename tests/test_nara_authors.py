@@ -7,8 +7,15 @@ import numpy as np
 import pytest
 
 from dcsim import plugins
+from dcsim.allocators.multi.baselines import (
+    NALB,
+    NARA_ALLOCATORS,
+    NULB,
+    RandomMulti,
+    Tetris,
+    bandwidth_scores,
+)
 from dcsim.allocators.multi.step import Partial
-from dcsim.allocators.multi.baselines import NALB, NARA_ALLOCATORS, NULB, RandomMulti, Tetris, bandwidth_scores
 from dcsim.model import ClusterState, StateView
 from dcsim.model.topologies import build_topology
 from dcsim.sim import Engine

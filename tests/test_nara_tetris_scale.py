@@ -15,7 +15,6 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dcsim.allocators.multi.step import Partial
 from dcsim.allocators.multi.baselines import (
     AUTHORS_NODE_SCALE,
     NALB,
@@ -26,6 +25,7 @@ from dcsim.allocators.multi.baselines import (
     node_weights,
 )
 from dcsim.allocators.multi.rack_search import TetrisSearch
+from dcsim.allocators.multi.step import Partial
 from dcsim.cli import main
 from dcsim.model import ClusterState, StateView
 from dcsim.model.topologies import build_topology

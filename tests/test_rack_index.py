@@ -1,5 +1,5 @@
-"""The rack index (dcsim.allocators.multi.rack_index) stays exact, and the choices made with it are the
-full scan's, bit for bit (issue #19).
+"""The rack index (dcsim.allocators.multi.rack_index) stays exact, and the choices made
+with it are the full scan's, bit for bit (issue #19).
 
 Slow reference implementations live here, not in the package: the aggregates recomputed from
 scratch, and the breadth-first search of NALB/NULB offering one server at a time.
@@ -14,8 +14,14 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dcsim.allocators.multi.rack_index import RackIndex, bound_sum, matvec, rack_groups, server_links
 from dcsim.allocators.multi.baselines import NALB, NULB, BestFitMulti, Tetris
+from dcsim.allocators.multi.rack_index import (
+    RackIndex,
+    bound_sum,
+    matvec,
+    rack_groups,
+    server_links,
+)
 from dcsim.model import ClusterState, Placement, Request, StateView, Topology
 from dcsim.model.state import EPS
 from dcsim.model.topologies import build_topology

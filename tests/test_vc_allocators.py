@@ -11,10 +11,10 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dcsim.allocators.vc.embedder import make_embedder
 from dcsim.allocators.vc.kraken import kraken_embed
 from dcsim.allocators.vc.oktopus import oktopus_embed
 from dcsim.allocators.vc.strawman import Strawman
-from dcsim.allocators.vc.embedder import make_embedder
 from dcsim.allocators.vc.tetris import tetris_embed, tetris_rho
 from dcsim.cli import main
 from dcsim.errors import ConfigError

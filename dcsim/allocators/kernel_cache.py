@@ -6,8 +6,9 @@ them back with :mod:`pickle`, which runs whatever a pickle says. By default numb
 could write there could run code in every ``dcsim run`` that uses a kernel, and a corrupt
 file failed those runs with an ``UnpicklingError`` naming neither the cache nor the fix.
 
-The ``*_jit`` modules therefore decorate with :func:`njit` from here: numba's own cache is
-off, and each kernel gets a :class:`GuardedCache` that reads and writes only
+The kernel modules (``single_kernel``, ``vc/lookahead_kernel``, ``vc/*/kernel``) therefore
+decorate with :func:`njit` from here: numba's own cache is off, and each kernel gets a
+:class:`GuardedCache` that reads and writes only
 
 * ``$DCSIM_KERNEL_CACHE`` when set (``off`` turns the disk cache off), else
 * ``$XDG_CACHE_HOME/dcsim/numba-py<XY>-<numba version>`` (``~/.cache/...`` without
@@ -22,7 +23,7 @@ anything its loading raises) is compiled again: the folder's files are set aside
 removed, one warning names the folder, and the fresh compilations are cached there.
 ``NUMBA_CACHE_DIR`` does not apply to dcsim's kernels.
 
-Imported only by the ``*_jit`` modules: it needs numba.
+Imported only by the kernel modules: it needs numba.
 """
 
 from __future__ import annotations

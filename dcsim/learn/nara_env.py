@@ -53,8 +53,8 @@ import simpy
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dcsim.allocators.multi.step import MultiServerAllocator, Partial, allocate_multi_steps
 from dcsim.allocators.multi.learned import Observer, feature_sizes
+from dcsim.allocators.multi.step import MultiServerAllocator, Partial, allocate_multi_steps
 from dcsim.errors import ConfigError, DcsimError
 from dcsim.model import Placement, Request, StateView
 from dcsim.model.topologies import build_topology

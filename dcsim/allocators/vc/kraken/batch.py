@@ -110,7 +110,7 @@ def plain_sizes(levels: TreeLevels, s: np.ndarray, b: np.ndarray) -> bool:
 def _counts(free: np.ndarray, size: np.ndarray, top: float, q: np.ndarray,
             cap: np.ndarray | None = None, plain: bool = False,
             whole: bool = False) -> np.ndarray:
-    """:func:`dcsim.allocators.vc_batch.vm_counts` as int32: ⌊free / size + 1e-9⌋ per row,
+    """:func:`dcsim.allocators.vc.lookahead.vm_counts` as int32: ⌊free / size + 1e-9⌋ per row,
     ``UNLIMITED`` where size[row] ≤ 0, at most ``cap`` (K, 1) if given. ``top`` bounds
     ``free`` (the capacity): below ``UNLIMITED`` quotients need no float cap. ``q`` is a
     float buffer of free's shape, reused between calls. Dividing by a power of two is
@@ -150,7 +150,7 @@ def kraken_embed_sparse(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
 
     ``free_cpu`` (K, hosts), ``link_free`` (K, links), ``n``/``s``/``b`` (K,); ``plain``:
     the sizes passed :func:`plain_sizes`; ``integral``: the states are integral
-    (:func:`~dcsim.allocators.vc_batch.integral_lookahead`: whole free CU and BU, sizes
+    (:func:`~dcsim.allocators.vc.lookahead.integral_lookahead`: whole free CU and BU, sizes
     powers of two from 1), so no count needs the ε. Returns the feasibility mask (K,) and three
     arrays: the rows, hosts and VM counts (> 0) of the embeddings, in no particular order.
     Made for AHAB's lookahead, whose cost is the fixed cost of numpy calls on small

@@ -45,14 +45,14 @@ def oktopus_embed_batch(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.
     {0..a_j} is {0..Σ a_j}: so a level is summed with one matrix-vector product over the
     children's a_j (:func:`sum_level`). Only a group with a child whose set is not a
     non-empty interval gets the exact sum of uint64 bit sets (N ≤ 63; exact Minkowski sums
-    by shifts, :mod:`dcsim.allocators.vc_batch`). The greedy split has a closed form
+    by shifts, :mod:`dcsim.allocators.vc.lookahead`). The greedy split has a closed form
     likewise (:func:`split_level`). Every level is computed for all the rows that need
     any (a row's levels above its first hit are computed, but never used).
 
     ``sparse``: return ``(ok, rows, hosts, VMs)`` triples of the hosts that get VMs instead
     (AHAB's lookahead, :meth:`Oktopus.embed_sparse`). ``integral``: the caller guarantees
     whole free CU and BU and sizes that are powers of two from 1
-    (:func:`~dcsim.allocators.vc_batch.integral_lookahead`), so the slots are exact floors
+    (:func:`~dcsim.allocators.vc.lookahead.integral_lookahead`), so the slots are exact floors
     and the single-host test needs no tolerance.
     """
     H = levels.height
@@ -167,7 +167,7 @@ def _strict_caps(free_cpu: np.ndarray, up: np.ndarray, n: np.ndarray, s: np.ndar
     (K, hosts) floats; None if some cap is negative (an overdrawn host or link: the
     general path).
 
-    :func:`~dcsim.allocators.vc_batch.strict_host_caps` is exact, and its ⌊up / b⌋ is
+    :func:`~dcsim.allocators.vc.lookahead.strict_host_caps` is exact, and its ⌊up / b⌋ is
     :func:`hose_limit`'s ⌊(up + 1e-9) / b⌋. So cap is the general path's min(slots, c),
     a host holds all N VMs iff cap = N (N slots and N·B ≤ up), and a row whose caps total
     less than N embeds nowhere.

@@ -1,6 +1,6 @@
 """VC-TETRIS for many requests at once (:func:`dcsim.allocators.vc.tetris.tetris_embed_batch`):
 every row's VMs ranked once per host, a level one sort by (state, group, rank) and a count
-for every (state, group) pair (see the ``vc_tetris`` module docstring)."""
+for every (state, group) pair (see the :mod:`dcsim.allocators.vc.tetris` docstring)."""
 
 from __future__ import annotations
 
