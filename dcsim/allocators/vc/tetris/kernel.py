@@ -29,7 +29,7 @@ _EPS = 1e-9
 def _key(fr, up, m1, n, s, b, mode, zb):
     """The greedy's key for a host's m1-th VM (free CU ``fr``, uplink BU ``up``): ρ as
     :func:`~dcsim.allocators.vc.tetris.reference.tetris_rho`, a feasible −inf as −1e300, an
-    infeasible VM −inf (:func:`~dcsim.allocators.vc.tetris.reference._greedy`'s table)."""
+    infeasible VM −inf (:func:`~dcsim.allocators.vc.tetris.reference.greedy`'s table)."""
     c_after = fr - m1 * s
     b_after = up - host_vms(m1, n, mode) * b
     if not (c_after >= -_EPS and b_after >= -_EPS):
@@ -52,7 +52,7 @@ def _run(fr, up, n, s, b, mode, zb):
     """How many VMs a host takes before its first infeasible one, at most n (the greedy
     never puts more on it; it places all n in a group iff its hosts' runs total n). In
     closed form for integral states (whole fr and up, sizes powers of two from 1: every
-    residual is whole, so ``x ≥ −1e-9`` is ``x ≥ 0``), as the batch code's ``_runs``;
+    residual is whole, so ``x ≥ −1e-9`` is ``x ≥ 0``), as the batch code's ``host_runs``;
     one VM at a time where ``zero_bandwidth`` blocks some."""
     if zb == INFEASIBLE or zb == IF_STRANDED:
         run = 0
