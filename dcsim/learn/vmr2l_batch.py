@@ -1,5 +1,6 @@
-"""Batches for VMR²L's PPO: observations stacked and trimmed to their real host and VM
-counts, masked log-softmax and entropy, sampling, and log π / entropy / value of taken
+"""Batches for VMR²L's PPO and its warm start (:mod:`dcsim.learn.vmr2l_ppo`,
+:mod:`dcsim.learn.vmr2l_warmstart`): observations stacked and trimmed to their real host and
+VM counts, masked log-softmax and entropy, sampling, and log π / entropy / value of taken
 actions."""
 
 from __future__ import annotations
@@ -11,8 +12,12 @@ import torch
 
 from dcsim.learn.vmr2l_model import VMR2LPolicy
 
+__all__ = ["batch_tensors", "evaluate_actions", "sample_logp", "stack_observations"]
 
-def _stack(obs: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+
+def stack_observations(obs: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """:class:`~dcsim.learn.vmr2l_env.VMR2LEnv` observations stacked into one numpy batch
+    (padded to the environments' fixed host and VM slots; ``step`` concatenated)."""
     return {"hosts": np.stack([o["hosts"] for o in obs]),
             "vms": np.stack([o["vms"] for o in obs]),
             "vm_host": np.stack([o["vm_host"] for o in obs]),
@@ -21,7 +26,7 @@ def _stack(obs: list[dict[str, Any]]) -> dict[str, np.ndarray]:
             "step": np.concatenate([o["step"] for o in obs]).astype(np.float32)}
 
 
-def _tensors(b: dict[str, np.ndarray], device) -> dict[str, torch.Tensor]:
+def batch_tensors(b: dict[str, np.ndarray], device) -> dict[str, torch.Tensor]:
     """Torch tensors of a batch trimmed to its largest real host and VM counts."""
     H = int(b["host_count"].max())
     M = int(b["vm_count"].max())
@@ -45,14 +50,16 @@ def _entropy(logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return -(safe.exp() * safe).masked_fill(~mask, 0.0).sum(-1)
 
 
-def _sample(logp: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def sample_logp(logp: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One index per row of ``logp`` (rows of log-probabilities, −inf where masked), drawn
+    by inverse CDF with one uniform of ``rng`` per row."""
     p = np.exp(logp.astype(np.float64))
     c = np.cumsum(p, axis=1)
     u = rng.random(len(p)) * c[:, -1]
     return np.minimum((c < u[:, None]).sum(axis=1), p.shape[1] - 1)
 
 
-def _evaluate_actions(policy: VMR2LPolicy, t: dict[str, Any], vm_act: torch.Tensor,
+def evaluate_actions(policy: VMR2LPolicy, t: dict[str, Any], vm_act: torch.Tensor,
                       slot_act: torch.Tensor, slot_mask: torch.Tensor):
     """log π(vm, slot), entropy and value of a batch (trimmed tensors)."""
     logits, value = policy.vm(t["hosts"], t["vms"], t["step"], t["host_pad"], t["vm_pad"],

@@ -57,10 +57,10 @@ import torch
 from dcsim import __version__
 from dcsim.learn import resume as rs
 from dcsim.learn.vmr2l_batch import (
-    _evaluate_actions,
-    _sample,
-    _stack,
-    _tensors,
+    batch_tensors,
+    evaluate_actions,
+    sample_logp,
+    stack_observations,
 )
 from dcsim.learn.vmr2l_config import TrainConfig, initial_weights, load_train_config
 from dcsim.learn.vmr2l_env import VMR2LEnv
@@ -260,14 +260,14 @@ def _train(cfg: TrainConfig, out: Path, command, say, device,
         dones = np.zeros((T, B), dtype=np.float32)
         ep_frs, ep_rets = [], []
         for t in range(T):
-            batch = _stack(obs)
+            batch = stack_observations(obs)
             store.append(batch)
-            tb = _tensors(batch, device)
+            tb = batch_tensors(batch, device)
             with torch.no_grad():
                 logits, value = policy.vm(tb["hosts"], tb["vms"], tb["step"], tb["host_pad"],
                                           tb["vm_pad"], tb["vm_host"])
                 lp_vm = torch.log_softmax(logits, dim=-1).cpu().numpy()
-                vi = _sample(lp_vm, act_rng)
+                vi = sample_logp(lp_vm, act_rng)
                 chosen = tb["vms"][torch.arange(B), torch.as_tensor(vi)]
                 sl = policy.host(tb["hosts"], chosen, tb["step"], tb["host_pad"])
             m = np.stack([env.slot_mask(int(v)) for env, v in zip(envs, vi, strict=True)])
@@ -276,7 +276,7 @@ def _train(cfg: TrainConfig, out: Path, command, say, device,
             sl = np.where(m[:, :sl.shape[1]], sl, -np.inf)
             sl -= sl.max(axis=1, keepdims=True)
             lp_slot = sl - np.log(np.exp(sl).sum(axis=1, keepdims=True))
-            si = _sample(lp_slot, act_rng)
+            si = sample_logp(lp_slot, act_rng)
             vm_a[t], slot_a[t] = vi, si
             logps[t] = lp_vm[np.arange(B), vi] + lp_slot[np.arange(B), si]
             values[t] = value.cpu().numpy()
@@ -297,7 +297,7 @@ def _train(cfg: TrainConfig, out: Path, command, say, device,
         env_steps += T * B
         roll_s = time.perf_counter() - t_roll
         with torch.no_grad():
-            tb = _tensors(_stack(obs), device)
+            tb = batch_tensors(stack_observations(obs), device)
             next_value = policy.vm(tb["hosts"], tb["vms"], tb["step"], tb["host_pad"],
                                    tb["vm_pad"], tb["vm_host"])[1].cpu().numpy()
         adv = np.zeros((T, B), dtype=np.float32)
@@ -329,9 +329,9 @@ def _train(cfg: TrainConfig, out: Path, command, say, device,
             kls = []
             for start in range(0, n, mb_size):
                 mb = perm[start:start + mb_size]
-                tb = _tensors({k: v[mb] for k, v in flat.items()}, device)
+                tb = batch_tensors({k: v[mb] for k, v in flat.items()}, device)
                 mbt = torch.as_tensor(mb, device=device)
-                logp, ent, v, _, _ = _evaluate_actions(policy, tb, b_vm[mbt], b_slot[mbt],
+                logp, ent, v, _, _ = evaluate_actions(policy, tb, b_vm[mbt], b_slot[mbt],
                                                        b_mask[mbt])
                 logratio = logp - b_logp[mbt]
                 ratio = logratio.exp()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from dcsim.learn.vmr2l_batch import _evaluate_actions, _stack, _tensors
+from dcsim.learn.vmr2l_batch import batch_tensors, evaluate_actions, stack_observations
 from dcsim.learn.vmr2l_config import TrainConfig
 from dcsim.learn.vmr2l_env import VMR2LEnv
 from dcsim.learn.vmr2l_model import VMR2LPolicy
@@ -40,7 +40,7 @@ def teacher_data(cfg: TrainConfig, rng: np.random.Generator) -> dict[str, np.nda
             g = r + cfg.gamma * g
             rtg.append(g)
         ret += rtg[::-1]
-    data = _stack(obs)
+    data = stack_observations(obs)
     data["vm_a"] = np.array(vm_a, dtype=np.int64)
     data["slot_a"] = np.array(slot_a, dtype=np.int64)
     data["ret"] = np.array(ret, dtype=np.float32)
@@ -60,13 +60,13 @@ def clone(policy: VMR2LPolicy, cfg: TrainConfig, data: dict[str, np.ndarray],
         losses = []
         for start in range(0, n, mb_size):
             mb = perm[start:start + mb_size]
-            tb = _tensors({k: v[mb] for k, v in data.items()}, device)
+            tb = batch_tensors({k: v[mb] for k, v in data.items()}, device)
             vm = torch.as_tensor(data["vm_a"][mb], device=device)
             slot = torch.as_tensor(data["slot_a"][mb], device=device)
             H = tb["H"]
             mask = torch.ones(len(mb), 2 * H, dtype=torch.bool, device=device)
             mask &= ~tb["host_pad"].repeat_interleave(2, dim=1)
-            logp, _, v, _, _ = _evaluate_actions(policy, tb, vm, slot, mask)
+            logp, _, v, _, _ = evaluate_actions(policy, tb, vm, slot, mask)
             ret = torch.as_tensor(data["ret"][mb], device=device)
             # the critic learns the teacher's returns too, so that PPO starts with
             # advantages that are not noise (a random critic undoes the cloning)

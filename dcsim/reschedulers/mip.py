@@ -12,7 +12,7 @@ from scipy.optimize import milp
 
 from dcsim.reschedulers.base import Plan, Rescheduler, sequence_moves
 from dcsim.reschedulers.heuristics import AlphaVBPP, Greedy, X
-from dcsim.reschedulers.mip_model import _aggregated, _Model, _per_vm
+from dcsim.reschedulers.mip_model import MilpModel, aggregated_model, per_vm_model
 from dcsim.vm.model import BOTH, MappingState, Migration
 
 
@@ -158,7 +158,7 @@ class MIP(Rescheduler):
         best ``((fragment, steps), migrations, info)`` or None, the first solve's status,
         its bound as a fragment (cores; None if unknown) and ``{"attempts", "nodes"}``."""
         o = self.options
-        build = _aggregated if o.formulation == "aggregated" else _per_vm
+        build = aggregated_model if o.formulation == "aggregated" else per_vm_model
         total_free = state.total_free_cpu()
         best = None
         status, bound = None, None
@@ -251,7 +251,7 @@ def _prune(state: MappingState, moves: list[tuple[int, int, int]]) -> list[tuple
     return moves
 
 
-def _fragment_bound(res, model: _Model, total_free: int, mnl: int) -> int | None:
+def _fragment_bound(res, model: MilpModel, total_free: int, mnl: int) -> int | None:
     """HiGHS's dual bound as a fragment (cores). The objective is −16·Σy + ε·(VMs moved)
     (minus the constant ``model.offset``) with ε·MNL < 1, so Σy ≤ (−(dual + offset) + ε·MNL)
     / 16, rounded down; the fragment is ``total_free − 16·Σy``, and never below 0."""

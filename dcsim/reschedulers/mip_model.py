@@ -20,10 +20,11 @@ from dcsim.vm.model import BOTH, MappingState
 _EPS_SCALE = 0.0
 
 
-class _Model:
-    """A milp model: objective ``c``, ``integrality``, ``bounds``, ``constraints``; ``y`` the
-    columns of the y variables; ``c·x + offset = −16·Σy + eps·(VMs moved)``; ``moves(x)`` the
-    target moves ``(vm, host, numa)`` of a solution."""
+class MilpModel:
+    """What :func:`aggregated_model` and :func:`per_vm_model` build for
+    ``scipy.optimize.milp``: objective ``c``, ``integrality``, ``bounds``, ``constraints``;
+    ``y`` the columns of the y variables; ``c·x + offset = −16·Σy + eps·(VMs moved)``;
+    ``moves(x)`` the target moves ``(vm, host, numa)`` of a solution."""
 
     def __init__(self, c, integrality, bounds, constraints, moves, y, eps, offset=0.0):
         self.c = c
@@ -45,7 +46,11 @@ def _capacity_rows(state: MappingState, y0: int):
     return y_ub, rows, y0 + rows
 
 
-def _aggregated(state: MappingState, mnl: int) -> _Model:
+def aggregated_model(state: MappingState, mnl: int) -> MilpModel:
+    """The MIP's default form (``formulation="aggregated"``): per VM shape and (host, NUMA),
+    integer counts of the VMs that leave and arrive, at most ``mnl`` leaving in all, with
+    Hall's condition per shape and host and identical hosts ordered by activity (see
+    :class:`~dcsim.reschedulers.mip.MIP`)."""
     H = state.n_hosts
     mig = np.flatnonzero(state.vm_migratable)
     shapes: dict[tuple[bool, int, int], list[int]] = {}
@@ -162,9 +167,9 @@ def _aggregated(state: MappingState, mnl: int) -> _Model:
     cvec[y0:] = -X
     for _, _, o_col, _ in shape_meta:
         cvec[list(o_col.values())] = eps  # tie-breaker: fewer moves (Σ o = VMs moved)
-    model = _Model(cvec, np.array(col_int), Bounds(np.zeros(n), np.array(col_ub)),
-                   LinearConstraint(A, np.array(lo), np.array(hi)), None,
-                   np.arange(y0, n), eps)
+    model = MilpModel(cvec, np.array(col_int), Bounds(np.zeros(n), np.array(col_ub)),
+                      LinearConstraint(A, np.array(lo), np.array(hi)), None,
+                      np.arange(y0, n), eps)
 
     def moves(x: np.ndarray) -> list[tuple[int, int, int]]:
         out: list[tuple[int, int, int]] = []
@@ -270,8 +275,9 @@ def _match(outs: dict[int, int], ins: dict[int, int]) -> list[tuple[int, int]]:
     return pairs
 
 
-def _per_vm(state: MappingState, mnl: int) -> _Model:
-    """Eqs. 1–7 with one binary per migratable VM and option (vectorised build)."""
+def per_vm_model(state: MappingState, mnl: int) -> MilpModel:
+    """The MIP's ``formulation="per_vm"``: eqs. 1–7 with one binary per migratable VM and
+    option, at most ``mnl`` VMs moved (vectorised build)."""
     H = state.n_hosts
     mig = np.flatnonzero(state.vm_migratable)
     M = len(mig)
@@ -327,5 +333,6 @@ def _per_vm(state: MappingState, mnl: int) -> _Model:
         chosen = np.flatnonzero((x[:nx] > 0) & ~stay)
         return sorted((int(cols_vm[i]), int(hi_[i]), int(col_numa[i])) for i in chosen)
 
-    return _Model(cvec, np.ones(n, dtype=int), Bounds(np.zeros(n), ub),
-                  LinearConstraint(A, lo, hi), moves, np.arange(nx, n), eps, offset=eps * M)
+    return MilpModel(cvec, np.ones(n, dtype=int), Bounds(np.zeros(n), ub),
+                     LinearConstraint(A, lo, hi), moves, np.arange(nx, n), eps,
+                     offset=eps * M)
