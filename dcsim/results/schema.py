@@ -68,6 +68,13 @@ class Col:
     def expand(self, names: Sequence[str]) -> list[str]:
         return [_FAMILY.sub(n, self.name) for n in names] if self.family else [self.name]
 
+    def expands_to(self, name: str) -> bool:
+        """Whether ``name`` is one of this family column's expanded names, for a family
+        with a fixed part (``util_<resource>`` matches ``util_cpu``; a bare ``<resource>``
+        matches nothing: it could be any name)."""
+        return bool(self.family and _FAMILY.sub("", self.name) and re.fullmatch(
+            _FAMILY.sub(r"\\w+", self.name), name))
+
 
 @dataclass(frozen=True)
 class Table:

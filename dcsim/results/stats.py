@@ -17,7 +17,6 @@ Used by the headline table a finished ``dcsim run`` prints (:func:`headline`) an
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,7 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from dcsim.results.schema import _FAMILY, SUMMARY_TAIL, TABLES, Col
+from dcsim.results.schema import SUMMARY_TAIL, TABLES, Col
 
 #: a cell whose values are all equal
 IDENTICAL = "identical in every seed"
@@ -53,8 +52,7 @@ def column(name: str, mode: str | None = None, table: str = "summary") -> Col | 
             if c.name == name:
                 return c
         for c in cols:  # then a family with a fixed part (util_<resource>, not <resource>)
-            if c.family and _FAMILY.sub("", c.name) and re.fullmatch(
-                    _FAMILY.sub(r"\\w+", c.name), name):
+            if c.expands_to(name):
                 return c
     return None
 

@@ -96,10 +96,7 @@ import numpy as np
 
 from dcsim.errors import ConfigError, DcsimError, PluginError
 from dcsim.sim.core import SimCore, TimeAverage
-from dcsim.sim.vm_online_spec import (
-    OnlineSpec,
-    _rescheduler,
-)
+from dcsim.sim.vm_online_spec import OnlineSpec, build_rescheduler
 from dcsim.sim.vm_static import (
     Sink,
     build_mapping,
@@ -370,8 +367,8 @@ def run_online(spec: dict[str, Any], placer, rescheduler_cls_lookup: Callable[[s
                           stream.cpu[:keep], stream.mem[:keep], stream.numas[:keep])
     resched = None
     if s.reschedule is not None:
-        resched = _rescheduler(s.reschedule, rescheduler_cls_lookup,
-                               np.random.default_rng(resched_seed), where)
+        resched = build_rescheduler(s.reschedule, rescheduler_cls_lookup,
+                                    np.random.default_rng(resched_seed), where)
     make = None
     if failures is not None:
         from dcsim.sim.vm_failures import VMFailures

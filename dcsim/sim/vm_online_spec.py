@@ -1,7 +1,8 @@
 """The ``vm:`` section of a ``mode: vm_online`` experiment: its typed fields
 (:class:`OnlineSpec`: mapping, VM arrivals from a trace or the Table 1 mix, periodic
 rescheduling, sampling), their validation with errors naming the field, the plan-time check
-that its files exist, and the placer and rescheduler lookups."""
+that its files exist, and the placer and rescheduler lookups (:func:`placer_class`,
+:func:`build_rescheduler`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 from collections.abc import Callable
 from typing import Annotated, Any
 
+import numpy as np
 from pydantic import Field, PositiveFloat, model_validator
 
 from dcsim.errors import ConfigError, PluginError
@@ -101,7 +103,7 @@ def parse_online(spec: dict[str, Any] | None, where: str = "vm",
     field."""
     s = validate_section(OnlineSpec, spec if spec is not None else {}, where)
     if s.reschedule is not None:
-        _rescheduler(s.reschedule, rescheduler_cls_lookup, None, where)
+        build_rescheduler(s.reschedule, rescheduler_cls_lookup, None, where)
     return s
 
 
@@ -125,7 +127,11 @@ def check_online(spec: dict[str, Any] | None, base_dir: str | os.PathLike | None
     return s
 
 
-def _rescheduler(r: RescheduleSpec, lookup, rng, where: str):
+def build_rescheduler(r: RescheduleSpec, lookup: Callable[[str], type] | None,
+                      rng: np.random.Generator | None, where: str) -> Any:
+    """The rescheduler ``r`` names, built with its options validated and ``rng`` (None when
+    only checking the section). ``lookup`` finds a class by name (default: the registered
+    reschedulers); ConfigError names the field at ``where``."""
     lookup = lookup or _default_lookup
     try:
         cls = lookup(r.algorithm)

@@ -54,9 +54,22 @@ from dcsim.vm.types import (  # noqa: F401  (the model's vocabulary, imported fr
     InvalidMigration,
     Migration,
     MoveRecord,
-    _numa_name,
-    _per_numa,
 )
+
+
+def _numa_name(numa: int) -> str:
+    return "both NUMAs" if numa == BOTH else f"NUMA {numa}"
+
+
+def _per_numa(v: VM) -> tuple[int, int]:
+    """``(cpu, mem)`` VM ``v`` takes on each NUMA node it uses; StateError if malformed."""
+    if v.numas not in (1, 2):
+        raise StateError(f"VM {v.id!r}: numas must be 1 or 2, not {v.numas}")
+    if v.cpu <= 0 or v.mem < 0:
+        raise StateError(f"VM {v.id!r}: cpu must be > 0 and mem >= 0")
+    if v.numas == 2 and (v.cpu % 2 or v.mem % 2):
+        raise StateError(f"VM {v.id!r}: a double-NUMA VM needs even cpu and memory")
+    return v.cpu // v.numas, v.mem // v.numas
 
 
 class MappingState:

@@ -28,8 +28,11 @@ _TAIL = 1e-17  # tail mass ignored when enumerating an unbounded integer range
 _REJECT_BELOW = 0.1  # truncations keeping less mass are sampled by inverse CDF, not rejection
 
 
-class _Dist(ConfigModel):
-    """Modifiers, sampling and exact moments shared by every kind."""
+class BaseDist(ConfigModel):
+    """The base of every distribution kind (:mod:`dcsim.workload.distributions`): the
+    modifiers, sampling (:meth:`sample`) and exact moments (:meth:`mean`) they share. A kind
+    implements the hooks below; users test ``isinstance(d, BaseDist)`` to tell a parsed
+    distribution from an :class:`~dcsim.workload.distributions.AttrProduct`."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -67,7 +70,7 @@ class _Dist(ConfigModel):
 
     # ------------------------------------------------------------------ validation
     @model_validator(mode="after")
-    def _validate(self) -> _Dist:
+    def _validate(self) -> BaseDist:
         self._check()
         lo, hi = self.bounds()
         if lo > hi:
@@ -252,8 +255,9 @@ def _finite_stats(v: np.ndarray, p: np.ndarray, lo: float, hi: float, mode: str
     return (float(np.dot(v[keep], p[keep]) / mass), mass)
 
 
-class _Scalable(_Dist):
-    """A kind whose scale can be solved for a target mean (``offered_load`` on a duration)."""
+class ScalableDist(BaseDist):
+    """A kind whose scale can be solved for a target mean (``offered_load`` on a duration,
+    ``load_resource``): :meth:`with_mean` returns the scaled copy the workload samples."""
 
     offered_load: PositiveFloat | None = None
     load_resource: str | None = None
@@ -268,11 +272,11 @@ class _Scalable(_Dist):
         """Mean at scale 1 without modifiers."""
         raise NotImplementedError
 
-    def scaled(self, c: float) -> _Scalable:
+    def scaled(self, c: float) -> ScalableDist:
         data = self.model_dump(exclude={"offered_load", "load_resource"})
         return type(self).model_validate({**data, **self._scale_update(c)})
 
-    def with_mean(self, target: float) -> _Scalable:
+    def with_mean(self, target: float) -> ScalableDist:
         """A copy whose scale is chosen so that ``mean()`` (modifiers included) is ``target``."""
         c0 = target / self._unit_mean()
         if self.min is None and self.max is None and not self.integer:

@@ -29,14 +29,14 @@ from scipy import special, stats
 from dcsim.errors import ConfigError
 from dcsim.validation import ConfigModel
 from dcsim.validation import error_lines as validation_message
-from dcsim.workload.dist_base import _Dist, _Scalable
+from dcsim.workload.dist_base import BaseDist, ScalableDist
 
-__all__ = ["AttrProduct", "Constant", "Discrete", "Dist", "Distribution", "Empirical",
-           "Exponential", "LogNormal", "Normal", "Uniform", "UniformInt", "_Dist", "_Scalable",
-           "parse_distribution", "validation_message"]
+__all__ = ["AttrProduct", "BaseDist", "Constant", "Discrete", "Dist", "Distribution",
+           "Empirical", "Exponential", "LogNormal", "Normal", "ScalableDist", "Uniform",
+           "UniformInt", "parse_distribution", "validation_message"]
 
 
-class Constant(_Scalable):
+class Constant(ScalableDist):
     dist: Literal["constant"]
     value: float | None = None
 
@@ -57,7 +57,7 @@ class Constant(_Scalable):
         return 1.0
 
 
-class Uniform(_Scalable):
+class Uniform(ScalableDist):
     """Continuous uniform on [low, high]; with ``offered_load`` both ends scale together."""
 
     dist: Literal["uniform"]
@@ -87,7 +87,7 @@ class Uniform(_Scalable):
         return (self.low + self.high) / 2.0
 
 
-class UniformInt(_Dist):
+class UniformInt(BaseDist):
     """Integers low..high inclusive, equally likely."""
 
     dist: Literal["uniform_int"]
@@ -111,7 +111,7 @@ class UniformInt(_Dist):
         return float((b * b - a * a) / (2.0 * (hi - lo)))
 
 
-class Exponential(_Scalable):
+class Exponential(ScalableDist):
     dist: Literal["exponential"]
     mean_: PositiveFloat | None = Field(None, alias="mean")
 
@@ -143,7 +143,7 @@ class Exponential(_Scalable):
         return 1.0
 
 
-class Normal(_Dist):
+class Normal(BaseDist):
     dist: Literal["normal"]
     mean_: float = Field(alias="mean")
     std: PositiveFloat
@@ -164,7 +164,7 @@ class Normal(_Dist):
                      - self.std * (phi(be) - phi(al)))
 
 
-class LogNormal(_Scalable):
+class LogNormal(ScalableDist):
     """exp(Normal(mu, sigma)); give ``mu`` (log-space mean) or ``mean`` (of the values)."""
 
     dist: Literal["lognormal"]
@@ -206,7 +206,7 @@ class LogNormal(_Scalable):
         return 1.0
 
 
-class Discrete(_Dist):
+class Discrete(BaseDist):
     """``values`` with probabilities ``probs`` (equally likely when omitted)."""
 
     dist: Literal["discrete"]
@@ -237,7 +237,7 @@ class Discrete(_Dist):
                             len(v) - 1)]
 
 
-class Empirical(_Dist):
+class Empirical(BaseDist):
     """Resample (uniformly, with replacement) ``values`` or one ``column`` of a CSV/Parquet
     file; ``scale`` multiplies the file's values. Relative paths are resolved by
     :meth:`load` (against the experiment's folder in :func:`dcsim.workload.spec.build_source`,
@@ -328,7 +328,7 @@ class AttrProduct(ConfigModel):
     of: list[str] = Field(min_length=1)
     factor: float = 1.0
 
-    def mean_from(self, attrs: dict[str, _Dist]) -> float:
+    def mean_from(self, attrs: dict[str, BaseDist]) -> float:
         return self.factor * math.prod(attrs[a].mean() for a in self.of)
 
 
@@ -371,7 +371,7 @@ Dist = Annotated[Distribution, BeforeValidator(_coerce)]
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(Dist)
 
 
-def parse_distribution(obj: Any, where: str) -> _Dist | AttrProduct:
+def parse_distribution(obj: Any, where: str) -> BaseDist | AttrProduct:
     """Parse a YAML value (number, ``"N*S"`` or mapping); errors name ``where``."""
     try:
         return _ADAPTER.validate_python(obj)

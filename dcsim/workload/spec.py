@@ -21,11 +21,11 @@ from dcsim.model.topology import Topology
 from dcsim.validation import ConfigModel
 from dcsim.workload.arrivals import Arrival
 from dcsim.workload.base import RequestSource
-from dcsim.workload.dist_base import _Dist
+from dcsim.workload.dist_base import BaseDist
 from dcsim.workload.distributions import Dist, Empirical, validation_message
-from dcsim.workload.trace_import import import_trace
 from dcsim.workload.resample import TableRows
 from dcsim.workload.synthetic import AugmentedSource, SyntheticSource
+from dcsim.workload.trace_import import import_trace
 from dcsim.workload.traces import TraceSource
 
 
@@ -262,7 +262,7 @@ def check_demand(ws: WorkloadSpec, topology: Topology, base_dir: Path | str | No
         return
     for j, r in enumerate(topology.resources):
         d = ws.demand.get(r)
-        if not isinstance(d, _Dist):
+        if not isinstance(d, BaseDist):
             continue
         d = _load(d, base, f"{where}.demand.{r}")
         hi = d.upper_bound()

@@ -32,10 +32,11 @@ from dcsim.errors import ConfigError
 from dcsim.model.topology import DEFAULT_RESOURCES
 from dcsim.workload.arrivals import ArrivalProcess
 from dcsim.workload.base import RequestBatch, RequestSource
-from dcsim.workload.distributions import AttrProduct, _Dist, _Scalable
+from dcsim.workload.dist_base import BaseDist, ScalableDist
+from dcsim.workload.distributions import AttrProduct
 from dcsim.workload.resample import TableRows
 
-Column = _Dist | AttrProduct
+Column = BaseDist | AttrProduct
 
 #: durations below this cannot be simulated with float times (products of them underflow)
 _TINY = 1e-100
@@ -49,10 +50,10 @@ class SyntheticSource:
         arrival: ArrivalProcess,
         n_requests: int,
         demand: Mapping[str, Column],
-        duration: _Dist,
+        duration: BaseDist,
         bandwidth: Column | None = None,
         resources: tuple[str, ...] = DEFAULT_RESOURCES,
-        attrs: Mapping[str, _Dist] | None = None,
+        attrs: Mapping[str, BaseDist] | None = None,
         batch_size: int = 4096,
         total_capacity: Mapping[str, float] | None = None,
         where: str = "workload",
@@ -119,11 +120,11 @@ class SyntheticSource:
             return self.rows.mean(resource) if self.rows is not None else 0.0
         return d.mean_from(self.attrs) if isinstance(d, AttrProduct) else d.mean()
 
-    def _resolve_duration(self, d: _Dist, where: str) -> _Dist:
+    def _resolve_duration(self, d: BaseDist, where: str) -> BaseDist:
         if isinstance(d, AttrProduct):
             raise ConfigError(f"{where}: a product of attributes is not a duration")
-        if not isinstance(d, _Scalable) or d.offered_load is None:
-            if isinstance(d, _Scalable) and d.load_resource is not None:
+        if not isinstance(d, ScalableDist) or d.offered_load is None:
+            if isinstance(d, ScalableDist) and d.load_resource is not None:
                 raise ConfigError(f"{where}.load_resource: only used with offered_load")
             return d
         r = d.load_resource or self.resources[0]
@@ -214,7 +215,7 @@ class AugmentedSource:
     batch, each attribute in declaration order, then the bandwidth, drawn from ``rng``."""
 
     def __init__(self, inner: RequestSource, bandwidth: Column | None = None,
-                 attrs: Mapping[str, _Dist] | None = None, where: str = "workload") -> None:
+                 attrs: Mapping[str, BaseDist] | None = None, where: str = "workload") -> None:
         self.inner = inner
         self.attrs = dict(attrs or {})
         self.bandwidth = bandwidth
@@ -247,11 +248,11 @@ class AugmentedSource:
 
 
 def _no_offered_load(d: Column, where: str) -> None:
-    if isinstance(d, _Scalable) and (d.offered_load is not None or d.load_resource):
+    if isinstance(d, ScalableDist) and (d.offered_load is not None or d.load_resource):
         raise ConfigError(f"{where}.offered_load: only allowed on workload.duration")
 
 
-def _check_nonneg(d: _Dist, where: str) -> None:
+def _check_nonneg(d: BaseDist, where: str) -> None:
     lb = d.lower_bound()
     if lb < 0:
         raise ConfigError(f"{where}: can draw negative values (from {lb:g}); add min: 0")
