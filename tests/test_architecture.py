@@ -1,20 +1,18 @@
-"""The architecture holds (#17): the import contracts of pyproject.toml (layers, the domain
-models free of the engine and SimPy, Arrow only in ``dcsim.results``), no import cycle
-between modules, and no module past 450 lines."""
+"""The architecture holds (#17, #35): the import contracts of pyproject.toml (layers, the
+domain models free of the engine and SimPy, Arrow only in ``dcsim.results``, the allocator
+families independent), no import cycle between modules, and no module importing another
+module's private names. Module size is no gate (``benchmarks/module_sizes.py`` prints the
+sizes for review)."""
 
 from __future__ import annotations
 
+import ast
 import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-
-#: modules allowed past the limit, with their length when listed: each may only shrink
-#: (split it along its seams, then drop it from here). Empty since #17 split the last ones.
-STILL_LONG: dict[str, int] = {}
-LIMIT = 450
 
 
 def test_import_contracts_hold():
@@ -75,14 +73,58 @@ def test_the_cycle_finder_finds_a_cycle():
     assert _strongly_connected({"a": {"b"}, "b": set()}) == []
 
 
-def test_modules_stay_short():
-    too_long = {}
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _private_imports(path: Path, source: str) -> list[str]:
+    """``module: imports _name from other.module`` for each private name ``path`` imports
+    from another dcsim module (relative imports resolved; imports inside functions too)."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+            target = ".".join(base + ([node.module] if node.module else []))
+        else:
+            target = node.module or ""
+        if target.split(".")[0] != "dcsim" or target == module:
+            continue
+        for alias in node.names:
+            if alias.name.startswith("_") and not alias.name.startswith("__"):
+                found.append(f"{module}: imports {alias.name} from {target}")
+    return found
+
+
+def test_no_module_imports_another_modules_private_names():
+    """A name with one leading underscore is its module's own business: no other module of
+    ``dcsim`` imports it (``from dcsim.x import _y``, relative or inside a function), so a
+    module can be changed behind its public names. A module cut in two where the halves
+    still share private names was cut off its seams: merge the halves, or make the shared
+    thing public (no underscore, a docstring) because it is part of the owner's interface.
+
+    A package's ``__init__`` re-exporting from its own submodules is held to the same rule:
+    it may re-export public names only (a private name re-exported would be a public one in
+    disguise). Dunder names (``__version__``) are public. Tests may reach into private
+    names (they test the module from inside); they are not walked."""
+    found = []
     for p in sorted((ROOT / "dcsim").rglob("*.py")):
-        rel = p.relative_to(ROOT).as_posix()
-        n = len(p.read_text().splitlines())
-        if n > STILL_LONG.get(rel, LIMIT):
-            too_long[rel] = n
-    assert too_long == {}, (f"modules over {LIMIT} lines (or longer than when listed in "
-                            f"STILL_LONG): {too_long}")
-    gone = [m for m in STILL_LONG if not (ROOT / m).is_file()]
-    assert gone == [], f"STILL_LONG lists modules that no longer exist: {gone}"
+        found += _private_imports(p, p.read_text())
+    assert found == [], "private names imported from another module:\n" + "\n".join(found)
+
+
+def test_the_private_import_finder_finds_them():
+    init = ROOT / "dcsim" / "pkg" / "__init__.py"
+    mod = ROOT / "dcsim" / "pkg" / "a.py"
+    src = ("from dcsim.pkg.b import _x, y\nfrom .b import _z\nfrom . import _w\n"
+           "from dcsim import __version__\nfrom numpy import _private\n"
+           "def f():\n    from ..other import _v\n")
+    assert _private_imports(mod, src) == [
+        "dcsim.pkg.a: imports _x from dcsim.pkg.b", "dcsim.pkg.a: imports _z from dcsim.pkg.b",
+        "dcsim.pkg.a: imports _w from dcsim.pkg", "dcsim.pkg.a: imports _v from dcsim.other"]
+    assert _private_imports(init, "from .b import _q, r\n") == [
+        "dcsim.pkg: imports _q from dcsim.pkg.b"]
