@@ -29,6 +29,16 @@ def _interrupted_at_startup(signum, frame):  # pragma: no cover - runs in a chil
     os._exit(130)
 
 
+def end_startup_interrupts() -> None:
+    """Hand SIGINT back to Python (KeyboardInterrupt) if the start-up handler still holds
+    it: the command calls this once its imports are done, so that a command with work to
+    save can catch the interrupt itself."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is _interrupted_at_startup:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 if _is_command():  # :class:`dcsim.cli._Group` hands SIGINT back to Python once it runs
     import signal as _signal
 

@@ -23,12 +23,9 @@ class _Group(click.Group):
     """Turn every error a user can cause into one line on stderr and exit status 1."""
 
     def invoke(self, ctx):
-        import signal
-
         import dcsim
 
-        if signal.getsignal(signal.SIGINT) is dcsim._interrupted_at_startup:
-            signal.signal(signal.SIGINT, signal.default_int_handler)  # start-up is over
+        dcsim.end_startup_interrupts()  # start-up is over
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:  # commands with work to save catch it themselves first
