@@ -5,9 +5,10 @@ It owns every state change. An allocator only returns a choice; the engine valid
 (a bad choice is a :class:`PluginError` naming the allocator), reserves the resources,
 schedules the departure and writes one record per request.
 
-Loss mode is the only admission mode so far: a request the allocator rejects is dropped.
-``_admit`` is the single place a queue with a scheduler will plug in; periodic rescheduling
-will be another SimPy process beside ``_arrivals``. With ``capacity="wait"`` (the Nara
+This is loss mode: a request the allocator rejects is dropped (``_admit`` is where an
+accepted choice is validated and reserved). Queue mode, which holds jobs for a scheduler,
+and the VM engines with their rescheduling are their own modules of :mod:`dcsim.sim` on
+the same core (:mod:`dcsim.sim.core`). With ``capacity="wait"`` (the Nara
 authors' environment) ``_arrivals`` first holds (``_hold``) a request whose demand exceeds
 the cluster's *total* free resources, pausing the arrival process until departures make it
 fit; only then is it offered to the allocator.
