@@ -16,7 +16,7 @@ from dcsim.model.topologies import build_topology
 from dcsim.sim import EngineConfig
 from dcsim.sim.metrics import acceptance_last20
 from tests.conftest import ListSource, random_source, star_topology
-from tests.test_engine import run
+from tests.helpers.engine import run
 
 WAIT = EngineConfig(capacity="wait")
 

@@ -20,7 +20,7 @@ from dcsim.cli import main
 from dcsim.model.topologies import build_topology
 from dcsim.sim import EngineConfig
 from tests.conftest import ListSource, star_topology
-from tests.test_engine import run
+from tests.helpers.engine import checked, run
 
 AFTER = EngineConfig(departures="after_first_step")
 
@@ -94,17 +94,6 @@ def test_engine_config_refuses_an_unknown_departure_order():
 
 
 # ------------------------------------------------------------------------ property
-def checked(cls):
-    """``cls`` checking, at every choice, that nothing is over-committed or over-released."""
-
-    def choose(self, partial, view):
-        cap = view.capacity
-        assert (view.free >= -1e-9).all() and (view.free <= cap + 1e-9).all()
-        assert (view.link_free >= -1e-9).all()
-        assert (view.link_free <= view.link_capacity + 1e-9).all()
-        return cls.choose(self, partial, view)
-
-    return type(f"Checked{cls.__name__}", (cls,), {"choose": choose, "name": "checked"})
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

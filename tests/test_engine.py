@@ -14,19 +14,7 @@ from dcsim.errors import PluginError
 from dcsim.model import Placement
 from dcsim.sim import Engine, EngineConfig
 from tests.conftest import ListSource, random_source, star_topology
-
-
-def run(topo, source, alloc, config=None, seed=0):
-    records = {}
-
-    def sink(kind, cols):
-        for k, v in cols.items():
-            v = v.tolist() if isinstance(v, np.ndarray) else v
-            records.setdefault(kind, {}).setdefault(k, []).extend(v)
-
-    eng = Engine(topo, source, alloc, np.random.default_rng(seed), config, sink)
-    summary = eng.run()
-    return eng, summary, records.get("requests", {})
+from tests.helpers.engine import run
 
 
 def test_first_fit_placement_trace():
@@ -202,7 +190,7 @@ def test_the_fused_path_gives_the_rows_of_the_general_one(config):
     from conftest import random_source, star_topology
 
     from dcsim.allocators.single import BestFitAllocator
-    from dcsim.sim import Engine, EngineConfig
+    from dcsim.sim import EngineConfig
 
     class Rows:
         def __init__(self):
@@ -259,7 +247,7 @@ def test_periodic_samples_run_until_the_last_arrival():
     from conftest import ListSource, star_topology
 
     from dcsim.allocators.single import FirstFitAllocator
-    from dcsim.sim import Engine, EngineConfig
+    from dcsim.sim import EngineConfig
 
     rows = []
     src = ListSource([0.5, 1.0, 3.2, 7.9], [1.0, 5.0, 1.0, 1.0], [[1, 1]] * 4)

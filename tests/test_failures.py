@@ -18,6 +18,7 @@ from dcsim.model import Placement
 from dcsim.sim import Engine
 from dcsim.sim.failures import Components, FailureSchedule, failure_rng, parse_failures
 from dcsim.sim.loss_failures import LossFailures
+from tests.helpers.failures import Tables, run_vm
 
 
 class FirstUp(Allocator):
@@ -50,16 +51,6 @@ def trace_file(tmp_path, rows):
     p.write_text("time,kind,component,duration\n"
                  + "".join(f"{t},{k},{c},{d}\n" for t, k, c, d in rows))
     return p
-
-
-class Tables:
-    def __init__(self):
-        self.tables: dict[str, dict[str, list]] = {}
-
-    def __call__(self, kind, columns):
-        t = self.tables.setdefault(kind, {})
-        for k, v in columns.items():
-            t.setdefault(k, []).extend(list(v))
 
 
 def run_loss(topology, source, allocator, failures: dict, tmp_path=None, seed=0, **cfg):
@@ -391,25 +382,6 @@ def test_overlapping_replayed_failures_keep_the_component_down_until_the_last_re
 
 
 # ------------------------------------------------------------------------------ vm_online
-def run_vm(tmp_path, rows, failures: dict, until=20.0, placer=None, **vm):
-    import pandas as pd
-
-    from dcsim.placers.builtin import FirstFit
-    from dcsim.sim.vm_online import run_online
-
-    p = tmp_path / "vms.csv"
-    pd.DataFrame(rows, columns=["id", "arrival", "duration", "cpu", "mem"]).to_csv(p,
-                                                                                 index=False)
-    spec = {"mapping": {"hosts": 2, "numa_cpu": 20, "numa_mem": 100},
-            "workload": {"trace": {"path": p.name, "mem_unit_mb": 1}},
-            "check_invariants": True, "until": until, **vm}
-    sink = Tables()
-    out = run_online(spec, placer or FirstFit(), None, np.random.default_rng(0), sink,
-                     base_dir=tmp_path, failures=parse_failures(failures),
-                     failure_rng=failure_rng(0, 0))
-    return out, sink.tables
-
-
 VMS = [  # id, arrival, duration, cpu, mem      first fit on 2 hosts x 2 NUMAs x 20 cores
     (0, 0, 10, 12, 10),   # h0 N0
     (1, 1, 10, 6, 10),    # h0 N0 (6 <= 8 free)

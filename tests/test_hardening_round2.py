@@ -242,10 +242,7 @@ def test_a_swamped_run_fails_with_the_message_in_the_failure_log(tmp_path):
 
 
 def test_vm_online_failures_are_capped_too(tmp_path):
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from test_failures import run_vm
+    from tests.helpers.failures import run_vm
 
     rows = [(i, i * 0.5, 3, 2, 10) for i in range(20)]
     with pytest.raises(DcsimError, match="more than 1,000 per VM arrival"):

@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_kraken_sparse import SIZES, random_rows
-from test_oktopus_speed_equiv import fat_tree, uneven_tree
 
 from dcsim.allocators.vc.lookahead import advance, integral_lookahead
 from dcsim.errors import ConfigError
 from dcsim.model import ClusterState, StateView
 from dcsim.model.vc import HOST_LINK_RULES
 from dcsim.plugins import get_allocator_class
+from tests.helpers.trees import fat_tree, uneven_tree
+from tests.helpers.vc import SIZES, random_rows
 
 pytest.importorskip("numba")
 

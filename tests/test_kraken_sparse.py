@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kraken_reference import kraken_embed_batch_reference
-from test_oktopus_speed_equiv import fat_tree, uneven_tree
 
 from dcsim.allocators.vc.kraken import kraken_embed
 from dcsim.allocators.vc.kraken.batch import (
@@ -26,23 +25,8 @@ from dcsim.allocators.vc.kraken.batch import (
 )
 from dcsim.allocators.vc.lookahead import integral_lookahead
 from dcsim.model.vc import HOST_LINK_RULES, TreeLevels
-
-SIZES = {"pow2": [0.0, 1.0, 2.0, 4.0, 8.0], "any": [0.0, 0.5, 1.0, 1.5, 3.0, 2.5],
-         "plain": [0.5, 1.0, 2.0, 4.0, 8.0],  # plain: AHAB's fast path (plain_sizes)
-         "whole": [1.0, 2.0, 4.0, 8.0]}  # ... on integral states (integral_lookahead)
-
-
-def random_rows(levels, rng, k, sizes, full=False):
-    topo = levels.topology
-    free = rng.integers(0, 9, (k, topo.n_servers)).astype(float)
-    if not full:
-        free *= rng.random((k, 1)) < 0.7  # some rows nearly empty of free compute
-        free = np.where(rng.random(free.shape) < 0.4, 0.0, free)
-    lf = np.floor(topo.link_capacity * rng.random((k, topo.n_links)))
-    n = rng.integers(1, 3 * topo.n_servers // 2 + 2, k)
-    s = rng.choice(SIZES[sizes], k)
-    b = rng.choice(SIZES[sizes], k)
-    return free, lf, n, s, b
+from tests.helpers.trees import fat_tree, uneven_tree
+from tests.helpers.vc import SIZES, random_rows
 
 
 def check(levels, free, lf, n, s, b, host_link):

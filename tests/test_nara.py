@@ -18,39 +18,14 @@ from dcsim.model import ClusterState, Request, StateView, Topology
 from dcsim.model.topologies import build_topology
 from dcsim.sim import Engine
 from tests.conftest import ListSource, star_topology
+from tests.helpers.multi import AUTHOR_OPTIONS, make, request
+from tests.helpers.trees import racks_topology
 
 RESERVATIONS = ("union", "per_pair_channel")
 
 
-@cache
-def racks_topology(racks: int = 2, per_rack: int = 2, fabrics: int = 1, cpu: float = 10,
-                   mem: float = 10, sr: float = 10, rf: float = 10) -> Topology:
-    """Servers ``h*`` under rack switches ``r*``; every rack switch linked to every ``f*``."""
-    g = nx.Graph()
-    for r in range(racks):
-        for i in range(per_rack):
-            g.add_node(f"h{r * per_rack + i}", kind="server", cpu=cpu, mem=mem, rack=r, pod=0)
-    for r in range(racks):
-        g.add_node(f"r{r}", kind="switch", tier=1)
-    for j in range(fabrics):
-        g.add_node(f"f{j}", kind="switch", tier=2)
-    for r in range(racks):
-        for i in range(per_rack):
-            g.add_edge(f"h{r * per_rack + i}", f"r{r}", capacity=sr)
-    for r in range(racks):
-        for j in range(fabrics):
-            g.add_edge(f"r{r}", f"f{j}", capacity=rf)
-    return Topology.from_graph(g, name=f"racks{racks}x{per_rack}x{fabrics}")
 
 
-def request(demand, bandwidth=0.0, rid=0) -> Request:
-    return Request(rid, 0.0, 1.0, np.asarray(demand, dtype=float), float(bandwidth))
-
-
-def make(cls, topo, view, seed=0, **options):
-    alloc = cls(cls.Options(**options), rng=np.random.default_rng(seed), topology=topo)
-    alloc.setup(view)
-    return alloc
 
 
 def scripted(order):
@@ -322,16 +297,6 @@ def scenarios(draw):
 
 
 #: Every value of every option that reproduces (or departs from) the Nara authors' code.
-_SCORE_OPTIONS = {"demand": ["remaining", "full"],
-                  "bandwidth_term": ["none", "own_link", "authors_misaligned", "own_raw",
-                                     "authors_raw"],
-                  "ties": ["index", "name"]}
-AUTHOR_OPTIONS = {
-    Tetris: {**_SCORE_OPTIONS, "anchor": ["first", "previous", "carried"]},
-    NALB: {**_SCORE_OPTIONS, "anchor": ["none", "carried"], "search": ["bfs", "authors"],
-           "path_weight": ["inverse_free", "free", "hops"]},
-}
-AUTHOR_OPTIONS[NULB] = AUTHOR_OPTIONS[NALB]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

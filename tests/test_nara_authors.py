@@ -20,7 +20,8 @@ from dcsim.model import ClusterState, StateView
 from dcsim.model.topologies import build_topology
 from dcsim.sim import Engine
 from tests.conftest import ListSource
-from tests.test_nara import AUTHOR_OPTIONS, make, racks_topology, request
+from tests.helpers.multi import AUTHOR_OPTIONS, make, request
+from tests.helpers.trees import racks_topology
 
 #: The options the shipped Nara experiments select to run the baselines as the authors did.
 AUTHORS = {

@@ -17,18 +17,16 @@ from dcsim.allocators.multi.learned import (
     NaraAllocator,
     checkpoint_path,
     load_checkpoint,
-    policy_logits,
     save_checkpoint,
     shipped_checkpoints,
-    weight_shapes,
 )
 from dcsim.cli import main
 from dcsim.errors import ConfigError
-from dcsim.greedy import greedy_argmax
 from dcsim.model.topologies import build_topology
 from dcsim.plugins import get_allocator_class
 from dcsim.sim import Engine, EngineConfig
 from dcsim.workload.spec import build_source
+from tests.helpers.learned import greedy_env_servers, greedy_numpy_rollout, random_weights
 
 UNIFORM = {
     "requests": 60,
@@ -40,9 +38,6 @@ UNIFORM = {
 }
 
 
-def random_weights(arch: Architecture, seed: int = 0, std: float = 0.5):
-    rng = np.random.default_rng(seed)
-    return {k: rng.normal(0, std, s).astype(np.float32) for k, s in weight_shapes(arch).items()}
 
 
 @pytest.fixture
@@ -65,33 +60,6 @@ def run_nara(path: Path, seed: int = 3, topology: str = "alpha", **opts):
 
 
 # --------------------------------------------------------------------------- numpy vs torch
-def greedy_env_servers(ck, env, seed):
-    """Drive ``env`` for one episode with checkpoint ``ck``'s greedy numpy choice: the servers
-    of each request ([] when it failed), to compare with the ``nara`` allocator's run."""
-    env.reset(seed=seed)
-    done = False
-    while not done:
-        o = env.observer.observe(env.partial, env.view)
-        _, _, done, _, _ = env.step(greedy_argmax(policy_logits(ck.weights, ck.arch,
-                                                                 env.layout, o)))
-    return [[] if p is None else p.servers.tolist() for _, p in env.results]
-
-
-def greedy_numpy_rollout(env, w, arch, seeds, steps):
-    """Step ``env`` greedily under the numpy policy ``w`` for up to ``steps`` decisions per
-    seed: (the observations, for a torch batch; each step's numpy logits and action mask)."""
-    batch, numpy_logits = [], []
-    for seed in seeds:
-        obs, _ = env.reset(seed=seed)
-        for _ in range(steps):
-            o = env.observer.observe(env.partial, env.view)
-            z = policy_logits(w, arch, env.layout, o)
-            batch.append(obs)
-            numpy_logits.append((z, o["action_mask"]))
-            obs, _, done, _, _ = env.step(greedy_argmax(z))
-            if done:
-                break
-    return batch, numpy_logits
 
 
 @pytest.mark.parametrize("pad", [False, True])

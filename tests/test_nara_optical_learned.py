@@ -22,19 +22,15 @@ from dcsim.allocators.multi.learned import (
 from dcsim.model.topologies import build_topology
 from dcsim.sim import Engine, EngineConfig
 from dcsim.workload.spec import build_source
-from tests.test_nara_learned import greedy_env_servers, greedy_numpy_rollout
+from tests.helpers.learned import (
+    NINE,
+    WORKLOAD_2023,
+    greedy_env_servers,
+    greedy_numpy_rollout,
+    random_weights,
+)
 
 EXP = Path(__file__).parents[1] / "experiments"
-NINE = [{"kind": "optical", "channels": n, "oversubscription": o}
-        for n in (8, 16, 32) for o in ("1:16", "1:8", "1:4")]
-WORKLOAD_2023 = {
-    "name": "uniform-2023",
-    "arrival": {"process": "tick"},
-    "demand": {"cpu": {"dist": "uniform_int", "low": 1, "high": 128},
-               "mem": {"dist": "uniform_int", "low": 1, "high": 128}},
-    "duration": {"dist": "uniform_int", "low": 1, "high": 29},
-    "bandwidth": 1,
-}
 
 
 def optical_env(**kw):
@@ -45,11 +41,6 @@ def optical_env(**kw):
     return NaraEnv(workload=WORKLOAD_2023, reservation="per_pair_channel", features=2, **kw)
 
 
-def random_weights(arch: Architecture, seed: int = 0, std: float = 0.5):
-    from dcsim.allocators.multi.learned import weight_shapes
-
-    rng = np.random.default_rng(seed)
-    return {k: rng.normal(0, std, s).astype(np.float32) for k, s in weight_shapes(arch).items()}
 
 
 # --------------------------------------------------------------------------- the draw

@@ -20,7 +20,7 @@ from dcsim.errors import ConfigError
 from dcsim.model.topologies import build_topology
 from dcsim.sim import Engine, EngineConfig
 from dcsim.workload.spec import build_source
-from tests.test_nara_optical_learned import NINE, WORKLOAD_2023, random_weights
+from tests.helpers.learned import NINE, WORKLOAD_2023, random_weights
 
 EXP = Path(__file__).parents[1] / "experiments"
 TINY = dict(num_envs=2, num_steps=12, minibatch_size=12, update_epochs=1, eval_every=1,

@@ -31,8 +31,8 @@ from dcsim.model import ClusterState, StateView
 from dcsim.model.topologies import build_topology
 from dcsim.sim import EngineConfig
 from tests.conftest import ListSource
-from tests.test_departures import checked, run
-from tests.test_nara import make, request
+from tests.helpers.engine import checked, run
+from tests.helpers.multi import make, request
 
 EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
 

@@ -7,7 +7,6 @@ These tests drive each path (and trees with uneven groups and scattered uplinks)
 
 from __future__ import annotations
 
-import networkx as nx
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -23,42 +22,8 @@ from dcsim.allocators.vc.lookahead import (
 )
 from dcsim.allocators.vc.oktopus import oktopus_embed, oktopus_embed_batch
 from dcsim.allocators.vc.oktopus import sets as oktopus_sets
-from dcsim.model.topologies import build_topology
-from dcsim.model.topology import Topology
 from dcsim.model.vc import HOST_LINK_RULES, TreeLevels
-
-
-def fat_tree(pods, racks, hosts):
-    topo = build_topology({"kind": "fat_tree", "pods": pods, "racks": racks, "hosts": hosts,
-                           "server": {"cpu": 8}, "host_link": 8})
-    return topo, TreeLevels(topo)
-
-
-def uneven_tree(rng):
-    """A balanced tree whose groups have different numbers of children, its links listed
-    in a shuffled order (uplinks of a level not contiguous)."""
-    g = nx.Graph()
-    edges = []
-    h = 0
-    n_pods = int(rng.integers(1, 4))
-    for p in range(n_pods):
-        g.add_node(f"p{p}", kind="switch", tier=2)
-        edges.append((f"p{p}", "core", float(rng.choice([8.0, 20.0, 40.0]))))
-        for r in range(int(rng.integers(1, 4))):
-            rack = f"r{p}_{r}"
-            g.add_node(rack, kind="switch", tier=1)
-            edges.append((rack, f"p{p}", float(rng.choice([8.0, 16.0, 24.0]))))
-            for _ in range(int(rng.integers(1, 5))):
-                g.add_node(f"h{h}", kind="server", tier=0, cpu=8.0)
-                edges.append((f"h{h}", rack, 8.0))
-                h += 1
-    g.add_node("core", kind="switch", tier=3)
-    for i in rng.permutation(len(edges)):
-        u, v, c = edges[i]
-        g.add_edge(u, v, capacity=c)
-    topo = Topology.from_graph(g, name="uneven")
-    return topo, TreeLevels(topo)
-
+from tests.helpers.trees import fat_tree, uneven_tree
 
 #: every (host_link, host_counts), the defaults first
 OPTIONS = [{"host_link": h, "host_counts": c}

@@ -16,6 +16,7 @@ import pytest
 from dcsim.allocators.vc.tetris import ZERO_BANDWIDTH, tetris_embed, tetris_embed_batch
 from dcsim.model.topologies import build_topology
 from dcsim.model.vc import HOST_LINK_RULES, TreeLevels
+from tests.helpers.trees import uneven_tree
 
 #: every (host_link, zero_bandwidth), the defaults first
 OPTIONS = [{"host_link": h, "zero_bandwidth": z}
@@ -157,8 +158,6 @@ def test_integral_hint_only_where_it_holds():
 def test_uneven_trees(seed, opts):
     """Groups of different sizes (padded member lists) and scattered uplinks, with and
     without the integral hint."""
-    from test_oktopus_speed_equiv import uneven_tree
-
     rng = np.random.default_rng(300 + seed)
     topo, levels = uneven_tree(rng)
     k = 24
