@@ -13,23 +13,12 @@ import yaml
 from click.testing import CliRunner
 
 from dcsim.cli import main
+from tests.helpers.configs import small_experiment
 
-SMALL = {
-    "name": "small",
-    "seed": 7,
-    "seeds": 2,
-    "topology": {"kind": "fat_tree", "pods": 2, "racks": 2, "hosts": 4,
-                 "server": {"cpu": 8, "mem": 16}},
-    "workload": {
-        "requests": 400,
-        "arrival": {"process": "poisson", "rate": 5},
-        "demand": {"cpu": {"dist": "uniform_int", "low": 1, "high": 4},
-                   "mem": {"dist": "uniform_int", "low": 1, "high": 8}},
-        "duration": {"dist": "exponential", "offered_load": 0.9, "load_resource": "cpu"},
-    },
-    "warmup": {"requests": 50},
-    "allocators": ["random", "first_fit", {"name": "best_fit", "options": {"score": "max"}}],
-}
+SMALL = small_experiment("small", seed=7, seeds=2, requests=400,
+                         warmup={"requests": 50},
+                         allocators=["random", "first_fit",
+                                     {"name": "best_fit", "options": {"score": "max"}}])
 
 VOLATILE = ["wall_time_s", "mean_decision_s"]
 

@@ -14,27 +14,15 @@ import pytest
 import yaml
 
 from tests.cli_helpers import assert_same_dataset, invoke, ok
+from tests.helpers.configs import small_experiment
 
 distributed = pytest.importorskip("distributed")
 
-SMALL = {
-    "name": "dask_small",
-    "seed": 5,
-    "seeds": 2,
-    "topology": {"kind": "fat_tree", "pods": 2, "racks": 2, "hosts": 4,
-                 "server": {"cpu": 8, "mem": 16}},
-    "workload": {
-        "requests": 400,
-        "arrival": {"process": "poisson", "rate": 5},
-        "demand": {"cpu": {"dist": "uniform_int", "low": 1, "high": 4},
-                   "mem": {"dist": "uniform_int", "low": 1, "high": 8}},
-        "duration": {"dist": "exponential", "offered_load": 0.9, "load_resource": "cpu"},
-    },
-    "warmup": {"requests": 50},
-    "metrics": {"sample_every": 20},
-    "allocators": ["random", "first_fit", {"name": "best_fit", "options": {"score": "max"}}],
-    "matrix": {"workload.duration.offered_load": [0.7, 1.1]},
-}
+SMALL = small_experiment("dask_small", seed=5, seeds=2, requests=400,
+                         warmup={"requests": 50}, metrics={"sample_every": 20},
+                         allocators=["random", "first_fit",
+                                     {"name": "best_fit", "options": {"score": "max"}}],
+                         matrix={"workload.duration.offered_load": [0.7, 1.1]})
 
 
 def write(folder: Path, cfg: dict, name: str = "exp.yaml") -> Path:

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers.configs import small_experiment
+
 pytest.importorskip("distributed")
 
 PLUGIN = "dcsim_dying_allocator"
@@ -44,21 +46,8 @@ def register_allocators(register):
     register(Dying)
 '''
 
-CFG = {
-    "name": "dask_worker_death",
-    "seed": 3,
-    "seeds": 3,
-    "topology": {"kind": "fat_tree", "pods": 1, "racks": 2, "hosts": 2,
-                 "server": {"cpu": 8, "mem": 16}},
-    "workload": {
-        "requests": 200,
-        "arrival": {"process": "poisson", "rate": 5},
-        "demand": {"cpu": {"dist": "uniform_int", "low": 1, "high": 4},
-                   "mem": {"dist": "uniform_int", "low": 1, "high": 8}},
-        "duration": {"dist": "exponential", "offered_load": 0.9, "load_resource": "cpu"},
-    },
-    "allocators": ["first_fit", "dying"],
-}
+CFG = small_experiment("dask_worker_death", seed=3, seeds=3, requests=200, pods=1, racks=2,
+                       hosts=2, allocators=["first_fit", "dying"])
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from dcsim import plugins
 from dcsim.results import provenance
 from dcsim.runner import fingerprint
 from tests.cli_helpers import invoke, ok
+from tests.helpers.configs import small_experiment
 
 PLUGIN = "dcsim_least_loaded_rack"
 DIST = "dcsim-least-loaded-rack"
@@ -45,21 +46,9 @@ def register_allocators(register):
     register(LeastLoaded)
 '''
 
-CFG = {
-    "name": "provenance",
-    "seed": 7,
-    "seeds": 2,
-    "topology": {"kind": "fat_tree", "pods": 1, "racks": 2, "hosts": 2,
-                 "server": {"cpu": 8, "mem": 16}},
-    "workload": {
-        "requests": 150,
-        "arrival": {"process": "poisson", "rate": 5},
-        "demand": {"cpu": {"dist": "uniform_int", "low": 1, "high": 4},
-                   "mem": {"dist": "uniform_int", "low": 1, "high": 8}},
-        "duration": {"dist": "exponential", "offered_load": 0.9, "load_resource": "cpu"},
-    },
-    "allocators": ["least_loaded_rack", "first_fit"],
-}
+CFG = small_experiment("provenance", seed=7, seeds=2, requests=150, pods=1, racks=2,
+                       hosts=2,
+                       allocators=["least_loaded_rack", "first_fit"])
 
 
 def write_package(root: Path, files: dict[str, str]) -> Path:

@@ -17,26 +17,14 @@ import pytest
 import yaml
 
 from tests.cli_helpers import assert_same_dataset, invoke, ok
+from tests.helpers.configs import small_experiment
 
-CFG = {
-    "name": "resume",
-    "seed": 11,
-    "seeds": 3,
-    "topology": {"kind": "fat_tree", "pods": 2, "racks": 2, "hosts": 4,
-                 "server": {"cpu": 8, "mem": 16}},
-    "workload": {
-        "requests": 4000,
-        "batch_size": 100,
-        "arrival": {"process": "poisson", "rate": 5},
-        "demand": {"cpu": {"dist": "uniform_int", "low": 1, "high": 4},
-                   "mem": {"dist": "uniform_int", "low": 1, "high": 8}},
-        "duration": {"dist": "exponential", "offered_load": 0.9, "load_resource": "cpu"},
-    },
-    "warmup": {"requests": 50},
+CFG = small_experiment(
+    "resume", seed=11, seeds=3, requests=4000, workload={"batch_size": 100},
+    warmup={"requests": 50},
     # small row groups: a run's hidden temporary appears early and grows while it runs
-    "metrics": {"flush_rows": 100, "sample_every": 20},
-    "allocators": ["random", "first_fit"],
-}
+    metrics={"flush_rows": 100, "sample_every": 20},
+    allocators=["random", "first_fit"])
 N_RUNS = 6
 
 
