@@ -14,7 +14,8 @@ once no group left can beat (or tie with a lower-ranked server) the best found. 
 are computed with the same floating-point operations as the scores, on values at least as
 large: rounding is monotone, so a bound is never below a score it bounds (no tolerance is
 needed, and a group whose best server attains the bound ties exactly). The choice is the
-one a full scan makes, bit for bit (``tests/test_rack_index.py`` checks it against one).
+one a full scan makes, bit for bit (``tests/allocators/multi/test_rack_index.py`` checks it
+against one).
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kraken_reference import kraken_embed_batch_reference
 
 from dcsim.allocators.vc.kraken import kraken_embed
 from dcsim.allocators.vc.kraken.batch import (
@@ -27,6 +26,7 @@ from dcsim.allocators.vc.lookahead import integral_lookahead
 from dcsim.model.vc import HOST_LINK_RULES, TreeLevels
 from tests.helpers.trees import fat_tree, uneven_tree
 from tests.helpers.vc import SIZES, random_rows
+from tests.kraken_reference import kraken_embed_batch_reference
 
 
 def check(levels, free, lf, n, s, b, host_link):

@@ -284,7 +284,7 @@ def test_trace_training_configs_change_only_the_workload_and_the_run_length():
 
     from dcsim.learn.ppo import TrainConfig, load_train_config
 
-    exp = Path(__file__).parents[1] / "experiments"
+    exp = Path(__file__).parents[3] / "experiments"
     uniform = yaml.safe_load((exp / "nara_train.yaml").read_text())
     defaults = TrainConfig().to_dict()
     for s in SETS[1:]:
@@ -333,7 +333,7 @@ def test_train_config_errors_name_file_and_field(tmp_path):
     p.write_text("topology: {kind: fabric, preset: omega}\n")
     with pytest.raises(ConfigError, match=r"t\.yaml: "):
         load_train_config(p)
-    shipped = Path(__file__).parents[1] / "experiments" / "nara_train.yaml"
+    shipped = Path(__file__).parents[3] / "experiments" / "nara_train.yaml"
     assert load_train_config(shipped).episode_requests == 32
 
 
