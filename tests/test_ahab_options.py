@@ -25,10 +25,11 @@ from dcsim.allocators.vc.tetris import ZERO_BANDWIDTH, VCTetris, tetris_embed, t
 from dcsim.errors import ConfigError
 from dcsim.model import ClusterState, StateView
 from dcsim.model.topologies import build_topology
-from dcsim.model.vc import HOST_LINK_RULES, TreeLevels, optimal_footprint
+from dcsim.model.vc import HOST_LINK_RULES, TreeLevels
 from dcsim.sim import Engine, EngineConfig
 from dcsim.workload.spec import build_source
 from tests.conftest import random_vc_state, vc_tree
+from tests.naive import optimal_footprint
 
 RULES = list(HOST_LINK_RULES)
 

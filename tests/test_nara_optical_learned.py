@@ -295,8 +295,8 @@ def test_learned_experiments_are_the_baseline_experiments_plus_the_agent(
     """Same seed, workload, topology and matrix as the baselines' experiment (so their rows
     are that experiment's; the scaled one also sweeps the holding time), the agents first
     (each topology's own policy on both wirings, each topology's policy trained under the
-    baselines' rules run under them, then the one for all nine) and the baselines after them, with the same options; the scaled
-    one is reduced to 3 seeds."""
+    baselines' rules run under them, then the one for all nine) and the baselines after
+    them, with the same options; the scaled one is reduced to 3 seeds."""
     import yaml
     from click.testing import CliRunner
 

@@ -332,7 +332,8 @@ def test_azure2017_interval_map_matches_readme_table():
 def test_alibaba2018_and_azure2020_counts():
     """Alibaba: 49,227 of 50,000 rows kept (771 status, 2 missing plan); Azure 2020: 5,000
     rows, 77 censored."""
-    ali = import_alibaba2018(RAW_TRACES / "alibaba_v2018_sample" / "alibaba2018_batch_task_sample.csv")
+    ali = import_alibaba2018(RAW_TRACES / "alibaba_v2018_sample"
+                             / "alibaba2018_batch_task_sample.csv")
     assert len(ali) == 49_227
     assert ali.attrs["dropped"] == {"status": 771, "missing_plan": 2, "end_before_start": 0}
     az = import_azure2020(RAW_TRACES / "azure_packing_2020_sample" /

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from dcsim.allocators.vc.kraken import kraken_embed
 from dcsim.errors import ConfigError
 from dcsim.model.topologies import build_topology
-from dcsim.model.vc import TreeLevels, optimal_footprint
+from dcsim.model.vc import TreeLevels
 from tests.conftest import random_vc_state, vc_tree
+from tests.naive import optimal_footprint
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,9 @@ from dcsim.cli import main
 from dcsim.errors import ConfigError
 from dcsim.model.state import ClusterState, StateView
 from dcsim.model.topologies import build_topology
-from dcsim.model.vc import TreeLevels, optimal_footprint
+from dcsim.model.vc import TreeLevels
 from tests.conftest import random_vc_state, vc_tree
+from tests.naive import optimal_footprint
 
 EMBEDDERS = ["oktopus", "vc_tetris", "strawman"]
 

@@ -8,7 +8,7 @@ spends most of that in the fixed cost of its calls, not in the work. An embedder
 therefore offer a *rollout kernel* (``lookahead_kernel``): the whole lookahead, every
 step of every row, as one call to a function compiled by numba (the ``fast`` extra). A
 kernel computes exactly what the numpy batch code computes, float for float (the same
-operations in the same order where order matters; ``tests/test_jit_kernels.py`` compares
+operations in the same order where order matters; ``tests/allocators/test_kernels.py`` compares
 rewards and final states), so the rows of a run do not depend on it.
 
 ``DCSIM_KERNELS`` chooses, for both: ``auto`` (default) uses the kernels when numba is

@@ -21,8 +21,8 @@ Links above the hosts always reserve the hose amount.
 :class:`TreeLevels` turns a balanced tree topology (every server at the same depth, as the
 AHAB fat-tree) into per-level numpy arrays, so that embedders work level by level with a
 handful of vectorised operations instead of walking the tree.
-`optimal_footprint` is the tree dynamic program of KRAKEN (Fuerst et al. 2016) — slow,
-exact, and the oracle that KRAKEN's tests compare against.
+KRAKEN's exact tree dynamic program (Fuerst et al. 2016), slow and obvious, is the oracle
+its tests compare against; it lives with the other test references in ``tests/naive.py``.
 """
 
 from __future__ import annotations
@@ -226,38 +226,3 @@ def link_slots(link_free: np.ndarray, b: float) -> np.ndarray:
     if b <= 0:
         return np.full(link_free.shape, UNLIMITED, dtype=np.int64)
     return np.floor(link_free / b + 1e-9).astype(np.int64)
-
-
-def optimal_footprint(levels: TreeLevels, free_cpu: np.ndarray, link_free: np.ndarray,
-                      n: int, s: float, b: float, host_link: str = "hose") -> float:
-    """Minimum footprint of VC (n, s, b) on the current state, by the tree DP; inf if none.
-
-    f(v, x) = min over splits of x among v's children of Σ f(w, x_w), plus v's uplink cost
-    min(x, n - x)·b (host links: ``host_link_vms(x, n, host_link)·b``), infinite where that
-    exceeds the uplink's free bandwidth. Exact and O(nodes · n²): a test oracle, not an
-    embedder.
-    """
-    inf = np.inf
-    x = np.arange(n + 1)
-    slots = np.minimum(vm_slots(free_cpu, s), n)
-    cost = np.where(x[None, :] <= slots[:, None], 0.0, inf)  # hosts, before uplinks
-    for k in range(levels.height):
-        up_free = link_free[levels.uplink[k]]
-        if k == 0:
-            hose = host_link_vms(x, n, host_link) * b
-        else:
-            hose = np.minimum(x, n - x) * b
-        cost = cost + hose[None, :]
-        cost[hose[None, :] > up_free[:, None] + 1e-9] = inf
-        nxt = np.full((levels.size[k + 1], n + 1), inf)
-        nxt[:, 0] = 0.0
-        for g in range(levels.size[k]):
-            p = levels.parent[k][g]
-            acc = nxt[p]
-            merged = np.full(n + 1, inf)
-            for y in range(n + 1):  # min-plus convolution
-                if np.isfinite(cost[g, y]):
-                    merged[y:] = np.minimum(merged[y:], acc[: n + 1 - y] + cost[g, y])
-            nxt[p] = merged
-        cost = nxt
-    return float(cost[0, n])

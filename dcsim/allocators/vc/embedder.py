@@ -87,7 +87,7 @@ class VCAllocator(Allocator):
         :meth:`lookahead_hints` that hold for that row.
 
         For embedders whose batch code is, row by row, their one-row algorithm
-        (``tests/test_vc_batch.py``) and cheaper than it even for one row: their
+        (``tests/allocators/vc/test_batch.py``) and cheaper than it even for one row: their
         :meth:`embed` calls this, and the one-row function stays the reference.
         """
         cpu, lf = free_cpu[None, :], link_free[None, :]

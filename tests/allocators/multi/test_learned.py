@@ -148,7 +148,8 @@ def test_mismatched_topology_is_refused(ckpt, tmp_path):
     three = save_checkpoint(tmp_path / "three.npz", random_weights(arch), arch,
                             resources=("cpu", "mem", "gpu"))
     topo = build_topology({"kind": "fabric", "preset": "alpha"})
-    with pytest.raises(ConfigError, match="three.json: features.resources: the policy was trained on"):
+    with pytest.raises(ConfigError,
+                       match="three.json: features.resources: the policy was trained on"):
         NaraAllocator(NaraAllocator.Options(checkpoint=str(three)), topology=topo)
 
 

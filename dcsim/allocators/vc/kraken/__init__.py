@@ -15,8 +15,9 @@ Why this is exact (the "centre of gravity" of the AHAB paper, made precise):
 So for every node as centre (hosts, racks, pods, root) the algorithm computes in closed form
 how many VMs each distance class takes, vectorised over all centres of a level; keeps the
 cheapest feasible centre; and distributes each class's VMs to hosts in index order. The
-footprint equals the tree DP optimum (``dcsim.model.vc.optimal_footprint``) on every instance;
-the property test checks it. Ties between centres go to the lowest level, then lowest index.
+footprint equals the tree DP optimum (``optimal_footprint`` in the repository's
+``tests/naive.py``) on every instance; the property test checks it. Ties between centres
+go to the lowest level, then lowest index.
 
 Per-VM host links (``host_link: per_vm`` / ``per_vm_strict``, :mod:`dcsim.model.vc`): every
 VM reserves B on its host link, so a host holds at most ⌊free bandwidth / B⌋ VMs and every

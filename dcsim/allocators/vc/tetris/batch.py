@@ -178,7 +178,7 @@ def _greedy_batch(hosts: np.ndarray, rows: np.ndarray, free_cpu: np.ndarray,
     VMs in the order of the keys *ironed* to their running minimum along each host,
     I[h, i] = min(key[h, 0..i]), sorted by (−I, position, i): a host whose key rises after
     it took a VM is the only such host and is picked again at once, which the running
-    minimum encodes (``tests/test_vc_batch.py`` checks it against the loop). So m counts
+    minimum encodes (``tests/allocators/vc/test_batch.py`` checks it against the loop). So m counts
     each host's VMs among the first n in that order. An infeasible VM (key −inf) irons
     every later one of its host to −inf: only each host's run of feasible VMs from the
     first (``runs``) takes part; the greedy places all n VMs iff the runs total ≥ n.
