@@ -59,7 +59,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 
 from dcsim import __version__
@@ -77,7 +76,6 @@ from dcsim.learn.deeprm_rollout import (  # noqa: F401  (re-exported)
     torch_logits,
 )
 from dcsim.queue.env import QueueConfig, QueueEnv
-from dcsim.results.writer import write_atomic
 from dcsim.schedulers.deeprm import (
     ImageSpec,
     save_checkpoint,
@@ -245,11 +243,9 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, spec: ImageSpe
             save_checkpoint(paths["last"], policy.numpy_weights(), spec, _meta(
                 cfg, command=command, iteration=it, iterations=it, wall=row["wall_s"],
                 eval_slowdown=None, best_iteration=best[1] if best[2] is not None else None))
-        if it % cfg.eval_every == 0 or stop or halt:
-            write_atomic(paths["progress"], pd.DataFrame(rows).to_parquet(index=False))
-            save_state(rs.stop_reason(halt, stop, it, cfg.iterations))
-        if halt:
-            raise rs.TrainingInterrupted(it, cfg.iterations, out)
+        rs.end_iteration(out, iteration=it, iterations=cfg.iterations,
+                         eval_every=cfg.eval_every, stop=stop, halt=halt, rows=rows,
+                         progress=paths["progress"], save_state=save_state)
         if stop:
             break
     wall = time.perf_counter() - t0

@@ -62,7 +62,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 
 from dcsim import __version__
@@ -78,7 +77,6 @@ from dcsim.learn.nara_config import (  # noqa: F401  (TrainConfig, load_train_co
 )
 from dcsim.learn.nara_env import NaraEnv
 from dcsim.learn.nara_eval import evaluate, evaluate_tetris
-from dcsim.results.writer import write_atomic
 
 __all__ = ["TrainConfig", "evaluate", "load_train_config", "train"]
 
@@ -407,11 +405,9 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, device,
                 env_steps=env_steps, eval_acceptance=None,
                 best_iteration=best[1] if best[2] is not None else None,
                 eval_tetris=eval_tetris, device=str(device)), resources, cfg.features)
-        if it % cfg.eval_every == 0 or stop or halt:
-            write_atomic(paths["progress"], pd.DataFrame(rows).to_parquet(index=False))
-            save_state(rs.stop_reason(halt, stop, it, cfg.iterations))
-        if halt:
-            raise rs.TrainingInterrupted(it, cfg.iterations, out)
+        rs.end_iteration(out, iteration=it, iterations=cfg.iterations,
+                         eval_every=cfg.eval_every, stop=stop, halt=halt, rows=rows,
+                         progress=paths["progress"], save_state=save_state)
         if stop:
             break
     wall = time.perf_counter() - t0

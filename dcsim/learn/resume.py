@@ -46,6 +46,7 @@ import torch
 from dcsim import __version__
 from dcsim.checkpoints import read_state, write_state
 from dcsim.errors import ConfigError
+from dcsim.results.writer import write_atomic
 
 RESUME_FILE = "resume.npz"
 FORMAT = "dcsim-train-resume"
@@ -261,6 +262,19 @@ def stop_reason(halt: bool, stop: bool, iteration: int, iterations: int) -> str 
     if iteration == iterations:
         return "finished"
     return "max_wall_s" if stop else None
+
+
+def end_iteration(out: Path, *, iteration: int, iterations: int, eval_every: int,
+                  stop: bool, halt: bool, rows: list[dict[str, Any]], progress: Path,
+                  save_state: Any) -> None:
+    """What every trainer does after an iteration: at an evaluation, a stop or a halt, write
+    the progress table and the resume state (:func:`stop_reason` says why); on a halt
+    (Ctrl-C, ``stop_after``) raise :class:`TrainingInterrupted`."""
+    if iteration % eval_every == 0 or stop or halt:
+        write_atomic(progress, pd.DataFrame(rows).to_parquet(index=False))
+        save_state(stop_reason(halt, stop, iteration, iterations))
+    if halt:
+        raise TrainingInterrupted(iteration, iterations, out)
 
 
 def learner_arrays(modules: dict[str, torch.nn.Module], opt: torch.optim.Optimizer,

@@ -51,7 +51,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 
 from dcsim import __version__
@@ -72,7 +71,6 @@ from dcsim.reschedulers.vmr2l import (
     rollout,
     save_checkpoint,
 )
-from dcsim.results.writer import write_atomic
 from dcsim.vm.mapping_io import parse_mapping
 from dcsim.vm.model import MappingState
 from dcsim.vm.synthetic import synthetic_preset
@@ -397,11 +395,9 @@ def _train(cfg: TrainConfig, out: Path, command, say, device,
                 env_steps=env_steps, eval_fr=None,
                 best_iteration=best[1] if best[2] is not None else None,
                 baselines=baselines, device=str(device)))
-        if it % cfg.eval_every == 0 or stop or halt:
-            write_atomic(paths["progress"], pd.DataFrame(rows).to_parquet(index=False))
-            save_state(rs.stop_reason(halt, stop, it, cfg.iterations))
-        if halt:
-            raise rs.TrainingInterrupted(it, cfg.iterations, out)
+        rs.end_iteration(out, iteration=it, iterations=cfg.iterations,
+                         eval_every=cfg.eval_every, stop=stop, halt=halt, rows=rows,
+                         progress=paths["progress"], save_state=save_state)
         if stop:
             break
     wall = time.perf_counter() - t0
