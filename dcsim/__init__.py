@@ -56,6 +56,25 @@ from dcsim.errors import ConfigError, DcsimError, PluginError  # noqa: E402
 from dcsim.hookspecs import hookimpl  # noqa: E402
 from dcsim.model import ClusterState, Placement, Request, StateView, Topology  # noqa: E402
 
+
+def _register_environments() -> None:
+    """Register dcsim's Gymnasium environments (:mod:`dcsim.environments`) when
+    Gymnasium is installed, so that ``gym.make("dcsim/Nara-v0")`` works after ``import
+    dcsim`` (Gymnasium 1.0 dropped the entry-point plugins that did this at its own
+    import). The ``dcsim`` command skips it: it makes no environment by id."""
+    from importlib.util import find_spec
+
+    if find_spec("gymnasium") is None:
+        return
+    from dcsim.environments import register_envs
+
+    register_envs()
+
+
+if not _is_command():
+    _register_environments()
+
+
 __all__ = [
     "Allocator",
     "Choice",

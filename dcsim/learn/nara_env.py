@@ -53,8 +53,9 @@ import simpy
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dcsim.allocators.multi.learned import Observer, feature_sizes
+from dcsim.allocators.multi.learned import GraphLayout, Observer, feature_sizes
 from dcsim.allocators.multi.step import MultiServerAllocator, Partial, allocate_multi_steps
+from dcsim.environments import register_envs
 from dcsim.errors import ConfigError, DcsimError
 from dcsim.model import Placement, Request, StateView
 from dcsim.model.topologies import build_topology
@@ -63,7 +64,7 @@ from dcsim.validation import first_error
 from dcsim.workload.spec import build_source
 
 __all__ = ["ENV_ID", "NaraEnv", "NaraEnvConfig", "env_config_from_experiment",
-           "load_env_config"]
+           "load_env_config", "padded_observation", "padded_statics"]
 
 ENV_ID = "dcsim/Nara-v0"
 
@@ -248,16 +249,7 @@ class NaraEnv(gym.Env):
         })
         self.action_space = spaces.Discrete(S)
         # the padded static parts of each topology, reused by every observation
-        self._statics = []
-        for lay in layouts:
-            edge_index = np.zeros((2, E), dtype=np.int64)
-            edge_index[:, :lay.n_edges] = lay.edge_index
-            node_mask = np.zeros(N, dtype=np.int8)
-            node_mask[:lay.n_nodes] = 1
-            edge_mask = np.zeros(E, dtype=np.int8)
-            edge_mask[:lay.n_edges] = 1
-            padded = (N, E, S) != (lay.n_nodes, lay.n_edges, lay.n_servers)
-            self._statics.append((edge_index, node_mask, edge_mask, padded))
+        self._statics = [padded_statics(lay, N, E, S) for lay in layouts]
         self.topology_index = 0
         self._use_topology(0)
         self.engine: Engine | None = None
@@ -273,8 +265,6 @@ class NaraEnv(gym.Env):
         self.source = self._sources[i]
         self.observer = self._observers[i]
         self.layout = self.observer.layout
-        (self._edge_index, self._node_mask, self._edge_mask,
-         self._padded) = self._statics[i]
 
     # ------------------------------------------------------------------ gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -370,21 +360,9 @@ class NaraEnv(gym.Env):
     def _observe(self) -> dict[str, np.ndarray]:
         part = self.allocator.pending[0]
         o = self.observer.observe(part, self.engine.view)
-        lay = self.layout
-        S = self.max_servers
-        mask = np.zeros(S, dtype=bool)
-        mask[:lay.n_servers] = o["action_mask"]
-        self._mask = mask
-        if self._padded:
-            nodes = np.zeros(self.observation_space["nodes"].shape, dtype=np.float32)
-            nodes[:lay.n_nodes] = o["nodes"]
-            edges = np.zeros(self.observation_space["edges"].shape, dtype=np.float32)
-            edges[:lay.n_edges] = o["edges"]
-        else:
-            nodes, edges = o["nodes"], o["edges"]
-        obs = {"nodes": nodes, "edges": edges, "edge_index": self._edge_index.copy(),
-               "globals": o["globals"], "node_mask": self._node_mask.copy(),
-               "edge_mask": self._edge_mask.copy(), "action_mask": mask.astype(np.int8)}
+        obs = padded_observation(o, self.layout, self.observation_space,
+                                 self._statics[self.topology_index])
+        self._mask = obs["action_mask"].astype(bool)
         self._last_obs = obs
         return obs
 
@@ -395,10 +373,52 @@ class NaraEnv(gym.Env):
                 "topology": self.topology_index}
 
 
+def padded_statics(layout: GraphLayout, max_nodes: int, max_edges: int, max_servers: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """The parts of a topology's observation that never change, padded to the environment's
+    sizes: ``(edge_index, node_mask, edge_mask, padded)``; ``padded`` says whether any size
+    exceeds the topology's own."""
+    N, E, S = max_nodes, max_edges, max_servers
+    edge_index = np.zeros((2, E), dtype=np.int64)
+    edge_index[:, :layout.n_edges] = layout.edge_index
+    node_mask = np.zeros(N, dtype=np.int8)
+    node_mask[:layout.n_nodes] = 1
+    edge_mask = np.zeros(E, dtype=np.int8)
+    edge_mask[:layout.n_edges] = 1
+    padded = (N, E, S) != (layout.n_nodes, layout.n_edges, layout.n_servers)
+    return edge_index, node_mask, edge_mask, padded
+
+
+def padded_observation(o: dict[str, np.ndarray], layout: GraphLayout,
+                       space: spaces.Dict, statics=None) -> dict[str, np.ndarray]:
+    """The environment's observation (its ``observation_space`` ``space``) of one server
+    choice, from :meth:`Observer.observe`'s arrays ``o`` on a topology of layout ``layout``:
+    padded, with the masks; ``action_mask`` is int8, 1 for the eligible servers. What
+    :class:`NaraEnv` returns, and what :class:`dcsim.learn.env_policies.NaraEnvPolicy`
+    hands a policy trained on it. ``statics``: :func:`padded_statics`, when cached."""
+    N, F = space["nodes"].shape
+    E = space["edges"].shape[0]
+    S = space["action_mask"].shape[0]
+    edge_index, node_mask, edge_mask, padded = (
+        statics if statics is not None else padded_statics(layout, N, E, S))
+    mask = np.zeros(S, dtype=np.int8)
+    mask[:layout.n_servers] = o["action_mask"]
+    if padded:
+        nodes = np.zeros((N, F), dtype=np.float32)
+        nodes[:layout.n_nodes] = o["nodes"]
+        edges = np.zeros(space["edges"].shape, dtype=np.float32)
+        edges[:layout.n_edges] = o["edges"]
+    else:
+        nodes, edges = o["nodes"], o["edges"]
+    return {"nodes": nodes, "edges": edges, "edge_index": edge_index.copy(),
+            "globals": o["globals"], "node_mask": node_mask.copy(),
+            "edge_mask": edge_mask.copy(), "action_mask": mask}
+
+
 def register() -> None:
-    """Register ``dcsim/Nara-v0`` with Gymnasium (idempotent)."""
-    if ENV_ID not in gym.registry:
-        gym.register(id=ENV_ID, entry_point="dcsim.learn.nara_env:NaraEnv")
+    """Register dcsim's Gymnasium environments (idempotent; see
+    :func:`dcsim.environments.register_envs`)."""
+    register_envs()
 
 
 register()

@@ -31,6 +31,7 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from dcsim.environments import register_envs
 from dcsim.errors import ConfigError
 from dcsim.reschedulers.vmr2l import (
     HOST_FEATURES,
@@ -181,25 +182,26 @@ class VMR2LEnv(gym.Env):
         token, slot = int(action[0]), int(action[1])
         before = self.state.fragment()
         invalid = not (0 <= token < len(self.tokens)) or not self.slot_mask(token)[slot]
-        moved = False
+        moved = None
         if not invalid:
             m = slot_migration(self.state, int(self.tokens[token]), slot)
             if m is not None:
                 self.state.apply(m, self.t + 1)
-                moved = True
+                moved = m
         self.t += 1
         after = self.state.fragment()
         reward = (before - after) / REWARD_SCALE
         done = self.t >= self.config.mnl
-        info = {"invalid": invalid, "moved": moved, "fragment": after,
+        info = {"invalid": invalid, "moved": moved is not None, "migration": moved,
+                "fragment": after,
                 "fragment_rate": self.state.fragment_rate()}
         return self._obs(), float(reward), done, False, info
 
 
 def register() -> None:
-    """Register ``dcsim/VMR2L-v0`` with Gymnasium (idempotent)."""
-    if ENV_ID not in gym.registry:
-        gym.register(id=ENV_ID, entry_point="dcsim.learn.vmr2l_env:VMR2LEnv")
+    """Register dcsim's Gymnasium environments (idempotent; see
+    :func:`dcsim.environments.register_envs`)."""
+    register_envs()
 
 
 register()
