@@ -190,3 +190,29 @@ def test_the_repository_stands_alone():
     if hits.returncode not in (0, 1):  # not a checkout (an unpacked sdist)
         pytest.skip(hits.stderr.strip())
     assert hits.stdout == "", hits.stdout
+
+
+def test_every_environment_and_its_spaces_settings_and_info_are_documented():
+    """docs/reference/environments.md names every registered id, every observation key,
+    every setting and every info key of each environment (issue #36)."""
+    gym = pytest.importorskip("gymnasium")
+    import numpy as np
+
+    from dcsim.environments import ENVIRONMENTS
+    from dcsim.learn.nara_env import NaraEnvConfig
+    from dcsim.learn.vmr2l_env import VMR2LEnvConfig
+
+    text = page("reference/environments.md")
+    names = set(ENVIRONMENTS) | set(field_names(NaraEnvConfig)) | set(
+        field_names(VMR2LEnvConfig))
+    small = {"dcsim/Nara-v0": {"requests": 4}}
+    for env_id in ENVIRONMENTS:
+        env = gym.make(env_id, **small.get(env_id, {"hosts": 4, "mnl": 2})).unwrapped
+        names |= set(env.observation_space.spaces)
+        obs, info = env.reset(seed=0)
+        mask = env.action_masks() if hasattr(env, "action_masks") else None
+        action = (int(np.flatnonzero(mask)[0]) if mask is not None
+                  else env.action_space.sample())
+        names |= set(info) | set(env.step(action)[4])
+        assert ENVIRONMENTS[env_id].replace(":", ".") in text.replace("`", "")
+    assert missing(names, text) == []

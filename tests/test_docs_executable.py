@@ -22,6 +22,7 @@ Shell blocks run in bash and may ``cd``: the next block starts where the last on
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import os
 import re
@@ -31,6 +32,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 ROOT = Path(__file__).parents[1]
@@ -253,6 +255,32 @@ def test_the_rescheduling_howto_runs_as_written(tmp_path):
     checks = run_tutorial(ROOT / "docs" / "howto" / "vm-rescheduling.md", tmp_path)
     assert (tmp_path / "resched" / "summary.json").exists()
     assert len(checks) == 2
+    problems = drift(checks)
+    assert not problems, "\n\n".join(problems)
+
+
+def test_the_environments_reference_runs_as_written(tmp_path):
+    """docs/reference/environments.md's example: make an environment by id after
+    ``import dcsim`` and read its observation keys."""
+    pytest.importorskip("gymnasium")
+    checks = run_tutorial(ROOT / "docs" / "reference" / "environments.md", tmp_path)
+    assert len(checks) == 1
+    problems = drift(checks)
+    assert not problems, "\n\n".join(problems)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("sb3_contrib") is None,
+                    reason="the how-to needs sb3-contrib (pip install sb3-contrib)")
+def test_the_sb3_howto_runs_as_written(tmp_path):
+    """docs/howto/train-with-sb3.md: MaskablePPO trains on dcsim/Nara-v0 and on
+    dcsim/VMR2L-TwoStep-v0 without wrappers, the plugin it writes installs and is listed,
+    and runs both policies in `dcsim run` and `dcsim reschedule` (issue #36)."""
+    checks = run_tutorial(ROOT / "docs" / "howto" / "train-with-sb3.md", tmp_path)
+    summary = pd.read_parquet(tmp_path / "results" / "sb3_nara" / "summary.parquet")
+    assert set(summary["allocator"]) >= {"tetris", "random_multi"}
+    assert summary["allocator"].str.startswith("sb3_nara").sum() == 3
+    assert len(checks) == 4
     problems = drift(checks)
     assert not problems, "\n\n".join(problems)
 
