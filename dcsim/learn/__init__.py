@@ -5,8 +5,8 @@ Nothing here is imported by the simulator core: the learned schedulers' inferenc
 ``dcsim/learn/checkpoints/``. Import :mod:`dcsim.learn.deeprm` (PyTorch) to train.
 """
 
-# Nara (issue #7): the Gymnasium environment (``dcsim/Nara-v0``, registered when
-# :mod:`dcsim.learn.nara_env` is imported), the GNN policy and PPO. Exported lazily, so that
+# Nara (issue #7): the Gymnasium environment (``dcsim/Nara-v0``, registered by ``import
+# dcsim``: :mod:`dcsim.environments`), the GNN policy and PPO. Exported lazily, so that
 # importing this package needs neither Gymnasium nor PyTorch.
 _LAZY = {
     "NaraEnv": "dcsim.learn.nara_env",
