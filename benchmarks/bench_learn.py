@@ -32,6 +32,7 @@ import torch
 
 from dcsim.allocators.multi.baselines import Tetris, tetris_scores
 from dcsim.allocators.multi.learned import Architecture, policy_logits
+from dcsim.greedy import greedy_argmax, greedy_argmax_torch
 from dcsim.learn.gnn import NaraPolicy, graph_batch, stack_obs
 from dcsim.learn.nara_env import NaraEnv
 from dcsim.learn.ppo import load_train_config, train
@@ -92,10 +93,10 @@ def bench_forward(topology: str, decisions: int, seed: int = 0) -> dict[str, flo
         t0 = time.perf_counter()
         o = env.observer.observe(part, view)
         z = policy_logits(w, arch, env.layout, o)
-        int(np.argmax(z))
+        greedy_argmax(z)
         t1 = time.perf_counter()
         with torch.no_grad():
-            int(pol(graph_batch(stack_obs([obs]))).argmax())
+            int(greedy_argmax_torch(pol(graph_batch(stack_obs([obs])))[0]))
         t2 = time.perf_counter()
         a = int(tetris_scores(part, view, inv, 0.9).argmax())
         t3 = time.perf_counter()

@@ -68,6 +68,7 @@ from dcsim import __version__
 from dcsim.allocators.multi.learned import (
     save_checkpoint,
 )
+from dcsim.greedy import greedy_argmax_torch
 from dcsim.learn import resume as rs
 from dcsim.learn.gnn import NaraPolicy, NaraValue, graph_batch, stack_obs
 from dcsim.learn.nara_config import (  # noqa: F401  (TrainConfig, load_train_config: re-exported)
@@ -181,7 +182,7 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, device,
 
     def greedy(o: dict[str, np.ndarray]) -> np.ndarray:
         with torch.no_grad():
-            return policy(graph_batch(o, device)).argmax(dim=1).cpu().numpy()
+            return greedy_argmax_torch(policy(graph_batch(o, device))).cpu().numpy()
 
     def new_seed() -> int:
         return int(ep_rng.integers(2**62))

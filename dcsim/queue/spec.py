@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from pydantic import ConfigDict, Field, ValidationError
 
+from dcsim.csv_tables import read_csv
 from dcsim.errors import ConfigError
 from dcsim.queue.jobs import ALIBABA_SCALE, JobSet, deeprm_jobset, jobs_from_table
 from dcsim.validation import ConfigModel
@@ -92,7 +93,7 @@ def _trace_table(spec: TraceJobs, base_dir: Path | None, where: str) -> pd.DataF
     if spec.format == "alibaba2018":
         df = import_trace("alibaba2018", path)
     else:
-        df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+        df = pd.read_parquet(path) if path.suffix == ".parquet" else read_csv(path)
     return df.sort_values("arrival", kind="stable").reset_index(drop=True)
 
 

@@ -62,6 +62,7 @@ from pydantic import field_validator
 
 from dcsim.checkpoints import read_arrays, read_metadata, write_checkpoint
 from dcsim.errors import ConfigError
+from dcsim.greedy import greedy_argmax
 from dcsim.hookspecs import hookimpl
 from dcsim.schedulers.base import QueueView, Scheduler
 
@@ -270,7 +271,8 @@ def policy_probs(weights: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
 
 def greedy_action(scores: np.ndarray, slot_valid: np.ndarray) -> int:
     """Argmax of ``scores`` (M+1 probabilities or logits) over the *valid* actions: the
-    slots holding a job, and void (ties: lowest index).
+    slots holding a job, and void (ties, within float32 rounding, to the lowest index:
+    :func:`dcsim.greedy.greedy_argmax`).
 
     An empty slot does what void does (time moves on), but a policy trained on all M + 1
     actions spreads its "move on" mass over them by position, and its argmax can be an
@@ -279,13 +281,13 @@ def greedy_action(scores: np.ndarray, slot_valid: np.ndarray) -> int:
     means "wait" here. Sampling (``greedy: false``) uses all M + 1 actions, as in training.
     """
     s = np.where(np.append(slot_valid, True), scores, -np.inf)
-    return int(np.argmax(s))
+    return greedy_argmax(s)
 
 
 def greedy_actions(scores: np.ndarray, slot_valid: np.ndarray) -> np.ndarray:
     """:func:`greedy_action` for a batch: ``scores`` (B, M+1), ``slot_valid`` (B, M)."""
     ok = np.concatenate([slot_valid, np.ones((slot_valid.shape[0], 1), bool)], axis=1)
-    return np.where(ok, scores, -np.inf).argmax(axis=1)
+    return greedy_argmax(np.where(ok, scores, -np.inf))
 
 
 # --------------------------------------------------------------------------- checkpoint

@@ -50,6 +50,7 @@ import numpy as np
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from dcsim.config_files import resolve_path
+from dcsim.csv_tables import read_csv
 from dcsim.errors import ConfigError, DcsimError
 from dcsim.validation import StrictModel, first_error
 from dcsim.workload.distributions import parse_distribution
@@ -184,7 +185,7 @@ def read_failure_trace(path: str, base_dir: str | None, comps: Components,
         raise ConfigError(f"{where}.path: no such file: {p}")
     try:
         df = (pd.read_parquet(p) if p.suffix.lower() in (".parquet", ".pq")
-              else pd.read_csv(p))
+              else read_csv(p))
     except Exception as e:  # noqa: BLE001 - any reader failure is the file's fault
         raise ConfigError(f"{where}.path: cannot read {p}: {e}") from None
     missing = [c for c in ("time", "kind", "component", "duration") if c not in df.columns]

@@ -26,6 +26,7 @@ from pydantic import (
 )
 from scipy import special, stats
 
+from dcsim.csv_tables import read_csv
 from dcsim.errors import ConfigError
 from dcsim.validation import ConfigModel
 from dcsim.validation import error_lines as validation_message
@@ -310,7 +311,7 @@ def _read_column(path: Path, column: str) -> np.ndarray:
         if path.suffix in (".parquet", ".pq"):
             frame = pd.read_parquet(path, columns=[column])
         else:
-            frame = pd.read_csv(path, usecols=[column])
+            frame = read_csv(path, usecols=[column])
     except (KeyError, ValueError) as e:
         raise ConfigError(f"{path}: cannot read column {column!r} ({e})") from None
     col = pd.to_numeric(frame[column], errors="coerce").to_numpy(np.float64)

@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dcsim.csv_tables import read_csv
 from dcsim.errors import ConfigError
 
 _BIN = 300.0  # seconds per line of the Azure 2017 rnn files
@@ -61,7 +62,7 @@ def azure2017_bins(interval_map: Path | None = None) -> tuple[np.ndarray, np.nda
                        [300.0 * k, 7500.0 + 3600 * (k - 13), 173100.0 + 86400 * (k - 36)],
                        1728300.0)
         return lo, hi
-    m = pd.read_csv(interval_map, sep=r"\s+", header=None, names=["dur", "bin"])
+    m = read_csv(interval_map, sep=r"\s+", header=None, names=["dur", "bin"])
     g = m.groupby("bin")["dur"].agg(["min", "max", "count"]).sort_index()
     if not np.array_equal(g.index.to_numpy(), np.arange(len(g))):
         raise ConfigError(f"{interval_map}: duration bins are not 0..{len(g) - 1}")
@@ -188,7 +189,7 @@ def _read_alibaba_table(path: Path, columns: list[str], table: str,
         raise ConfigError(f"{path}: no such file")
     with open(path) as f:
         header = f.readline().startswith(columns[0])
-    df = pd.read_csv(path, header=0 if header else None, names=None if header else columns)
+    df = read_csv(path, header=0 if header else None, names=None if header else columns)
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise ConfigError(f"{path}: columns {missing} not found; columns are: "
@@ -264,7 +265,7 @@ def _read_azure2020_table(path: Path, columns: list[str], sql: str,
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
             df = pd.read_sql_query(sql, con, params=params)
     else:
-        df = pd.read_csv(path)
+        df = read_csv(path)
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise ConfigError(f"{path}: columns {missing} not found; columns are: "

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dcsim.csv_tables import write_csv
 from dcsim.errors import ConfigError
 from dcsim.workload.importers import (
     import_alibaba2018,
@@ -85,5 +86,5 @@ def write_table(df: pd.DataFrame, path: str | Path) -> Path:
     if fmt == "parquet":
         df.to_parquet(path, index=False)
     else:
-        df.to_csv(path, index=False)
+        write_csv(df, path)
     return path

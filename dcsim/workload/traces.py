@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dcsim.csv_tables import read_csv
 from dcsim.errors import ConfigError
 from dcsim.model.topology import DEFAULT_RESOURCES
 from dcsim.workload.base import RequestBatch
@@ -107,7 +108,7 @@ class TraceSource:
         try:
             if self.format == "csv":
                 try:
-                    return [str(c) for c in pd.read_csv(self.path, nrows=0).columns]
+                    return [str(c) for c in read_csv(self.path, nrows=0).columns]
                 except UnicodeDecodeError:
                     raise ConfigError(_not_utf8(self.path, self.name)) from None
             import pyarrow.parquet as pq
@@ -168,7 +169,7 @@ class TraceSource:
                 yield self._frame.iloc[i:i + bs][self._needed]
         elif self.format == "csv":
             try:
-                with pd.read_csv(self.path, usecols=self._needed, chunksize=bs) as reader:
+                with read_csv(self.path, usecols=self._needed, chunksize=bs) as reader:
                     yield from reader
             except UnicodeDecodeError:
                 raise ConfigError(_not_utf8(self.path, self.name)) from None
@@ -184,7 +185,7 @@ class TraceSource:
             return self._frame[self._needed]
         if self.format == "csv":
             try:
-                return pd.read_csv(self.path, usecols=self._needed)
+                return read_csv(self.path, usecols=self._needed)
             except UnicodeDecodeError:
                 raise ConfigError(_not_utf8(self.path, self.name)) from None
         return pd.read_parquet(self.path, columns=self._needed)

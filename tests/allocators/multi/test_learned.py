@@ -22,11 +22,17 @@ from dcsim.allocators.multi.learned import (
 )
 from dcsim.cli import main
 from dcsim.errors import ConfigError
+from dcsim.greedy import greedy_argmax_torch
 from dcsim.model.topologies import build_topology
 from dcsim.plugins import get_allocator_class
 from dcsim.sim import Engine, EngineConfig
 from dcsim.workload.spec import build_source
-from tests.helpers.learned import greedy_env_servers, greedy_numpy_rollout, random_weights
+from tests.helpers.learned import (
+    assert_same_greedy_choice,
+    greedy_env_servers,
+    greedy_numpy_rollout,
+    random_weights,
+)
 
 UNIFORM = {
     "requests": 60,
@@ -77,14 +83,16 @@ def test_numpy_and_torch_networks_agree(pad, logit_hidden):
     pol.load_numpy(random_weights(arch, seed=1))
     batch, numpy_logits = greedy_numpy_rollout(env, pol.numpy_weights(), arch, [2], 8)
     with torch.no_grad():
-        zt = pol(graph_batch(stack_obs(batch))).numpy()
+        zt = pol(graph_batch(stack_obs(batch)))
+        choices = greedy_argmax_torch(zt).numpy()  # as the PPO trainer's greedy evaluation
+        zt = zt.numpy()
     S = env.layout.n_servers
-    for (z, m), t in zip(numpy_logits, zt, strict=True):
+    for (z, m), t, c in zip(numpy_logits, zt, choices, strict=True):
         assert np.allclose(z[m], t[:S][m], rtol=1e-4, atol=1e-4)
         assert np.isneginf(z[~m]).all() and (t[:S][~m] < -1e8).all()
-        # the same choice, up to logits equal within float32 rounding (identical servers
-        # score the same in exact arithmetic; the two libraries sum in different orders)
-        assert t[int(np.argmax(z))] >= t[:S][m].max() - 1e-4
+        # the same choice: ties (identical servers score the same in exact arithmetic, the
+        # two libraries round differently) decided by dcsim's rule in both
+        assert_same_greedy_choice(z, m, t, int(c))
 
 
 # --------------------------------------------------------------------------- checkpoints
