@@ -51,10 +51,35 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
-from dcsim.allocators import Allocator, Choice  # noqa: E402, I001
+from typing import TYPE_CHECKING  # noqa: E402
+
 from dcsim.errors import ConfigError, DcsimError, PluginError  # noqa: E402
 from dcsim.hookspecs import hookimpl  # noqa: E402
-from dcsim.model import ClusterState, Placement, Request, StateView, Topology  # noqa: E402
+
+if TYPE_CHECKING:  # what the lazy names below are, for type checkers and IDEs
+    from dcsim.allocators import Allocator, Choice
+    from dcsim.model import ClusterState, Placement, Request, StateView, Topology
+
+#: names imported on first use (PEP 562), so that ``import dcsim`` (and every ``dcsim``
+#: command, which imports the package first) does not load the model, networkx and pandas
+#: before it knows it needs them
+_LAZY = {"Allocator": "dcsim.allocators", "Choice": "dcsim.allocators",
+         "ClusterState": "dcsim.model", "Placement": "dcsim.model", "Request": "dcsim.model",
+         "StateView": "dcsim.model", "Topology": "dcsim.model"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'dcsim' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def _register_environments() -> None:

@@ -227,7 +227,7 @@ def import_trace_cmd(fmt: str, src: Path, out: Path, split: str | None,
     """Convert a raw trace (FORMAT at SRC) into a standard request table OUT (.parquet/.csv)."""
     import os
 
-    from dcsim.runner.config import parse_set
+    from dcsim.config_files import parse_set
     from dcsim.workload.trace_import import import_trace, write_table
 
     opts = dict(parse_set(o) for o in options)
@@ -286,7 +286,7 @@ def reschedule(mapping: Path, algorithm: str, mnl: int, options: tuple[str, ...]
                out: Path | None, seed: int) -> None:
     """Lower the fragment rate of the VM mapping in MAPPING (the VMR2L authors' JSON) by at
     most MNL migrations; print FR before/after, migrations and time."""
-    from dcsim.runner.config import parse_set
+    from dcsim.config_files import parse_set
     from dcsim.runner.reschedule import reschedule_file
 
     s = reschedule_file(mapping, algorithm, mnl, dict(parse_set(o) for o in options), out,
@@ -345,7 +345,7 @@ def _train(name: str, module: str, config: Path, out: Path, iterations: int | No
     import importlib
 
     mod = importlib.import_module(module)
-    from dcsim.runner.config import parse_set
+    from dcsim.config_files import parse_set
 
     overrides = {k: v for k, v in (("iterations", iterations), ("seed", seed)) if v is not None}
     cfg = mod.load_train_config(config, **dict(parse_set(s) for s in sets), **overrides)

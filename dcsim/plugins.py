@@ -22,13 +22,20 @@ from dcsim.errors import PluginError
 
 ENTRY_POINT_GROUP = "dcsim"
 ENV_VAR = "DCSIM_PLUGINS"
-BUILTIN_MODULES = ("dcsim.allocators.single", "dcsim.allocators.vc.kraken",
-                   "dcsim.allocators.vc.ahab", "dcsim.allocators.vc.oktopus",
-                   "dcsim.allocators.vc.tetris", "dcsim.allocators.vc.strawman",
-                   "dcsim.allocators.multi.baselines", "dcsim.allocators.multi.learned",
-                   "dcsim.schedulers.builtin", "dcsim.schedulers.deeprm",
-                   "dcsim.reschedulers.builtin", "dcsim.reschedulers.vmr2l",
-                   "dcsim.placers.builtin")
+#: the built-in plugin modules, by the kind they register. Each kind's modules are imported
+#: the first time something of that kind is looked up (``dcsim reschedule`` imports no
+#: allocator, so neither networkx nor the model)
+BUILTIN: dict[str, tuple[str, ...]] = {
+    "allocator": ("dcsim.allocators.single", "dcsim.allocators.vc.kraken",
+                  "dcsim.allocators.vc.ahab", "dcsim.allocators.vc.oktopus",
+                  "dcsim.allocators.vc.tetris", "dcsim.allocators.vc.strawman",
+                  "dcsim.allocators.multi.baselines", "dcsim.allocators.multi.learned"),
+    "scheduler": ("dcsim.schedulers.builtin", "dcsim.schedulers.deeprm"),
+    "rescheduler": ("dcsim.reschedulers.builtin", "dcsim.reschedulers.vmr2l"),
+    "placer": ("dcsim.placers.builtin",),
+}
+BUILTIN_MODULES = tuple(m for mods in BUILTIN.values() for m in mods)
+KINDS = tuple(BUILTIN)
 
 _pm: pluggy.PluginManager | None = None
 _sources: dict[str, str] = {}  # plugin name -> distribution that provided it
@@ -52,21 +59,24 @@ class Registered:
     package: str  # "dcsim" for built-ins, else the distribution name
 
 
-def get_plugin_manager() -> pluggy.PluginManager:
-    """The process-wide plugin manager, loading built-ins and entry points on first use."""
+def get_plugin_manager(kinds: tuple[str, ...] = KINDS) -> pluggy.PluginManager:
+    """The process-wide plugin manager: installed plugins load on first use, the built-ins
+    of each kind in ``kinds`` (default: all) when first asked for."""
     global _pm
     if _pm is None:
         pm = pluggy.PluginManager("dcsim")
         pm.add_hookspecs(hookspecs)
-        for modname in BUILTIN_MODULES:
-            pm.register(importlib.import_module(modname), name=modname)
-            _sources[modname] = "dcsim"
         _load_entry_points(pm)
-        try:
-            pm.check_pending()
-        except pluggy.PluginValidationError as e:
-            raise PluginError(f"a dcsim plugin failed validation: {e}") from None
         _pm = pm
+    for kind in kinds:
+        for modname in BUILTIN[kind]:
+            if _pm.get_plugin(modname) is None:
+                _pm.register(importlib.import_module(modname), name=modname)
+                _sources[modname] = "dcsim"
+    try:
+        _pm.check_pending()
+    except pluggy.PluginValidationError as e:
+        raise PluginError(f"a dcsim plugin failed validation: {e}") from None
     return _pm
 
 
@@ -98,7 +108,7 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
 
 def broken() -> dict[str, str]:
     """Installed plugins that failed to load: entry point name -> the error."""
-    get_plugin_manager()
+    get_plugin_manager(())
     return dict(_broken)
 
 
@@ -112,13 +122,18 @@ def reset() -> None:
 
 def registered(kind: str = "allocator") -> dict[str, Registered]:
     """Everything registered of ``kind``, by name; a name registered twice is an error."""
-    pm = get_plugin_manager()
+    pm = get_plugin_manager((kind,))
     out: dict[str, Registered] = {}
     hook = {"allocator": pm.hook.register_allocators,
             "scheduler": pm.hook.register_schedulers,
             "rescheduler": pm.hook.register_reschedulers,
             "placer": pm.hook.register_placers}[kind]
-    for impl in reversed(hook.get_hookimpls()):
+    # the built-ins first, in BUILTIN's order, then installed plugins as they loaded
+    order = {m: i for i, m in enumerate(BUILTIN_MODULES)}
+    impls = sorted(reversed(hook.get_hookimpls()),
+                   key=lambda impl: (impl.plugin_name not in order,
+                                     order.get(impl.plugin_name, 0)))
+    for impl in impls:
         package = _sources.get(impl.plugin_name, impl.plugin_name)
         found: list[type] = []
         impl.function(found.append)

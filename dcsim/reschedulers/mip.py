@@ -4,19 +4,28 @@ solved with HiGHS through ``scipy.optimize.milp``."""
 from __future__ import annotations
 
 import time
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import Field
-from scipy.optimize import milp
 
 from dcsim.reschedulers.base import Plan, Rescheduler, sequence_moves
 from dcsim.reschedulers.heuristics import AlphaVBPP, Greedy, X
-from dcsim.reschedulers.mip_model import MilpModel, aggregated_model, per_vm_model
 from dcsim.vm.model import BOTH, MappingState, Migration
+
+if TYPE_CHECKING:
+    from dcsim.reschedulers.mip_model import MilpModel
 
 
 # -- MIP -------------------------------------------------------------------------------------
+
+def milp(*args, **kwargs):
+    """``scipy.optimize.milp``, imported on the first solve: scipy.optimize costs about
+    0.5 s to import, which a command that never solves a MIP should not pay."""
+    from scipy.optimize import milp as highs_milp
+
+    return highs_milp(*args, **kwargs)
+
 class MIP(Rescheduler):
     """The paper's MIP (Appendix A.1, eqs. 1–7) solved by HiGHS (``scipy.optimize.milp``),
     warm-started from the heuristics and stopped by a deterministic work limit.
@@ -157,6 +166,8 @@ class MIP(Rescheduler):
         """Solve (and re-solve at a lower MNL while planned moves are dropped). Returns the
         best ``((fragment, steps), migrations, info)`` or None, the first solve's status,
         its bound as a fragment (cores; None if unknown) and ``{"attempts", "nodes"}``."""
+        from dcsim.reschedulers.mip_model import aggregated_model, per_vm_model
+
         o = self.options
         build = aggregated_model if o.formulation == "aggregated" else per_vm_model
         total_free = state.total_free_cpu()

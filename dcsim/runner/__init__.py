@@ -1,6 +1,25 @@
 """Expanding experiments into runs and executing them (serially or on a process pool)."""
 
-from dcsim.runner.execute import execute_run, run_experiment
-from dcsim.runner.plan import Experiment, RunPlan, load_experiment
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dcsim.runner.execute import execute_run, run_experiment
+    from dcsim.runner.plan import Experiment, RunPlan, load_experiment
 
 __all__ = ["Experiment", "RunPlan", "execute_run", "load_experiment", "run_experiment"]
+
+#: imported on first use (PEP 562): a command that needs only one submodule
+#: (``dcsim.runner.progress``, ``dcsim.runner.reschedule``) does not load the engine
+_LAZY = {"execute_run": "dcsim.runner.execute", "run_experiment": "dcsim.runner.execute",
+         "Experiment": "dcsim.runner.plan", "RunPlan": "dcsim.runner.plan",
+         "load_experiment": "dcsim.runner.plan"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'dcsim.runner' has no attribute {name!r}")

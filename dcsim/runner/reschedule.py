@@ -19,16 +19,22 @@ from typing import Any
 
 import numpy as np
 
+from dcsim.atomic import write_atomic
 from dcsim.errors import PluginError
 from dcsim.plugins import get_plugin_class
 from dcsim.reschedulers.base import Rescheduler
-from dcsim.results.schema import ARROW, VM_MIGRATIONS
-from dcsim.results.writer import write_atomic, write_table_file
 from dcsim.vm.mapping_io import load_mapping, migration_columns
 
-#: the ``migrations.parquet`` columns and their Arrow types (the declared
-#: :data:`~dcsim.results.schema.VM_MIGRATIONS` table)
-MIGRATION_COLUMNS = {c.name: ARROW[c.type] for c in VM_MIGRATIONS.columns}
+
+def __getattr__(name: str):
+    # MIGRATION_COLUMNS, the ``migrations.parquet`` columns and their Arrow types (the
+    # declared :data:`~dcsim.results.schema.VM_MIGRATIONS` table), is built on first use:
+    # the schema imports pyarrow, which a reschedule without --out never needs
+    if name == "MIGRATION_COLUMNS":
+        from dcsim.results.schema import ARROW, VM_MIGRATIONS
+
+        return {c.name: ARROW[c.type] for c in VM_MIGRATIONS.columns}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def rescheduler_class(name: str) -> type[Rescheduler]:
@@ -75,6 +81,9 @@ def reschedule_file(path: str | os.PathLike, algorithm: str = "greedy", mnl: int
         "free_mismatches": loaded.free_mismatches,
     }
     if out is not None:
+        from dcsim.results.schema import VM_MIGRATIONS
+        from dcsim.results.writer import write_table_file
+
         outdir = Path(out)
         write_table_file(outdir / "migrations.parquet", VM_MIGRATIONS,
                          migration_columns(state, result.records))
