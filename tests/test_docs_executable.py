@@ -367,7 +367,7 @@ def test_the_topology_howto_lists_the_real_errors(tmp_path, monkeypatch):
 #: the how-tos a test above runs as written
 RUN_AS_WRITTEN = {"write-an-allocator.md", "vm-rescheduling.md", "use-a-trace.md",
                   "custom-topology.md", "queue-scheduling.md", "nara-optical-agent.md",
-                  "failures.md"}
+                  "failures.md", "train-with-sb3.md"}
 
 
 @pytest.mark.parametrize("md", sorted(p.name for p in (ROOT / "docs" / "howto").glob("*.md")))
