@@ -270,7 +270,8 @@ def _manifest(exp: Experiment, rows: dict[str, dict[str, Any]],
     import numpy
     import simpy
 
-    from dcsim.allocators.jit import kernels_on
+    from dcsim.allocators.jit import kernel_choice, kernels_on
+    from dcsim.allocators.single import FirstFitAllocator
 
     return {
         "dcsim_version": __version__,
@@ -301,9 +302,12 @@ def _manifest(exp: Experiment, rows: dict[str, dict[str, Any]],
             }
             for r in exp.runs
         ],
-        # whether the compiled kernels ran (AHAB's lookahead, first_fit's scan): the same
-        # rows either way, other timings
+        # whether the compiled kernels were on (AHAB's lookahead; first_fit's scan, which
+        # loads only from a process's SCAN_AFTER-th first_fit request under auto): the
+        # same rows either way, other timings
         "kernels": "numba" if kernels_on() else "numpy",
+        "first_fit_scan_after": (None if not kernels_on() else 0 if kernel_choice() ==
+                                 "numba" else FirstFitAllocator.SCAN_AFTER),
         "code": _code_section(code),
         "versions": {
             "python": platform.python_version(),
