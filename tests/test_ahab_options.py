@@ -28,7 +28,8 @@ from dcsim.model.topologies import build_topology
 from dcsim.model.vc import HOST_LINK_RULES, TreeLevels
 from dcsim.sim import Engine, EngineConfig
 from dcsim.workload.spec import build_source
-from tests.conftest import random_vc_state, vc_tree
+from tests.helpers.trees import fat_tree
+from tests.helpers.vc import random_vc_state
 from tests.naive import optimal_footprint
 
 RULES = list(HOST_LINK_RULES)
@@ -143,7 +144,7 @@ def test_oktopus_and_tetris_under_per_vm_by_hand(fig1):
                                                                            0, 0]
     assert oktopus_embed(levels, free, lf, 4, 1, 2, "per_vm_strict").tolist() == [3, 1, 0, 0,
                                                                                   0, 0, 0, 0]
-    topo2, lv2 = vc_tree(1, 1, 2, cpu=3, link=6)
+    topo2, lv2 = fat_tree(1, 1, 2, cpu=3, link=6)
     f2, l2 = fresh(topo2)
     # hose (m = 1, 2, 3 reserve 3, 6, 3): VM1 h0 (2/3 each); VM2 h1 (h0: 1/0 stranded, −inf);
     # VM3 both −inf, h0 (lowest index); VM4 h0 (0 CU, 3 BU left: ρ = 0) beats h1's −inf
@@ -178,7 +179,7 @@ def test_tetris_zero_bandwidth_by_hand():
     infeasible(_if_stranded): VM1 h0; VM2 h1 (h0 blocked); VM3 nowhere (both blocked):
     rejected. The perfect fit (2, 3, 6) (each VM leaves 0 CU, 0 BU) goes 1 + 1, except under
     infeasible, which blocks every VM that exhausts a host link."""
-    topo, levels = vc_tree(1, 1, 2, cpu=3, link=6)
+    topo, levels = fat_tree(1, 1, 2, cpu=3, link=6)
     free, lf = fresh(topo)
     got = {zb: tetris_embed(levels, free, lf, 4, 1, 3, None, "hose", zb) for zb in ZERO_BANDWIDTH}
     assert got["least_preferred"].tolist() == [3, 1]
@@ -239,7 +240,7 @@ def test_every_embedder_fits_under_its_rule_and_kraken_is_optimal(rule, shape, s
     """Under each host-link rule: every embedder's reservation (by the same rule) fits the
     links and hosts; KRAKEN's footprint is the DP optimum; exact OKTOPUS fails only when
     nothing fits; none beats the optimum."""
-    topo, levels = vc_tree(*shape)
+    topo, levels = fat_tree(*shape)
     free, lf = random_vc_state(topo, seed)
     opt = optimal_footprint(levels, free, lf, n, s, b, rule)
     variants = [("kraken", {}), ("oktopus", {}), ("oktopus", {"host_counts": "interval"})]

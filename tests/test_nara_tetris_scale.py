@@ -30,9 +30,9 @@ from dcsim.cli import main
 from dcsim.model import ClusterState, StateView
 from dcsim.model.topologies import build_topology
 from dcsim.sim import EngineConfig
-from tests.conftest import ListSource
 from tests.helpers.engine import checked, run
 from tests.helpers.multi import make, request
+from tests.helpers.sources import ListSource
 
 EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
 

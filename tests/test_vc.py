@@ -11,7 +11,8 @@ from dcsim.allocators.vc.kraken import kraken_embed
 from dcsim.errors import ConfigError
 from dcsim.model.topologies import build_topology
 from dcsim.model.vc import TreeLevels
-from tests.conftest import random_vc_state, vc_tree
+from tests.helpers.trees import fat_tree
+from tests.helpers.vc import random_vc_state
 from tests.naive import optimal_footprint
 
 
@@ -77,7 +78,7 @@ def test_kraken_rejects_when_nothing_fits(fig1):
 def test_kraken_footprint_equals_the_tree_dp_optimum(shape, seed, n, s, b):
     """On random trees and states KRAKEN finds an embedding iff one exists, of minimum
     footprint, within every host's compute and every link's free bandwidth."""
-    topo, levels = vc_tree(*shape)
+    topo, levels = fat_tree(*shape)
     free, link_free = random_vc_state(topo, seed)
     opt = optimal_footprint(levels, free, link_free, n, s, b)
     counts = kraken_embed(levels, free, link_free, n, s, b)

@@ -21,13 +21,14 @@ from dcsim.errors import ConfigError
 from dcsim.model.state import ClusterState, StateView
 from dcsim.model.topologies import build_topology
 from dcsim.model.vc import TreeLevels
-from tests.conftest import random_vc_state, vc_tree
+from tests.helpers.trees import fat_tree
+from tests.helpers.vc import random_vc_state
 from tests.naive import optimal_footprint
 
 EMBEDDERS = ["oktopus", "vc_tetris", "strawman"]
 
 
-tree = vc_tree
+tree = fat_tree
 
 
 @cache

@@ -20,3 +20,11 @@ def random_rows(levels, rng, k, sizes, full=False):
     s = rng.choice(SIZES[sizes], k)
     b = rng.choice(SIZES[sizes], k)
     return free, lf, n, s, b
+
+
+def random_vc_state(topo, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """One random state: free CU per host (integers 0..8) and free bandwidth per link
+    (floored)."""
+    rng = np.random.default_rng(seed)
+    free = rng.integers(0, 9, topo.n_servers).astype(float)
+    return free, np.floor(topo.link_capacity * rng.random(topo.n_links))
