@@ -34,7 +34,7 @@ from tests.helpers.engine import checked, run
 from tests.helpers.multi import make, request
 from tests.helpers.sources import ListSource
 
-EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
+EXPERIMENTS = Path(__file__).resolve().parents[3] / "experiments"
 
 
 def tiny_optical(servers: int = 2, channels: int = 8):
