@@ -12,13 +12,16 @@ VC_TREE = {"kind": "fat_tree", "pods": 2, "racks": 2, "hosts": 3, "server": {"cp
            "host_link": 8}
 
 
-def vc_workload(requests: int = 250, rate: float = 4, offered_load: float = 2.0) -> dict:
-    """Poisson arrivals of VCs (N VMs of S CU, B BU each), the AHAB paper's size mix."""
+def vc_workload(requests: int = 250, rate: float = 4, offered_load: float = 2.0, *,
+                mean: float = 6, low: int = 2, high: int = 12) -> dict:
+    """Poisson arrivals of VCs (N VMs of S CU, B BU each), the AHAB paper's size mix; N is
+    exponential with ``mean``, whole, within ``low``..``high``."""
     return {
         "requests": requests,
         "arrival": {"process": "poisson", "rate": rate},
         "attrs": {
-            "N": {"dist": "exponential", "mean": 6, "integer": True, "min": 2, "max": 12},
+            "N": {"dist": "exponential", "mean": mean, "integer": True, "min": low,
+                  "max": high},
             "S": {"dist": "discrete", "values": [1, 2, 4, 8], "probs": [0.45, 0.3, 0.2, 0.05]},
             "B": {"dist": "discrete", "values": [1, 2, 4, 8], "probs": [0.45, 0.3, 0.2, 0.05]},
         },

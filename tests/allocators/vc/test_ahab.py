@@ -15,8 +15,9 @@ from dcsim.errors import ConfigError
 from dcsim.model import ClusterState, Request, StateView
 from dcsim.model.topologies import build_topology
 from dcsim.model.vc import TreeLevels
-from dcsim.sim import Engine, EngineConfig
+from dcsim.sim import EngineConfig
 from dcsim.workload.spec import build_source
+from tests.helpers.engine import run
 from tests.helpers.vc import VC_TREE, vc_workload
 
 VC_WORKLOAD = vc_workload()
@@ -24,16 +25,8 @@ VC_WORKLOAD = vc_workload()
 
 def simulate(allocator, seed=3, workload=VC_WORKLOAD):
     topo = build_topology(VC_TREE)
-    source = build_source(workload, topo)
-    rows = {}
-
-    def sink(kind, cols):
-        if kind == "requests":
-            for k, v in cols.items():
-                rows.setdefault(k, []).extend(list(v))
-
-    summary = Engine(topo, source, allocator, np.random.default_rng(seed),
-                     EngineConfig(warmup_requests=20), sink).run()
+    _, summary, rows = run(topo, build_source(workload, topo), allocator,
+                           EngineConfig(warmup_requests=20), seed)
     return summary, pd.DataFrame(rows)
 
 

@@ -27,8 +27,9 @@ from dcsim.errors import ConfigError
 from dcsim.model import ClusterState, StateView
 from dcsim.model.topologies import build_topology
 from dcsim.model.vc import HOST_LINK_RULES
-from dcsim.sim import Engine, EngineConfig
+from dcsim.sim import EngineConfig
 from dcsim.workload.spec import build_source
+from tests.helpers.engine import run
 from tests.helpers.trees import fat_tree
 from tests.helpers.vc import VC_TREE, fresh, random_vc_state, vc_cases, vc_workload
 from tests.naive import optimal_footprint
@@ -262,16 +263,7 @@ def test_no_over_commit_and_every_reservation_released_once(cls, options, seed, 
     topo = build_topology(VC_TREE)
     source = build_source(vc_workload(n, rate), topo)
     alloc = make_checked(cls, options, topo, seed)
-    rows = {}
-
-    def sink(kind, cols):
-        if kind == "requests":
-            for k, v in cols.items():
-                rows.setdefault(k, []).extend(list(v))
-
-    eng = Engine(topo, source, alloc, np.random.default_rng(seed),
-                 EngineConfig(warmup_requests=0), sink)
-    eng.run()
+    eng, _, rows = run(topo, source, alloc, EngineConfig(warmup_requests=0), seed)
     accepted = {i for i, a in zip(rows["id"], rows["accepted"], strict=True) if a}
     assert set(alloc.release_count) == accepted
     assert all(c == 1 for c in alloc.release_count.values())
