@@ -30,7 +30,8 @@ def kraken_embed_batch_reference(levels: TreeLevels, free_cpu: np.ndarray, link_
 
     ``free_cpu`` (K, hosts), ``link_free`` (K, links), ``n``/``s``/``b`` (K,). Returns VM
     counts (K, hosts) and a feasibility mask (K,); the same embeddings as
-    :func:`kraken_embed` row by row (tested), for lookahead over many sampled futures.
+    :func:`~dcsim.allocators.vc.kraken.kraken_embed` row by row (tested), for lookahead over
+    many sampled futures.
     Counts are int32 internally (every value is at most a few thousand VMs).
     """
     H = levels.height

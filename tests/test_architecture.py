@@ -128,3 +128,44 @@ def test_the_private_import_finder_finds_them():
         "dcsim.pkg.a: imports _w from dcsim.pkg", "dcsim.pkg.a: imports _v from dcsim.other"]
     assert _private_imports(init, "from .b import _q, r\n") == [
         "dcsim.pkg: imports _q from dcsim.pkg.b"]
+
+
+def _test_module_imports(path: Path, source: str, local: set[str]) -> list[str]:
+    """``file: imports X`` for each import in ``path`` of a test module or a conftest (by any
+    name), or of a module in ``tests/`` by its bare name (``local``: those names), which
+    works only while ``tests/`` happens to be on ``sys.path``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if (parts[0] in local or parts[-1] == "conftest"
+                    or any(p.startswith("test_") for p in parts)):
+                found.append(f"{path}: imports {name}")
+    return found
+
+
+def test_no_test_module_imports_another():
+    """Test modules share builders through the ``tests/helpers`` package (and the slow
+    references through ``tests.naive`` / ``tests.kraken_reference``), never by importing a
+    test module or a conftest (it keeps only fixtures), nor a ``tests/`` file by bare name."""
+    tests = ROOT / "tests"
+    local = {p.stem for p in tests.glob("*.py")} | {p.name for p in tests.iterdir() if p.is_dir()}
+    found = []
+    for p in sorted(tests.rglob("*.py")):
+        found += _test_module_imports(p.relative_to(ROOT), p.read_text(), local)
+    assert found == [], "test modules importing each other:\n" + "\n".join(found)
+
+
+def test_the_test_import_finder_finds_them():
+    src = ("from conftest import a\nimport cli_helpers\nfrom tests.conftest import b\n"
+           "from tests.allocators.vc.test_kraken import c\nfrom tests.helpers.vc import d\n"
+           "import numpy\nfrom . import e\n")
+    assert _test_module_imports(Path("t.py"), src, {"conftest", "cli_helpers", "helpers"}) == [
+        "t.py: imports conftest", "t.py: imports cli_helpers", "t.py: imports tests.conftest",
+        "t.py: imports tests.allocators.vc.test_kraken"]

@@ -15,8 +15,9 @@ from dcsim.cli import main
 from dcsim.model.topologies import build_topology
 from dcsim.sim import EngineConfig
 from dcsim.sim.metrics import acceptance_last20
-from tests.conftest import ListSource, random_source, star_topology
 from tests.helpers.engine import run
+from tests.helpers.sources import ListSource, random_source
+from tests.helpers.trees import star_topology
 
 WAIT = EngineConfig(capacity="wait")
 

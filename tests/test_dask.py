@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.cli_helpers import assert_same_dataset, invoke, ok
+from tests.helpers.cli import assert_same_dataset, invoke, ok
 from tests.helpers.configs import small_experiment
 
 distributed = pytest.importorskip("distributed")

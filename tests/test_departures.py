@@ -19,8 +19,9 @@ from dcsim.allocators.single import FirstFitAllocator
 from dcsim.cli import main
 from dcsim.model.topologies import build_topology
 from dcsim.sim import EngineConfig
-from tests.conftest import ListSource, star_topology
 from tests.helpers.engine import checked, run
+from tests.helpers.sources import ListSource
+from tests.helpers.trees import star_topology
 
 AFTER = EngineConfig(departures="after_first_step")
 
@@ -190,7 +191,7 @@ def test_a_training_config_passes_the_departure_order_to_its_environments():
 def test_continuous_times_without_waiting_give_the_same_rows_under_both_orders():
     """Poisson arrivals and exponential holding times never coincide, so without capacity
     waits the authors' clock changes nothing (as docs/reference/config.md says)."""
-    from tests.conftest import random_source
+    from tests.helpers.sources import random_source
 
     topo = build_topology({"kind": "fabric", "preset": "alpha"})
     rows = []

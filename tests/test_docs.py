@@ -216,3 +216,71 @@ def test_every_environment_and_its_spaces_settings_and_info_are_documented():
         names |= set(info) | set(env.step(action)[4])
         assert ENVIRONMENTS[env_id].replace(":", ".") in text.replace("`", "")
     assert missing(names, text) == []
+
+
+#: names the docs write as patterns, not as modules (design.md: ``from dcsim.x import _y``)
+PLACEHOLDERS = {"dcsim.x"}
+
+
+def named_modules(text: str, source: bool) -> set[str]:
+    """The ``dcsim/…py`` paths and ``dcsim.x.y`` dotted names ``text`` mentions (in Python
+    source, only those in backticks: a docstring's or comment's reference, not a string)."""
+    tick = "`~?" if source else ""
+    paths = re.findall(rf"{tick}(?<![\w/.])(dcsim/[\w/]*\w\.py)\b", text)
+    dotted = re.findall(rf"{tick}(?<![\w/.])(dcsim(?:\.\w+)+)", text)
+    return set(paths) | {d for d in dotted if d not in PLACEHOLDERS}
+
+
+def stale_module_name(name: str, root: Path) -> str | None:
+    """Why ``name`` (a path or a dotted name) does not point to real code, or None: the file
+    does not exist, no module and attribute chain resolves, or it is a compatibility
+    re-export (a doc names the module the code lives in)."""
+    import importlib
+    import importlib.util
+
+    if "/" in name:
+        if not (root / name).is_file():
+            return "no such file"
+        name = name.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            found = importlib.util.find_spec(".".join(parts[:i])) is not None
+        except ImportError:
+            found = False
+        if not found:
+            continue
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ModuleNotFoundError as e:
+            if not (e.name or "dcsim").startswith("dcsim"):
+                return None  # an optional extra (numba, torch) is missing: the file exists
+            raise
+        module = obj
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                return f"{module.__name__} has no {attr!r}"
+            obj = getattr(obj, attr)
+        if (module.__doc__ or "").startswith("Kept for compatibility"):
+            return f"{module.__name__} only re-exports: {module.__doc__.splitlines()[0]}"
+        return None
+    return "no such module"
+
+
+def test_every_module_the_docs_name_exists():
+    """Every ``dcsim/…py`` path and ``dcsim.x.y`` name in README.md, docs/ and the modules'
+    own docstrings is real code where it is now: the file exists, the module and attribute
+    resolve, and it is not one of the old flat paths kept only as a re-export (a doc that
+    means one says "compatibility" on the same line). Code that moves takes its mentions
+    along; a historical note names the old file as "(then `x.py`)"."""
+    root = DOCS.parent
+    pages = [root / "README.md", *sorted(DOCS.rglob("*.md"))]
+    sources = sorted((root / "dcsim").rglob("*.py")) + sorted((root / "benchmarks").glob("*.py"))
+    stale = []
+    for f in pages + sources:
+        for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
+            for name in named_modules(line, source=f.suffix == ".py"):
+                why = stale_module_name(name, root)
+                if why and "compatib" not in line.lower():
+                    stale.append(f"{f.relative_to(root)}:{n}: {name} ({why})")
+    assert not stale, "\n".join(stale)

@@ -13,8 +13,9 @@ from dcsim.allocators.single import BUILTIN_ALLOCATORS, FirstFitAllocator
 from dcsim.errors import PluginError
 from dcsim.model import Placement
 from dcsim.sim import Engine, EngineConfig
-from tests.conftest import ListSource, random_source, star_topology
 from tests.helpers.engine import run
+from tests.helpers.sources import ListSource, random_source
+from tests.helpers.trees import star_topology
 
 
 def test_first_fit_placement_trace():
@@ -187,10 +188,10 @@ def test_the_fused_path_gives_the_rows_of_the_general_one(config):
     ``released`` gets the same placements; within the fused path, a server index as a numpy
     integer (handed to ``_settle``) gives what the same ``int`` does. The summary's measured
     counts (totalled per batch) are those of the rows, warm-up or not."""
-    from conftest import random_source, star_topology
-
     from dcsim.allocators.single import BestFitAllocator
     from dcsim.sim import EngineConfig
+    from tests.helpers.sources import random_source
+    from tests.helpers.trees import star_topology
 
     class Rows:
         def __init__(self):
@@ -244,10 +245,10 @@ def test_the_fused_path_gives_the_rows_of_the_general_one(config):
 def test_periodic_samples_run_until_the_last_arrival():
     """``metrics.sample_interval``: a sample at 0, then every interval (the core's periodic
     process), the last one not after the last arrival's time plus one interval."""
-    from conftest import ListSource, star_topology
-
     from dcsim.allocators.single import FirstFitAllocator
     from dcsim.sim import EngineConfig
+    from tests.helpers.sources import ListSource
+    from tests.helpers.trees import star_topology
 
     rows = []
     src = ListSource([0.5, 1.0, 3.2, 7.9], [1.0, 5.0, 1.0, 1.0], [[1, 1]] * 4)

@@ -8,7 +8,6 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from conftest import ListSource, random_source, star_topology
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +18,8 @@ from dcsim.sim import Engine
 from dcsim.sim.failures import Components, FailureSchedule, failure_rng, parse_failures
 from dcsim.sim.loss_failures import LossFailures
 from tests.helpers.failures import Tables, run_vm
+from tests.helpers.sources import ListSource, random_source
+from tests.helpers.trees import star_topology
 
 
 class FirstUp(Allocator):
@@ -173,11 +174,10 @@ def test_an_allocator_that_uses_a_failed_server_is_an_error(tmp_path):
 
 
 def test_virtual_clusters_are_reembedded_after_a_link_failure():
-    from conftest import vc_tree
-
     from dcsim.plugins import get_plugin_class
+    from tests.helpers.trees import fat_tree
 
-    topo, _ = vc_tree(2, 2, 2)
+    topo, _ = fat_tree(2, 2, 2)
     cls = get_plugin_class("oktopus", "allocator")
     rng = np.random.default_rng(1)
     n = 120
@@ -434,7 +434,8 @@ def test_vm_online_refuses_link_failures(tmp_path):
 def test_same_seed_same_rows_with_failures_serial_and_two_processes(tmp_path):
     import pandas as pd
     import yaml
-    from cli_helpers import assert_same_dataset, ok
+
+    from tests.helpers.cli import assert_same_dataset, ok
 
     cfg = yaml.safe_load(open("experiments/failures_fabric.yaml"))
     cfg["workload"]["requests"] = 60
@@ -467,7 +468,8 @@ def test_same_seed_same_rows_with_failures_serial_and_two_processes(tmp_path):
 
 def test_a_bad_failure_trace_is_one_clear_error(tmp_path):
     import yaml
-    from cli_helpers import invoke
+
+    from tests.helpers.cli import invoke
 
     (tmp_path / "f.csv").write_text("time,kind,component,duration\n1,server,99,2\n")
     cfg = {"name": "x", "topology": {"kind": "flat", "servers": 4, "server": {"cpu": 4}},
@@ -490,11 +492,10 @@ def test_a_link_failure_under_a_virtual_cluster_by_hand(tmp_path):
     """OKTOPUS embeds a 2-VM cluster (6 CU each on 8-CU hosts: two hosts, a link each);
     the link carrying the most of it fails: the cluster is re-embedded whole, off that link,
     and keeps its departure time; the repair restores the link."""
-    from conftest import vc_tree
-
     from dcsim.plugins import get_plugin_class
+    from tests.helpers.trees import fat_tree
 
-    topo, _ = vc_tree(1, 2, 2)   # 4 hosts, 2 racks
+    topo, _ = fat_tree(1, 2, 2)   # 4 hosts, 2 racks
     cls = get_plugin_class("oktopus", "allocator")
     choices = []
 

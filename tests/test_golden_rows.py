@@ -6,14 +6,10 @@ experiment, the table and the first differing column."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import golden  # noqa: E402
+from tests import golden
 
 #: reduced runs that take under ~1 s on the 2-core machine
 QUICK = {"quickstart", "ahab_lookahead", "deeprm_load_sweep", "nara_clock_ablation",

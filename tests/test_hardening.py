@@ -16,7 +16,8 @@ import pytest
 
 from dcsim.allocators.single import FirstFitAllocator
 from dcsim.sim import Engine
-from tests.conftest import ListSource, star_topology
+from tests.helpers.sources import ListSource
+from tests.helpers.trees import star_topology
 
 QUICKSTART = Path(__file__).parents[1] / "experiments" / "quickstart.yaml"
 
@@ -91,7 +92,7 @@ def test_any_label_gives_readable_results(tmp_path):
     reader finds: every run's rows come back."""
     import pandas as pd
 
-    from tests.cli_helpers import ok
+    from tests.helpers.cli import ok
 
     labels = [".x", "_y", "a/b", "..z", "é (1)"]
     allocs = "[" + ", ".join(f"{{name: first_fit, label: {json.dumps(lab)}}}"
@@ -112,7 +113,7 @@ def test_any_label_gives_readable_results(tmp_path):
     ("tab\there", "contains a control character"),
 ], ids=["non_ascii", "ascii", "control"])
 def test_labels_that_cannot_name_files_are_refused_by_validate(label, why):
-    from tests.cli_helpers import invoke
+    from tests.helpers.cli import invoke
 
     r = invoke("validate", QUICKSTART, "--set",
                f"allocators=[first_fit, {{name: best_fit, label: {json.dumps(label)}}}]")
@@ -158,7 +159,7 @@ def _committed(out: Path) -> set[str]:
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_a_plugin_calling_sys_exit_fails_only_its_run(tmp_path, monkeypatch, jobs):
-    from tests.cli_helpers import invoke
+    from tests.helpers.cli import invoke
 
     def exit_4(plan):
         if plan.label == "best_fit" and plan.seed == 1:
@@ -178,7 +179,7 @@ def test_a_worker_that_dies_fails_only_its_own_run(tmp_path, monkeypatch):
     """os._exit in a plugin (what an OOM kill looks like) breaks the pool; the runs that
     were in it run again alone, so only the dying run fails and every other is kept. The
     failure log and runs/ agree; --resume runs only the dead run again."""
-    from tests.cli_helpers import invoke, ok
+    from tests.helpers.cli import invoke, ok
 
     def die(plan):
         if plan.label == "random" and plan.seed == 0:
@@ -203,7 +204,7 @@ def test_a_killed_worker_is_retried_and_the_failure_log_agrees_with_runs(tmp_pat
     others in the pool run again and succeed: no failure is reported for a committed run."""
     import signal
 
-    from tests.cli_helpers import ok
+    from tests.helpers.cli import ok
 
     marker = tmp_path / "killed-once"
 
@@ -254,7 +255,7 @@ def test_a_run_reported_failed_but_committed_is_not_a_failure(tmp_path):
 ], ids=["inf_rate", "huge_rate", "nan_demand", "inf_mean", "bool_seed", "bool_int",
         "warmup_past_the_end"])
 def test_numbers_that_would_poison_results_are_refused(setting, says):
-    from tests.cli_helpers import invoke
+    from tests.helpers.cli import invoke
 
     r = invoke("validate", QUICKSTART, "--set", setting)
     assert r.exit_code == 1, r.output
@@ -264,7 +265,7 @@ def test_numbers_that_would_poison_results_are_refused(setting, says):
 
 @pytest.mark.parametrize("jobs", ["0", "-2"])
 def test_jobs_below_one_is_refused(jobs, tmp_path):
-    from tests.cli_helpers import invoke
+    from tests.helpers.cli import invoke
 
     r = invoke("run", QUICKSTART, "--jobs", jobs, "--out", tmp_path / "o")
     assert r.exit_code == 2 and "--jobs" in r.output and not (tmp_path / "o").exists()
@@ -313,7 +314,7 @@ def _bomb(levels: int = 8) -> str:
 
 def test_a_yaml_alias_bomb_is_refused_at_once(tmp_path):
     """A ~750-byte file whose aliases expand to 10^9 values: one line, no expansion."""
-    from tests.cli_helpers import invoke
+    from tests.helpers.cli import invoke
 
     f = tmp_path / "bomb.yaml"
     f.write_text(_bomb())
@@ -341,7 +342,7 @@ def test_a_training_config_bomb_is_refused_too(tmp_path):
 
 
 def test_a_config_that_is_not_utf8_and_an_empty_set_key_are_one_line(tmp_path):
-    from tests.cli_helpers import invoke
+    from tests.helpers.cli import invoke
 
     f = tmp_path / "latin1.yaml"
     f.write_bytes("name: caf\xe9\n".encode("latin-1"))
@@ -368,7 +369,7 @@ def _nara_copy(tmp_path: Path, name: str, **arch) -> Path:
 def test_validate_reads_a_checkpoint_and_bounds_its_sizes(tmp_path, arch, says):
     """A sidecar asking for 10^9 layers is refused before anything is allocated, and one
     that disagrees with its arrays is caught by `dcsim validate`, not at run time."""
-    from tests.cli_helpers import invoke
+    from tests.helpers.cli import invoke
 
     ck = _nara_copy(tmp_path, "policy", **arch)
     exp = Path(__file__).parents[1] / "experiments" / "nara_table1.yaml"
@@ -387,7 +388,7 @@ def test_too_many_parameters_are_refused(tmp_path):
 
 
 def test_a_topology_too_large_to_build_is_refused():
-    from tests.cli_helpers import invoke
+    from tests.helpers.cli import invoke
 
     r = invoke("validate", QUICKSTART, "--set",
                "topology={kind: flat, servers: 1000000000000, server: {cpu: 4, mem: 4}}")
@@ -399,7 +400,7 @@ def test_the_readme_first_command_runs_twice_and_shows_the_numbers(tmp_path):
     """README's first command with --resume: a second invocation keeps every run and exits
     0; both end with the headline table and the wall time; off a terminal every finished
     run prints a progress line with an ETA."""
-    from tests.cli_helpers import ok
+    from tests.helpers.cli import ok
 
     out = tmp_path / "small"
     args = ("run", QUICKSTART, "--seeds", "2", "--set", "workload.requests=300",
@@ -424,7 +425,7 @@ def test_queue_mode_writes_a_timeseries_like_every_mode(tmp_path):
     each job set, and the mean utilisation over the steps is the summary's."""
     import pandas as pd
 
-    from tests.cli_helpers import ok
+    from tests.helpers.cli import ok
 
     exp = Path(__file__).parents[1] / "experiments" / "deeprm_load_sweep.yaml"
     out = tmp_path / "q"
@@ -490,7 +491,7 @@ def _host(hid: str, status: str = "ACTIVE") -> dict:
      "no VM to reschedule"),
 ], ids=["no_clusters", "all_disabled", "no_vms"])
 def test_reschedule_on_an_empty_mapping_is_one_line(tmp_path, doc, says):
-    from tests.cli_helpers import invoke
+    from tests.helpers.cli import invoke
 
     f = tmp_path / "m.json"
     f.write_text(json.dumps(doc))
@@ -499,7 +500,7 @@ def test_reschedule_on_an_empty_mapping_is_one_line(tmp_path, doc, says):
 
 
 def test_an_out_that_cannot_be_a_directory_is_one_line(tmp_path):
-    from tests.cli_helpers import invoke
+    from tests.helpers.cli import invoke
 
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -514,7 +515,7 @@ def test_a_full_disk_is_one_line_naming_the_file(tmp_path, monkeypatch):
     one line naming the file being written; nothing torn or temporary is left behind."""
     import errno
 
-    from tests.cli_helpers import invoke
+    from tests.helpers.cli import invoke
 
     def full(_fd):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -568,7 +569,7 @@ def test_topology_files_are_not_silently_fixed(tmp_path, doc, says):
 
 def test_a_wrong_allocator_mapping_names_its_own_field():
     """`options: 5` is reported as options, not as "allocators.0: should be a string"."""
-    from tests.cli_helpers import invoke
+    from tests.helpers.cli import invoke
 
     r = invoke("validate", QUICKSTART, "--set", "allocators=[{name: best_fit, options: 5}]")
     assert r.exit_code == 1
@@ -581,7 +582,7 @@ def test_an_interrupt_stops_a_hung_plugin(tmp_path, monkeypatch):
     import signal
     import threading
 
-    from tests.cli_helpers import invoke
+    from tests.helpers.cli import invoke
 
     def hang(plan):
         if plan.label == "random":

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 import yaml
 from click.testing import CliRunner
-from conftest import random_source, star_topology
 
 from dcsim.cli import main
 from dcsim.errors import DcsimError
@@ -31,6 +30,8 @@ from dcsim.sim.failures import (
     parse_failures,
 )
 from dcsim.sim.loss_failures import LossFailures
+from tests.helpers.sources import random_source
+from tests.helpers.trees import star_topology
 
 FAILING = {
     "name": "failing",

@@ -178,7 +178,8 @@ def test_paper_experiments_run_the_baselines_as_their_authors_did(name, tetris_a
     tables (Sept 2021: every pair needs a path); the 2023 ones the code's (nara_revision is
     the journal version's code, April 2022: pair_paths). The 2023 ones score with the
     authors' arithmetic (authors_raw: node terms / 100, raw free channels); on the 2021
-    topologies it is the same as authors_misaligned (tests/test_nara_tetris_scale.py)."""
+    topologies it is the same as authors_misaligned
+    (tests/allocators/multi/test_tetris_score.py)."""
     d = yaml.safe_load((EXPERIMENTS / f"{name}.yaml").read_text())
     opts = {a["label"]: a.get("options", {}) for a in d["allocators"] if isinstance(a, dict)}
     opts |= {a: {} for a in d["allocators"] if isinstance(a, str)}

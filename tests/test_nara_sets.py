@@ -17,7 +17,8 @@ from dcsim.sim import Engine
 from dcsim.sim.metrics import last50_mean
 from dcsim.workload import TraceSource
 from dcsim.workload.spec import build_source
-from tests.conftest import ListSource, star_topology
+from tests.helpers.sources import ListSource
+from tests.helpers.trees import star_topology
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ROOT / "experiments"

@@ -18,7 +18,7 @@ import yaml
 from dcsim import plugins
 from dcsim.results import provenance
 from dcsim.runner import fingerprint
-from tests.cli_helpers import invoke, ok
+from tests.helpers.cli import invoke, ok
 from tests.helpers.configs import small_experiment
 
 PLUGIN = "dcsim_least_loaded_rack"

@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from cli_helpers import invoke, ok
 from scipy import stats
 
 from dcsim.report import describe, load, make_report, paired
+from tests.helpers.cli import invoke, ok
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from cli_helpers import invoke, ok
 from scipy import stats
 
 from dcsim.report import describe, make_report, paired
@@ -30,6 +29,7 @@ from dcsim.results.stats import (
     replicates_nothing,
     seed_notes,
 )
+from tests.helpers.cli import invoke, ok
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from cli_helpers import invoke, ok
 
 from dcsim.report import load
 from dcsim.report.integrity import ResultsError
+from tests.helpers.cli import invoke, ok
 
 ROOT = Path(__file__).resolve().parents[1]
 

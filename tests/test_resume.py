@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from tests.cli_helpers import assert_same_dataset, invoke, ok
+from tests.helpers.cli import assert_same_dataset, invoke, ok
 from tests.helpers.configs import small_experiment
 
 CFG = small_experiment(

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from dcsim.errors import StateError
 from dcsim.model import ClusterState, Placement, StateView
-from tests.conftest import star_topology
+from tests.helpers.trees import star_topology
 
 
 def test_reserve_and_release_round_trip(star):

@@ -22,6 +22,7 @@ from dcsim.workload import (
     parse_distribution,
 )
 from dcsim.workload.arrivals import BernoulliArrivals
+from tests.helpers.vc import vc_workload
 
 
 def topology(n_servers: int = 4, cpu: float = 8.0, mem: float = 16.0) -> Topology:
@@ -101,18 +102,7 @@ def test_same_seed_same_requests():
     assert not np.array_equal(a["duration"], c["duration"])
 
 
-AHAB = {
-    "requests": 1000,
-    "arrival": {"process": "poisson", "rate": 4},
-    "attrs": {
-        "N": {"dist": "exponential", "mean": 20, "integer": True, "min": 3, "max": 60},
-        "S": {"dist": "discrete", "values": [1, 2, 4, 8], "probs": [0.45, 0.30, 0.20, 0.05]},
-        "B": {"dist": "discrete", "values": [1, 2, 4, 8], "probs": [0.45, 0.30, 0.20, 0.05]},
-    },
-    "demand": {"cpu": "N*S"},
-    "bandwidth": "B",
-    "duration": {"dist": "exponential", "offered_load": 0.785, "load_resource": "cpu"},
-}
+AHAB = vc_workload(1000, 4, 0.785, mean=20, low=3, high=60)
 
 
 def test_offered_load_gives_analytic_mean_duration():

@@ -1,5 +1,6 @@
-"""Small topologies built for tests: racks under fabric switches (multi-server), fat and uneven
-trees with their levels (virtual clusters)."""
+"""Small topologies built for tests: servers under one switch, racks under fabric switches
+(multi-server), fat and uneven trees with their levels and the AHAB paper's presets (virtual
+clusters). The cached ones are shared freely: a topology's arrays are read-only."""
 
 from __future__ import annotations
 
@@ -10,6 +11,16 @@ import networkx as nx
 from dcsim.model import Topology
 from dcsim.model.topologies import build_topology
 from dcsim.model.vc import TreeLevels
+
+
+def star_topology(n: int = 6, cpu: float = 8, mem: float = 8, link: float = 10) -> Topology:
+    """``n`` servers under one switch, two racks' worth of locality labels."""
+    g = nx.Graph()
+    g.add_node("sw", kind="switch", tier=1)
+    for i in range(n):
+        g.add_node(f"h{i}", kind="server", cpu=cpu, mem=mem, rack=i * 2 // n, pod=0)
+        g.add_edge(f"h{i}", "sw", capacity=link)
+    return Topology.from_graph(g, name="star")
 
 
 @cache
@@ -33,9 +44,19 @@ def racks_topology(racks: int = 2, per_rack: int = 2, fabrics: int = 1, cpu: flo
     return Topology.from_graph(g, name=f"racks{racks}x{per_rack}x{fabrics}")
 
 
-def fat_tree(pods, racks, hosts):
+@cache
+def fat_tree(pods: int, racks: int, hosts: int, cpu: float = 8, link: float = 8):
+    """A small fat tree of ``cpu``-CU hosts with ``link``-BU host links, and its TreeLevels."""
     topo = build_topology({"kind": "fat_tree", "pods": pods, "racks": racks, "hosts": hosts,
-                           "server": {"cpu": 8}, "host_link": 8})
+                           "server": {"cpu": cpu}, "host_link": link})
+    return topo, TreeLevels(topo)
+
+
+@cache
+def ahab_tree(preset: str):
+    """One of the AHAB paper's fat trees (``ahab_fig1``: 2 pods x 2 racks x 2 hosts of 4 CU,
+    links 6 / 12 / 24 BU; ``ahab_k12``) and its TreeLevels."""
+    topo = build_topology({"kind": "fat_tree", "preset": preset})
     return topo, TreeLevels(topo)
 
 

@@ -236,7 +236,7 @@ def integral_lookahead(free_cpu: np.ndarray, link_free: np.ndarray, s: np.ndarra
 class Embedded:
     """What a batch embedder found for K rows: dense VM counts (K, hosts), or with
     ``sparse`` (row, host, VMs) entries, each (row, host) once, VMs > 0 if N > 0 (AHAB's
-    lookahead reserves only those: :func:`dcsim.allocators.vc.ahab.reserve_rows`)."""
+    lookahead reserves only those: :func:`reserve_rows`)."""
 
     def __init__(self, K: int, n_hosts: int, sparse: bool):
         self.sparse = sparse

@@ -25,7 +25,7 @@ def host_vms(m, n, mode):
 
 @njit(cache=True)
 def reserve(free, lf, n, s, b, mode, H, sizes, group, uplink, m_out, touched, count, mk):
-    """:func:`dcsim.allocators.vc.ahab.reserve_rows` for one row: the embedding puts
+    """:func:`dcsim.allocators.vc.lookahead.reserve_rows` for one row: the embedding puts
     ``m_out[h]`` VMs on each host h of ``touched[:count]``; reserve compute on those hosts,
     the host links by the host-link rule and the hose amounts on the links above (the same
     floats), and clear ``m_out`` there. ``mk``: scratch, one float per group."""

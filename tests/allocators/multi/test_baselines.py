@@ -17,9 +17,9 @@ from dcsim.errors import PluginError
 from dcsim.model import ClusterState, Request, StateView, Topology
 from dcsim.model.topologies import build_topology
 from dcsim.sim import Engine
-from tests.conftest import ListSource, star_topology
 from tests.helpers.multi import AUTHOR_OPTIONS, make, request
-from tests.helpers.trees import racks_topology
+from tests.helpers.sources import ListSource
+from tests.helpers.trees import racks_topology, star_topology
 
 RESERVATIONS = ("union", "per_pair_channel")
 

@@ -15,37 +15,18 @@ from dcsim.errors import ConfigError
 from dcsim.model import ClusterState, Request, StateView
 from dcsim.model.topologies import build_topology
 from dcsim.model.vc import TreeLevels
-from dcsim.sim import Engine, EngineConfig
+from dcsim.sim import EngineConfig
 from dcsim.workload.spec import build_source
+from tests.helpers.engine import run
+from tests.helpers.vc import VC_TREE, vc_workload
 
-TREE = {"kind": "fat_tree", "pods": 2, "racks": 2, "hosts": 3, "server": {"cpu": 8},
-        "host_link": 8}
-VC_WORKLOAD = {
-    "requests": 250,
-    "arrival": {"process": "poisson", "rate": 4},
-    "attrs": {
-        "N": {"dist": "exponential", "mean": 6, "integer": True, "min": 2, "max": 12},
-        "S": {"dist": "discrete", "values": [1, 2, 4, 8], "probs": [0.45, 0.3, 0.2, 0.05]},
-        "B": {"dist": "discrete", "values": [1, 2, 4, 8], "probs": [0.45, 0.3, 0.2, 0.05]},
-    },
-    "demand": {"cpu": "N*S"},
-    "bandwidth": "B",
-    "duration": {"dist": "exponential", "offered_load": 2.0, "load_resource": "cpu"},
-}
+VC_WORKLOAD = vc_workload()
 
 
 def simulate(allocator, seed=3, workload=VC_WORKLOAD):
-    topo = build_topology(TREE)
-    source = build_source(workload, topo)
-    rows = {}
-
-    def sink(kind, cols):
-        if kind == "requests":
-            for k, v in cols.items():
-                rows.setdefault(k, []).extend(list(v))
-
-    summary = Engine(topo, source, allocator, np.random.default_rng(seed),
-                     EngineConfig(warmup_requests=20), sink).run()
+    topo = build_topology(VC_TREE)
+    _, summary, rows = run(topo, build_source(workload, topo), allocator,
+                           EngineConfig(warmup_requests=20), seed)
     return summary, pd.DataFrame(rows)
 
 
@@ -97,7 +78,7 @@ def test_never_accepts_what_the_embedder_cannot_place():
 
 def test_light_load_shortcut_accepts_without_lookahead():
     """With more than half the compute free, an embeddable VC is accepted outright."""
-    topo = build_topology(TREE)
+    topo = build_topology(VC_TREE)
     view = StateView(ClusterState(topo))
     a = ahab()
     view.workload = build_source(VC_WORKLOAD, topo)
@@ -137,14 +118,14 @@ def test_labels_name_the_composition():
     assert Ahab.label_for(Ahab.Options(paired=True)) == "ahab(kraken,paired)"
     with pytest.raises(ConfigError, match="embed"):
         a = Ahab(Ahab.Options(embed="first_fit"))
-        a.setup(StateView(ClusterState(build_topology(TREE))))
+        a.setup(StateView(ClusterState(build_topology(VC_TREE))))
 
 
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 6))
 def test_batched_kraken_equals_kraken_row_by_row(seed, k):
     """kraken_embed_batch gives, per row, the embedding kraken_embed gives on that state."""
-    topo = build_topology(TREE)
+    topo = build_topology(VC_TREE)
     levels = TreeLevels(topo)
     rng = np.random.default_rng(seed)
     free = rng.integers(0, 9, (k, topo.n_servers)).astype(float)
@@ -165,7 +146,7 @@ def test_batched_kraken_equals_kraken_row_by_row(seed, k):
 def test_paired_futures_accept_whatever_leaves_every_future_embeddable():
     """With common futures (paired), if every future VC still fits after R, the with-R side
     scores exactly R's N*S more, so AHAB accepts; independent futures only add noise."""
-    topo = build_topology(TREE)  # 12 hosts x 8 CU, empty: tiny futures always fit
+    topo = build_topology(VC_TREE)  # 12 hosts x 8 CU, empty: tiny futures always fit
     view = StateView(ClusterState(topo))
     tiny = {**VC_WORKLOAD, "attrs": {**VC_WORKLOAD["attrs"],
                                      "N": {"dist": "uniform_int", "low": 2, "high": 3},

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from functools import cache
 
 import numpy as np
 import pytest
@@ -23,8 +22,8 @@ from dcsim.allocators.vc.tetris.all_pairs import _feasible_runs
 from dcsim.allocators.vc.tetris.batch import _greedy_batch
 from dcsim.allocators.vc.tetris.reference import greedy
 from dcsim.model.state import ClusterState, StateView
-from dcsim.model.topologies import build_topology
-from dcsim.model.vc import HOST_LINK_RULES, TreeLevels
+from dcsim.model.vc import HOST_LINK_RULES
+from tests.helpers.trees import ahab_tree, fat_tree
 
 BATCHED = {"oktopus": (oktopus_embed, oktopus_embed_batch),
            "vc_tetris": (tetris_embed, tetris_embed_batch)}
@@ -42,19 +41,6 @@ NON_DEFAULT = [v for v in VARIANTS if v[1] != OPTIONS[v[0]][0]]
 
 def variant_id(v):
     return v[0] + "-" + ",".join(v[1].values())
-
-
-@cache
-def tree(pods: int, racks: int, hosts: int):
-    topo = build_topology({"kind": "fat_tree", "pods": pods, "racks": racks, "hosts": hosts,
-                           "server": {"cpu": 8}, "host_link": 8})
-    return topo, TreeLevels(topo)
-
-
-@cache
-def k12():
-    topo = build_topology({"kind": "fat_tree", "preset": "ahab_k12"})
-    return topo, TreeLevels(topo)
 
 
 def states(topo, rng, k):
@@ -98,7 +84,7 @@ def test_batch_equals_row_by_row_on_random_trees(name, shape, seed, k):
 
 
 def random_trees_case(name, shape, seed, k, opts):
-    topo, levels = tree(*shape)
+    topo, levels = fat_tree(*shape)
     rng = np.random.default_rng(seed)
     free, lf = states(topo, rng, k)
     n = rng.integers(1, 15, k)
@@ -123,7 +109,7 @@ def test_batch_equals_row_by_row_under_every_option(variant, shape, seed, k):
 def test_batch_equals_row_by_row_on_half_loaded_k12_tree(variant):
     """K = 40 half-loaded states of the AHAB k = 12 tree, VCs of the paper's sizes."""
     name, opts = variant
-    topo, levels = k12()
+    topo, levels = ahab_tree("ahab_k12")
     rng = np.random.default_rng(12)
     k = 40
     free = rng.integers(0, 9, (k, topo.n_servers)).astype(float)
@@ -140,7 +126,7 @@ def test_batch_equals_row_by_row_on_half_loaded_k12_tree(variant):
 def test_batch_equals_row_by_row_with_fractional_sizes(variant):
     """Non-integer S, B and residuals (the ulp corrections of the count formulas)."""
     name, opts = variant
-    topo, levels = tree(2, 3, 3)
+    topo, levels = fat_tree(2, 3, 3)
     rng = np.random.default_rng(5)
     for _ in range(20):
         k = 10
@@ -154,7 +140,7 @@ def test_batch_equals_row_by_row_with_fractional_sizes(variant):
 
 def test_oktopus_rows_past_64_counts_use_the_one_row_code():
     """N > 63 does not fit one bit set: those rows go through oktopus_embed, still exact."""
-    topo, levels = tree(3, 3, 3)
+    topo, levels = fat_tree(3, 3, 3)
     rng = np.random.default_rng(3)
     free = rng.integers(4, 9, (6, topo.n_servers)).astype(float)
     lf = np.floor(topo.link_capacity * (0.5 + 0.5 * rng.random((6, topo.n_links))))
@@ -167,7 +153,7 @@ def test_oktopus_rows_past_64_counts_use_the_one_row_code():
 
 def test_tetris_rows_with_an_overdrawn_link_use_the_one_row_code():
     """A link below -1e-9 free fails every hose check: such rows go through tetris_embed."""
-    topo, levels = tree(2, 2, 3)
+    topo, levels = fat_tree(2, 2, 3)
     rng = np.random.default_rng(4)
     free, lf = states(topo, rng, 8)
     lf[::2, -1] = -1.0
@@ -179,7 +165,7 @@ def test_tetris_rows_with_an_overdrawn_link_use_the_one_row_code():
 
 @pytest.mark.parametrize("name", sorted(BATCHED))
 def test_an_empty_batch_embeds_nothing(name):
-    topo, levels = tree(2, 2, 2)
+    topo, levels = fat_tree(2, 2, 2)
     counts, ok = BATCHED[name][1](levels, np.zeros((0, topo.n_servers)),
                                   np.zeros((0, topo.n_links)), np.zeros(0, dtype=np.int64),
                                   np.zeros(0), np.zeros(0))
@@ -193,7 +179,7 @@ def test_embedders_embed_through_their_batch_with_the_one_row_result(variant):
     their options on), on fractional states too."""
     name, opts = variant
     cls = {"oktopus": Oktopus, "vc_tetris": VCTetris}[name]
-    topo, levels = tree(2, 3, 2)
+    topo, levels = fat_tree(2, 3, 2)
     e = make_embedder(cls.name, "test", topology=topo, options=opts)
     e.setup(StateView(ClusterState(topo)))
     assert type(e).embed_batch is not VCAllocator.embed_batch
@@ -238,7 +224,7 @@ def test_ironed_greedy_equals_the_vm_by_vm_loop(host_link, zero_bandwidth, shape
     raised host, key = I everywhere and both pick the same. Integer residuals give many
     ties, zero bandwidth residuals give the ±inf keys.
     """
-    topo, levels = tree(*shape)
+    topo, levels = fat_tree(*shape)
     rng = np.random.default_rng(seed)
     free = rng.integers(0, 9, topo.n_servers).astype(float)
     up = rng.integers(0, 9, topo.n_servers).astype(float)
@@ -322,14 +308,3 @@ def test_hose_sets_are_the_counts_whose_hose_fits(seed, n):
         assert as_set(int(got[j])) == want
 
 
-def test_tree_levels_list_children_and_hosts_of_every_group():
-    topo, levels = tree(2, 3, 2)
-    for k in range(levels.height + 1):
-        for g in range(levels.size[k]):
-            hosts = levels.hosts_of[k][g]
-            assert hosts[hosts >= 0].tolist() == np.flatnonzero(levels.group[k] == g).tolist()
-            if k:
-                kids = levels.children[k][g]
-                want = np.flatnonzero(levels.parent[k - 1] == g).tolist()
-                assert kids[kids >= 0].tolist() == want
-    assert levels.children[0] is None

@@ -25,8 +25,9 @@ from dcsim.allocators.vc.kraken.batch import (
 from dcsim.allocators.vc.lookahead import integral_lookahead
 from dcsim.model.vc import HOST_LINK_RULES, TreeLevels
 from tests.helpers.trees import fat_tree, uneven_tree
-from tests.helpers.vc import SIZES, random_rows
+from tests.helpers.vc import SIZES, fresh, random_rows, random_vc_state, vc_cases
 from tests.kraken_reference import kraken_embed_batch_reference
+from tests.naive import optimal_footprint
 
 
 def check(levels, free, lf, n, s, b, host_link):
@@ -156,3 +157,44 @@ def test_a_row_without_an_embedding_gets_no_vms_below_an_overdrawn_link(host_lin
     ok, r, h, m = kraken_embed_sparse(levels, free, lf, n, s, b, host_link, True, False)
     assert not ok.all()
     assert ok[r].all()
+
+
+# ------------------------------------------------------------------ the one-row embedder
+def test_paper_fig1_worked_example(fig1):
+    """AHAB Fig. 1: VC (3, 4, 2) on 2x2x2 hosts of 4 CU, links 6/12/24: footprint 10, 5 links."""
+    topo, levels = fig1
+    free, lf = fresh(topo)
+    assert optimal_footprint(levels, free, lf, 3, 4, 2) == 10
+    counts = kraken_embed(levels, free, lf, 3, 4, 2)
+    loads = levels.hose_loads(counts, 3, 2)
+    assert loads.sum() == 10 and np.count_nonzero(loads) == 5
+    assert counts.sum() == 3 and counts.max() == 1  # 4-CU VMs: one per host
+
+
+def test_kraken_rejects_when_nothing_fits(fig1):
+    """No embedding: too little compute, or no bandwidth to spread over hosts."""
+    topo, levels = fig1
+    assert kraken_embed(levels, np.zeros(8), topo.link_capacity.copy(), 2, 1, 1) is None
+    free = np.full(8, 4.0)
+    assert kraken_embed(levels, free, np.zeros(14), 2, 4, 1) is None  # needs two hosts
+    assert kraken_embed(levels, free, np.zeros(14), 2, 2, 1) is not None  # fits on one
+
+
+@settings(max_examples=150, deadline=None)
+@given(**vc_cases())
+def test_kraken_footprint_equals_the_tree_dp_optimum(shape, seed, n, s, b):
+    """On random trees and states KRAKEN finds an embedding iff one exists, of minimum
+    footprint, within every host's compute and every link's free bandwidth."""
+    topo, levels = fat_tree(*shape)
+    free, link_free = random_vc_state(topo, seed)
+    opt = optimal_footprint(levels, free, link_free, n, s, b)
+    counts = kraken_embed(levels, free, link_free, n, s, b)
+    if counts is None:
+        assert opt == np.inf
+        return
+    loads = levels.hose_loads(counts, n, b)
+    assert counts.sum() == n and (counts >= 0).all()
+    assert (counts * s <= free + 1e-9).all()
+    assert (loads <= link_free + 1e-9).all()
+    assert loads.sum() == pytest.approx(opt)
+

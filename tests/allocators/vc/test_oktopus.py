@@ -24,6 +24,7 @@ from dcsim.allocators.vc.oktopus import oktopus_embed, oktopus_embed_batch
 from dcsim.allocators.vc.oktopus import sets as oktopus_sets
 from dcsim.model.vc import HOST_LINK_RULES, TreeLevels
 from tests.helpers.trees import fat_tree, uneven_tree
+from tests.helpers.vc import fresh
 
 #: every (host_link, host_counts), the defaults first
 OPTIONS = [{"host_link": h, "host_counts": c}
@@ -198,3 +199,61 @@ def test_hose_bits_with_a_cap(seed, n):
     for ci, ki, g in zip(c.tolist(), cap.tolist(), got.tolist(), strict=True):
         want = sum(1 << x for x in range(0, max(ki + 1, 0)) if x <= ci or x >= n - ci)
         assert g == want
+
+
+# ------------------------------------------------------------------ the one-row embedder
+def test_oktopus_takes_the_first_subtree_that_fits(fig1):
+    """Host 0 if it fits there, else the first rack, else the first pod (AHAB Fig. 1 tree)."""
+    topo, levels = fig1
+    free, lf = fresh(topo)
+    assert oktopus_embed(levels, free, lf, 2, 2, 1).tolist() == [2, 0, 0, 0, 0, 0, 0, 0]
+    assert oktopus_embed(levels, free, lf, 2, 4, 2).tolist() == [1, 1, 0, 0, 0, 0, 0, 0]
+    assert oktopus_embed(levels, free, lf, 3, 4, 2).tolist() == [1, 1, 1, 0, 0, 0, 0, 0]
+    free[0] = 0  # host 0 busy: the next host, the rack with room, ...
+    assert oktopus_embed(levels, free, lf, 2, 2, 1).tolist() == [0, 2, 0, 0, 0, 0, 0, 0]
+    assert oktopus_embed(levels, free, lf, 2, 4, 2).tolist() == [0, 0, 1, 1, 0, 0, 0, 0]
+
+
+def test_oktopus_fills_children_greedily_in_index_order(fig1):
+    """Inside the chosen pod, the first rack takes all it can before the next gets any."""
+    topo, levels = fig1
+    free, lf = np.full(8, 4.0), topo.link_capacity.copy()
+    counts = oktopus_embed(levels, free, lf, 10, 1, 1)  # 10 VMs of 1 CU: a pod holds 16
+    assert counts.tolist() == [4, 4, 2, 0, 0, 0, 0, 0]
+
+
+def test_oktopus_respects_gaps_in_the_feasible_counts(fig1):
+    """A host that can take {0, 1, 4} of 5 VMs never gets the gap count 2 (interval M_v would)."""
+    topo, levels = fig1
+    free, lf = np.full(8, 4.0), topo.link_capacity.copy()
+    free[0] = 3
+    lf[levels.uplink[0][0]] = 2  # host 0: 3 slots, any of 0..3 VMs (min(3, 2) = 2)
+    lf[levels.uplink[0][1]] = 1  # host 1: {0, 1, 4}
+    naive = np.array([3, 2, 0, 0, 0, 0, 0, 0])  # host 0 takes its max 3, host 1 the rest
+    assert levels.hose_loads(naive, 5, 1)[levels.uplink[0][1]] > 1
+    assert oktopus_embed(levels, free, lf, 5, 1, 1).tolist() == [1, 4, 0, 0, 0, 0, 0, 0]
+
+
+def test_oktopus_rejects_only_when_nothing_fits(fig1):
+    """Too little compute, or VMs that must spread over links with no bandwidth: None."""
+    topo, levels = fig1
+    assert oktopus_embed(levels, np.zeros(8), topo.link_capacity.copy(), 2, 1, 1) is None
+    assert oktopus_embed(levels, np.full(8, 4.0), np.zeros(14), 2, 4, 1) is None
+    assert oktopus_embed(levels, np.full(8, 4.0), np.zeros(14), 2, 2, 1) is not None
+
+
+def test_oktopus_interval_host_counts_by_hand(fig1):
+    """h0: 3 slots, 2 BU; h1: 4 slots, 1 BU; (5, 1, 1). Exact sets: h0 {0..3}, h1 {0, 1, 4}:
+    rack 0 holds 1 + 4. Interval: h0 {0..2}, h1 {0, 1}: rack 0 holds 3 < 5, so rack 1
+    (4 + 1)."""
+    topo, levels = fig1
+    free, lf = np.full(8, 4.0), topo.link_capacity.copy()
+    free[0] = 3
+    lf[levels.uplink[0][0]] = 2
+    lf[levels.uplink[0][1]] = 1
+    assert oktopus_embed(levels, free, lf, 5, 1, 1).tolist() == [1, 4, 0, 0, 0, 0, 0, 0]
+    got = oktopus_embed(levels, free, lf, 5, 1, 1, "hose", "interval")
+    assert got.tolist() == [0, 0, 4, 1, 0, 0, 0, 0]
+    # the reservation stays the hose amount: h2's link carries min(4, 1) = 1 BU
+    assert levels.hose_loads(got, 5, 1)[levels.uplink[0][2]] == 1
+

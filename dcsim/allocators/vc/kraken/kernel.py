@@ -3,7 +3,7 @@
 :func:`rollouts` advances every row of AHAB's lookahead (:meth:`Ahab._rollouts`) through
 all its steps: at each step it embeds the step's VC in the row's state as
 :func:`dcsim.allocators.vc.kraken.kraken_embed_sparse` does for that row, reserves it as
-:func:`dcsim.allocators.vc.ahab.reserve_rows` does and credits the row's reward. Row by row,
+:func:`dcsim.allocators.vc.lookahead.reserve_rows` does and credits the row's reward. Row by row,
 with plain loops, the same integer counts and the same float operations as the numpy code
 (which scores every centre of every row at once); only for sizes that pass
 :func:`dcsim.allocators.vc.kraken.plain_sizes`, which the caller checks.

@@ -4,7 +4,7 @@
 each step's VC as :func:`dcsim.allocators.vc.oktopus.oktopus_embed` does (a single host, else
 the first subtree, lowest level then lowest index, whose children's feasible counts sum
 to N; then the greedy split down the tree) and reserving it as
-:func:`dcsim.allocators.vc.ahab.reserve_rows` does. A node's feasible counts 0..N are one
+:func:`dcsim.allocators.vc.lookahead.reserve_rows` does. A node's feasible counts 0..N are one
 ``uint64`` bit set (N ≤ 63), summed exactly (an interval {0..a} plus {0..c} is {0..a+c};
 other sets by shifts). Only for integral states (whole free CU and BU, sizes powers of two
 from 1), where every tolerance comparison of the one-row code is an exact floor; the

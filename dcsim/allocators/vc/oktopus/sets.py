@@ -28,8 +28,8 @@ class Sets:
     """The feasible-count sets of one level's nodes for the rows, mostly without bits.
 
     Node i of row r holds {x ≤ cap : x ≤ c or x ≥ N − c}, with c (−1..N) the hose limit
-    of its uplink (:func:`hose_limit`; None: N, no limit, where ``sizes`` are given) and
-    cap < N (for the rows still unplaced) the top of
+    of its uplink (:func:`~dcsim.allocators.vc.lookahead.hose_limit`; None: N, no limit,
+    where ``sizes`` are given) and cap < N (for the rows still unplaced) the top of
     {0..cap}, what its subtree holds, as floats; except the nodes in ``exact``
     ((rows, nodes, bits)): groups whose subtree holds an arbitrary set, given as bits.
     """
@@ -272,7 +272,7 @@ def _sum_all(sets: np.ndarray) -> np.ndarray:
 
 
 def _split_sets(amount: np.ndarray, sets: np.ndarray) -> np.ndarray:
-    """:func:`_split` on bit sets: each amount (groups,) to the group's children (sets:
+    """:func:`~.reference._split` on bit sets: each amount (groups,) to the group's children (sets:
     groups, width; padding {0}) in order, each the most it can take such that the rest
     stays feasible for the children after it. Returns (groups, width) takes."""
     # rsuffix[j]: bit 63 - z set iff children j+1.. together can take z (sums reflected)

@@ -56,10 +56,10 @@ succeeds wins, as in the sequential algorithm.
 :func:`tetris_embed_batch` (AHAB's lookahead) embeds one VC in each of K states at once,
 with the same results row by row, and without the per-VM loop: the greedy's picks are the
 first N VMs in the order of the keys ironed to their running minimum along each host (see
-:func:`_greedy_batch`). A host's keys do not depend on the group it is tried in, so they are
+:func:`~.batch._greedy_batch`). A host's keys do not depend on the group it is tried in, so they are
 computed and ranked once, for the hosts that can take a VM at all; a level is then one sort
 of those VMs by (state, group, rank) and a count for every (state, group) pair at once (see
-:func:`embed_rows`).
+:func:`~.all_pairs.embed_rows`).
 """
 
 from __future__ import annotations

@@ -144,7 +144,7 @@ def ironed_keys(fr: np.ndarray, up: np.ndarray, ln: np.ndarray, n: np.ndarray,
     ``ln``-th VM; and each VM's host (0..A-1). ``fr``/``up`` (A,) free CU and uplink BU,
     ``ln`` (A,) the host's feasible run (:func:`_feasible_runs`, ≥ 1), n/s/b (A,) its VC.
 
-    The (i+1)-th VM's key is its ρ as :func:`greedy` computes it (the same floats; a
+    The (i+1)-th VM's key is its ρ as :func:`~.reference.greedy` computes it (the same floats; a
     feasible −inf is −1e300), ironed to the running minimum over the host's VMs 1..i+1
     (see :func:`dcsim.allocators.vc.tetris.batch._greedy_batch`). The table is (max run,
     A), VM-major so that every numpy call runs over the A hosts (a short inner axis is
@@ -262,7 +262,7 @@ def host_runs(free: np.ndarray, up: np.ndarray, n: np.ndarray, s: np.ndarray,
 def _cut_zero_bandwidth(free, up, n, s, b, run, host_link: str,
                         zero_bandwidth: str) -> np.ndarray:
     """Runs ended before the first VM that ``zero_bandwidth`` blocks (the same floats as
-    :func:`greedy`'s check), one vectorised step per VM position."""
+    :func:`~.reference.greedy`'s check), one vectorised step per VM position."""
     out = np.array(run, dtype=np.float64)
     top = int(out.max()) if out.size else 0
     for y in range(1, top + 1):

@@ -4,7 +4,7 @@
 each step's VC as :func:`dcsim.allocators.vc.tetris.tetris_embed` does (single hosts, then
 the groups of each level by free fraction, the greedy by ρ one VM at a time, the hose
 check) with the same float operations, and reserving it as
-:func:`dcsim.allocators.vc.ahab.reserve_rows` does. Only for integral states
+:func:`dcsim.allocators.vc.lookahead.reserve_rows` does. Only for integral states
 (:func:`dcsim.allocators.vc.lookahead.integral_lookahead`), where the batch code's sums in any
 order are exact; the caller checks that.
 

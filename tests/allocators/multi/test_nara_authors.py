@@ -19,8 +19,8 @@ from dcsim.allocators.multi.step import Partial
 from dcsim.model import ClusterState, StateView
 from dcsim.model.topologies import build_topology
 from dcsim.sim import Engine
-from tests.conftest import ListSource
 from tests.helpers.multi import AUTHOR_OPTIONS, make, request
+from tests.helpers.sources import ListSource
 from tests.helpers.trees import racks_topology
 
 #: The options the shipped Nara experiments select to run the baselines as the authors did.

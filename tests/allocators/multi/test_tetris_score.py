@@ -30,11 +30,11 @@ from dcsim.cli import main
 from dcsim.model import ClusterState, StateView
 from dcsim.model.topologies import build_topology
 from dcsim.sim import EngineConfig
-from tests.conftest import ListSource
 from tests.helpers.engine import checked, run
 from tests.helpers.multi import make, request
+from tests.helpers.sources import ListSource
 
-EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
+EXPERIMENTS = Path(__file__).resolve().parents[3] / "experiments"
 
 
 def tiny_optical(servers: int = 2, channels: int = 8):

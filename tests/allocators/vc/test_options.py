@@ -1,9 +1,10 @@
 """The AHAB paper's unstated details as options: host-link reservation (every embedder),
 TETRIS's ρ at zero remaining bandwidth, OKTOPUS's host cap.
 
-Hand-worked examples on tiny trees (exact placements and reservations), the
+Here: the options and their defaults, hand-worked host-link reservations on tiny trees, the
 no-over-commit / released-exactly-once properties in the engine under every option, and the
-DP optimum under every host-link rule.
+DP optimum under every host-link rule. The hand-worked cases of one embedder's own option
+are beside it (``test_tetris.py``: zero bandwidth; ``test_oktopus.py``: host counts).
 """
 
 from __future__ import annotations
@@ -21,28 +22,19 @@ from dcsim.allocators.vc.kraken import kraken_embed
 from dcsim.allocators.vc.kraken.batch import hose_loads_batch
 from dcsim.allocators.vc.oktopus import Oktopus, oktopus_embed
 from dcsim.allocators.vc.strawman import Strawman
-from dcsim.allocators.vc.tetris import ZERO_BANDWIDTH, VCTetris, tetris_embed, tetris_rho
+from dcsim.allocators.vc.tetris import ZERO_BANDWIDTH, VCTetris, tetris_embed
 from dcsim.errors import ConfigError
 from dcsim.model import ClusterState, StateView
 from dcsim.model.topologies import build_topology
-from dcsim.model.vc import HOST_LINK_RULES, TreeLevels
-from dcsim.sim import Engine, EngineConfig
+from dcsim.model.vc import HOST_LINK_RULES
+from dcsim.sim import EngineConfig
 from dcsim.workload.spec import build_source
-from tests.conftest import random_vc_state, vc_tree
+from tests.helpers.engine import run
+from tests.helpers.trees import fat_tree
+from tests.helpers.vc import VC_TREE, fresh, random_vc_state, vc_cases, vc_workload
 from tests.naive import optimal_footprint
 
 RULES = list(HOST_LINK_RULES)
-
-
-@pytest.fixture(scope="module")
-def fig1():
-    """AHAB Fig. 1: 2 pods x 2 racks x 2 hosts of 4 CU; links 6 / 12 / 24 BU."""
-    topo = build_topology({"kind": "fat_tree", "preset": "ahab_fig1"})
-    return topo, TreeLevels(topo)
-
-
-def fresh(topo):
-    return topo.server_capacity[:, 0].copy(), topo.link_capacity.copy()
 
 
 # ------------------------------------------------------------------ options exist
@@ -143,7 +135,7 @@ def test_oktopus_and_tetris_under_per_vm_by_hand(fig1):
                                                                            0, 0]
     assert oktopus_embed(levels, free, lf, 4, 1, 2, "per_vm_strict").tolist() == [3, 1, 0, 0,
                                                                                   0, 0, 0, 0]
-    topo2, lv2 = vc_tree(1, 1, 2, cpu=3, link=6)
+    topo2, lv2 = fat_tree(1, 1, 2, cpu=3, link=6)
     f2, l2 = fresh(topo2)
     # hose (m = 1, 2, 3 reserve 3, 6, 3): VM1 h0 (2/3 each); VM2 h1 (h0: 1/0 stranded, −inf);
     # VM3 both −inf, h0 (lowest index); VM4 h0 (0 CU, 3 BU left: ρ = 0) beats h1's −inf
@@ -158,88 +150,16 @@ def test_oktopus_and_tetris_under_per_vm_by_hand(fig1):
     assert tetris_embed(lv2, f2, l2, 3, 1, 3, None, "per_vm_strict").tolist() == [2, 1]
 
 
-# ------------------------------------------------------------------ TETRIS zero bandwidth
-def test_tetris_rho_at_zero_bandwidth():
-    """C' > 0, B' = 0, B > 0: −inf (least_preferred), +inf (most_preferred); the perfect
-    fit 0/0 is +inf and B = 0 keeps its rule under every value."""
-    c = np.array([3.0, 0.0, 0.0, 2.0, 4.0])
-    bw = np.array([2.0, 5.0, 0.0, 0.0, 8.0])
-    assert tetris_rho(c, bw, 1.0, "least_preferred").tolist() == [1.5, 0, np.inf, -np.inf, .5]
-    assert tetris_rho(c, bw, 1.0, "most_preferred").tolist() == [1.5, 0, np.inf, np.inf, .5]
-    for zb in ZERO_BANDWIDTH:
-        assert tetris_rho(c, bw, 0.0, zb).tolist() == [1.5, 0, np.inf, np.inf, .5]
-
-
-def test_tetris_zero_bandwidth_by_hand():
-    """(4, 1, 3) on two 3-CU hosts with 6-BU links (hose: 1, 2, 3 VMs reserve 3, 6, 3 BU).
-
-    least_preferred: 3 + 1 (test above). most_preferred: VM1 h0 (2/3 each); VM2 h0 (1 CU,
-    0 BU: +inf); VM3 h1 (2/3 beats h0's 0 CU / 3 BU = 0); VM4 h1 (+inf): 2 + 2.
-    infeasible(_if_stranded): VM1 h0; VM2 h1 (h0 blocked); VM3 nowhere (both blocked):
-    rejected. The perfect fit (2, 3, 6) (each VM leaves 0 CU, 0 BU) goes 1 + 1, except under
-    infeasible, which blocks every VM that exhausts a host link."""
-    topo, levels = vc_tree(1, 1, 2, cpu=3, link=6)
-    free, lf = fresh(topo)
-    got = {zb: tetris_embed(levels, free, lf, 4, 1, 3, None, "hose", zb) for zb in ZERO_BANDWIDTH}
-    assert got["least_preferred"].tolist() == [3, 1]
-    assert got["most_preferred"].tolist() == [2, 2]
-    assert got["infeasible"] is None and got["infeasible_if_stranded"] is None
-    for zb in ZERO_BANDWIDTH:
-        got = tetris_embed(levels, free, lf, 2, 3, 6, None, "hose", zb)
-        assert got is None if zb == "infeasible" else got.tolist() == [1, 1]
-
-
-def test_tetris_infeasible_zero_bandwidth_moves_to_the_next_rack(fig1):
-    """Free CU 2, 1 per rack (racks tie: rack 0 first), h0's link 2 BU, VC (3, 1, 2).
-
-    least_preferred / most_preferred: rack 0 holds it, h0 taking 2 (its first VM leaves
-    1 CU and 0 BU, its second is a perfect fit): 2 + 1. infeasible(_if_stranded): h0's first
-    VM is blocked and h1 holds one, so rack 0 fails; rack 1 goes 2 + 1 (h2: 1/4 then 0 ties
-    h3's 0)."""
-    topo, levels = fig1
-    free = np.array([2.0, 1.0] * 4)
-    lf = topo.link_capacity.copy()
-    lf[levels.uplink[0][0]] = 2
-    for zb, want in {"least_preferred": [2, 1, 0, 0, 0, 0, 0, 0],
-                     "most_preferred": [2, 1, 0, 0, 0, 0, 0, 0],
-                     "infeasible": [0, 0, 2, 1, 0, 0, 0, 0],
-                     "infeasible_if_stranded": [0, 0, 2, 1, 0, 0, 0, 0]}.items():
-        assert tetris_embed(levels, free, lf, 3, 1, 2, None, "hose", zb).tolist() == want
-
-
-# ------------------------------------------------------------------ OKTOPUS host cap
-def test_oktopus_interval_host_counts_by_hand(fig1):
-    """h0: 3 slots, 2 BU; h1: 4 slots, 1 BU; (5, 1, 1). Exact sets: h0 {0..3}, h1 {0, 1, 4}:
-    rack 0 holds 1 + 4. Interval: h0 {0..2}, h1 {0, 1}: rack 0 holds 3 < 5, so rack 1
-    (4 + 1)."""
-    topo, levels = fig1
-    free, lf = np.full(8, 4.0), topo.link_capacity.copy()
-    free[0] = 3
-    lf[levels.uplink[0][0]] = 2
-    lf[levels.uplink[0][1]] = 1
-    assert oktopus_embed(levels, free, lf, 5, 1, 1).tolist() == [1, 4, 0, 0, 0, 0, 0, 0]
-    got = oktopus_embed(levels, free, lf, 5, 1, 1, "hose", "interval")
-    assert got.tolist() == [0, 0, 4, 1, 0, 0, 0, 0]
-    # the reservation stays the hose amount: h2's link carries min(4, 1) = 1 BU
-    assert levels.hose_loads(got, 5, 1)[levels.uplink[0][2]] == 1
-
-
 # ------------------------------------------------------------------ properties
 @pytest.mark.parametrize("rule", RULES)
 @settings(max_examples=60, deadline=None)
-@given(
-    shape=st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(1, 3)),
-    seed=st.integers(0, 2**32 - 1),
-    n=st.integers(1, 12),
-    s=st.sampled_from([1.0, 2.0, 4.0, 8.0]),
-    b=st.sampled_from([0.0, 1.0, 2.0, 4.0, 8.0]),
-)
+@given(**vc_cases(hosts=3, max_n=12))
 def test_every_embedder_fits_under_its_rule_and_kraken_is_optimal(rule, shape, seed, n, s,
                                                                    b):
     """Under each host-link rule: every embedder's reservation (by the same rule) fits the
     links and hosts; KRAKEN's footprint is the DP optimum; exact OKTOPUS fails only when
     nothing fits; none beats the optimum."""
-    topo, levels = vc_tree(*shape)
+    topo, levels = fat_tree(*shape)
     free, lf = random_vc_state(topo, seed)
     opt = optimal_footprint(levels, free, lf, n, s, b, rule)
     variants = [("kraken", {}), ("oktopus", {}), ("oktopus", {"host_counts": "interval"})]
@@ -258,25 +178,6 @@ def test_every_embedder_fits_under_its_rule_and_kraken_is_optimal(rule, shape, s
         assert loads.sum() >= opt - 1e-9
         if name == "kraken":
             assert loads.sum() == pytest.approx(opt)
-
-
-TREE = {"kind": "fat_tree", "pods": 2, "racks": 2, "hosts": 3, "server": {"cpu": 8},
-        "host_link": 8}
-
-
-def workload(n_requests, rate):
-    return {
-        "requests": n_requests,
-        "arrival": {"process": "poisson", "rate": rate},
-        "attrs": {
-            "N": {"dist": "exponential", "mean": 6, "integer": True, "min": 2, "max": 12},
-            "S": {"dist": "discrete", "values": [1, 2, 4, 8], "probs": [.45, .3, .2, .05]},
-            "B": {"dist": "discrete", "values": [1, 2, 4, 8], "probs": [.45, .3, .2, .05]},
-        },
-        "demand": {"cpu": "N*S"},
-        "bandwidth": "B",
-        "duration": {"dist": "exponential", "offered_load": 2.0, "load_resource": "cpu"},
-    }
 
 
 def configurations():
@@ -359,19 +260,10 @@ def test_no_over_commit_and_every_reservation_released_once(cls, options, seed, 
     """Under every option: hosts and links never over-committed, each placement reserves by
     its allocator's host-link rule, each accepted VC is released exactly once, and the
     cluster ends empty."""
-    topo = build_topology(TREE)
-    source = build_source(workload(n, rate), topo)
+    topo = build_topology(VC_TREE)
+    source = build_source(vc_workload(n, rate), topo)
     alloc = make_checked(cls, options, topo, seed)
-    rows = {}
-
-    def sink(kind, cols):
-        if kind == "requests":
-            for k, v in cols.items():
-                rows.setdefault(k, []).extend(list(v))
-
-    eng = Engine(topo, source, alloc, np.random.default_rng(seed),
-                 EngineConfig(warmup_requests=0), sink)
-    eng.run()
+    eng, _, rows = run(topo, source, alloc, EngineConfig(warmup_requests=0), seed)
     accepted = {i for i, a in zip(rows["id"], rows["accepted"], strict=True) if a}
     assert set(alloc.release_count) == accepted
     assert all(c == 1 for c in alloc.release_count.values())
