@@ -12,8 +12,10 @@ authors' ``Σ (f mod 16)/32 / 4``; so the rewards of an episode sum to the fragm
 Observation (padded to ``max_hosts`` hosts and ``max_vms`` VM tokens; the counts say how
 many are real): ``hosts`` (max_hosts, 8), ``vms`` (max_vms, 14), ``vm_host`` (the token's
 host, −1 for padding), ``vm_count``, ``host_count``, ``step`` (t / mnl). Features are
-recomputed from the state at every step (the authors' incremental update has index errors
-that a recomputation cannot have).
+computed from the state at reset and, after each migration, recomputed for the two hosts it
+touched and the VMs on them (:func:`~dcsim.reschedulers.vmr2l.update_features`; the same
+arrays as a full recomputation, which a test checks after random migrations — the
+authors' incremental update has index errors).
 
 Masks: :meth:`VMR2LEnv.vm_mask` (the real tokens: every migratable VM may be chosen, since
 its own host is always a legal no-op) and :meth:`VMR2LEnv.slot_mask` (for a chosen token:
@@ -40,6 +42,7 @@ from dcsim.reschedulers.vmr2l import (
     observe,
     slot_migration,
     tokens_of,
+    update_features,
 )
 from dcsim.vm.mapping_io import parse_mapping
 from dcsim.vm.model import MappingState
@@ -136,10 +139,18 @@ class VMR2LEnv(gym.Env):
         self.state = state.copy()
         self.tokens = tokens
         self.t = 0
+        self._features = observe(self.state, self.tokens)
+        self._fragment = self.state.fragment()
+        self._total_free = self.state.total_free_cpu()   # a migration does not change it
 
     def features(self) -> tuple[np.ndarray, np.ndarray]:
-        """Unpadded ``(hosts (H, 8), vms (M, 14))`` of the current state."""
-        return observe(self.state, self.tokens)
+        """Unpadded ``(hosts (H, 8), vms (M, 14))`` of the current state (the environment's
+        own arrays, updated in place by each step: copy them to keep them)."""
+        return self._features
+
+    def _moved(self, src: int, dst: int) -> None:
+        """A migration from host ``src`` to ``dst`` was applied: update the features."""
+        update_features(self.state, self.tokens, *self._features, (src, dst))
 
     def _obs(self) -> dict[str, Any]:
         H, M = self.config.max_hosts, self.config.vm_capacity
@@ -180,21 +191,23 @@ class VMR2LEnv(gym.Env):
         if self.state is None:
             raise RuntimeError("call reset() before step()")
         token, slot = int(action[0]), int(action[1])
-        before = self.state.fragment()
+        before = self._fragment
         invalid = not (0 <= token < len(self.tokens)) or not self.slot_mask(token)[slot]
         moved = None
         if not invalid:
             m = slot_migration(self.state, int(self.tokens[token]), slot)
             if m is not None:
+                src = int(self.state.vm_host[m.vm])
                 self.state.apply(m, self.t + 1)
+                self._moved(src, m.host)
                 moved = m
         self.t += 1
-        after = self.state.fragment()
+        after = self._fragment = self.state.fragment() if moved is not None else before
         reward = (before - after) / REWARD_SCALE
         done = self.t >= self.config.mnl
         info = {"invalid": invalid, "moved": moved is not None, "migration": moved,
-                "fragment": after,
-                "fragment_rate": self.state.fragment_rate()}
+                "fragment": after,   # MappingState.fragment_rate(), without summing again
+                "fragment_rate": after / self._total_free if self._total_free else 0.0}
         return self._obs(), float(reward), done, False, info
 
 

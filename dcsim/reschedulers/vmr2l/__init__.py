@@ -95,6 +95,7 @@ from dcsim.reschedulers.vmr2l.features import (
     observe,
     slot_migration,
     tokens_of,
+    update_features,
     vm_features,
     vm_static,
 )
@@ -113,7 +114,8 @@ __all__ = [
     "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "SHIPPED_DIR", "SHIPPED_NAME", "Checkpoint",
     "checkpoint_path", "load_checkpoint", "save_checkpoint", "shipped_checkpoints",
     "HOST_FEATURE_NAMES", "HOST_FEATURES", "VM_FEATURE_NAMES", "VM_FEATURES", "X",
-    "host_features", "host_mask", "observe", "slot_migration", "tokens_of", "vm_features",
+    "host_features", "host_mask", "observe", "slot_migration", "tokens_of",
+    "update_features", "vm_features",
     "vm_static", "Architecture", "SparseIndex", "host_forward", "sparse_index",
     "sparse_masks", "vm_forward", "weight_shapes", "rollout", "VMR2L",
     "register_reschedulers",
