@@ -95,7 +95,8 @@ def test_integer_rounds_before_the_bounds_check():
 @st.composite
 def bounded_specs(draw):
     kind = draw(st.sampled_from(["uniform", "uniform_int", "exponential", "normal",
-                                 "lognormal", "discrete", "empirical", "constant"]))
+                                 "lognormal", "discrete", "empirical", "constant", "pareto",
+                                 "weibull", "gamma"]))
     val = st.floats(-50, 50, allow_nan=False)
     spec: dict = {"dist": kind}
     if kind == "uniform":
@@ -112,6 +113,8 @@ def bounded_specs(draw):
         spec |= {"mu": draw(st.floats(-2, 3)), "sigma": draw(st.floats(0.1, 1.5))}
     elif kind == "constant":
         spec["value"] = draw(val)
+    elif kind in ("pareto", "weibull", "gamma"):
+        spec |= {"shape": draw(st.floats(0.2, 5)), "scale": draw(st.floats(0.1, 20))}
     else:
         spec["values"] = draw(st.lists(val, min_size=1, max_size=6))
     lo = draw(val)

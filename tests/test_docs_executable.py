@@ -367,7 +367,7 @@ def test_the_topology_howto_lists_the_real_errors(tmp_path, monkeypatch):
 #: the how-tos a test above runs as written
 RUN_AS_WRITTEN = {"write-an-allocator.md", "vm-rescheduling.md", "use-a-trace.md",
                   "custom-topology.md", "queue-scheduling.md", "nara-optical-agent.md",
-                  "failures.md", "train-with-sb3.md"}
+                  "failures.md", "train-with-sb3.md", "workloads-in-time.md"}
 
 
 @pytest.mark.parametrize("md", sorted(p.name for p in (ROOT / "docs" / "howto").glob("*.md")))
@@ -418,5 +418,17 @@ def test_the_failures_howto_runs_as_written(tmp_path):
     checks = run_tutorial(ROOT / "docs" / "howto" / "failures.md", tmp_path)
     assert (tmp_path / "results" / "failures_fabric" / "summary.parquet").exists()
     assert len(checks) >= 4
+    problems = drift(checks)
+    assert not problems, "\n\n".join(problems)
+
+
+def test_the_workloads_in_time_howto_runs_as_written(tmp_path):
+    """docs/howto/workloads-in-time.md: a diurnal experiment with heavy-tailed durations, its
+    acceptance by time of day and its counts against the integrated rate, a rate table,
+    bursts and a trace-derived curve swapped in with --set, a refused amplitude."""
+    cwd = _checkout(tmp_path, "traces")
+    checks = run_tutorial(ROOT / "docs" / "howto" / "workloads-in-time.md", cwd)
+    assert (cwd / "results" / "trace" / "summary.parquet").exists()
+    assert len(checks) >= 5
     problems = drift(checks)
     assert not problems, "\n\n".join(problems)

@@ -2,7 +2,13 @@
 
 Each process is a pydantic model selected by its ``process`` key, with a vectorised
 ``times(rng, n, start)`` giving the next ``n`` arrival times after ``start`` (the previous
-arrival, 0 at the beginning) and a ``rate`` in arrivals per time unit.
+arrival, 0 at the beginning) and a ``rate`` in arrivals per time unit (the long-run mean
+rate of a time-varying process). A run draws its batches through ``stream()``: the
+``times`` of a process that carries state from one batch to the next (the phase of a
+Markov-modulated process), else ``times`` itself.
+
+Time-varying processes (:mod:`dcsim.workload.arrivals_time`): ``diurnal``, ``nhpp``,
+``trace_rate`` and ``mmpp``.
 """
 
 from __future__ import annotations
@@ -12,24 +18,18 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field
 
-from dcsim.validation import ConfigModel
+from dcsim.workload.arrival_base import BaseArrivals, not_huge
+from dcsim.workload.arrivals_time import (
+    DiurnalArrivals,
+    MMPPArrivals,
+    PiecewiseArrivals,
+    TraceRateArrivals,
+)
 
-#: the largest rate (and 1 / the smallest interval): beyond it float times between arrivals
-#: fall below 1e-100 and time averages turn to noise
-_HUGE = 1e100
-
-
-def _not_huge(v: float) -> float:
-    if not 1.0 / _HUGE <= v <= _HUGE:
-        raise ValueError(f"{v:g} is outside [1e-100, 1e+100], where float times between "
-                         "arrivals stay usable")
-    return v
+_Scale = Annotated[float, Field(gt=0.0), AfterValidator(not_huge)]
 
 
-_Scale = Annotated[float, Field(gt=0.0), AfterValidator(_not_huge)]
-
-
-class PoissonArrivals(ConfigModel):
+class PoissonArrivals(BaseArrivals):
     """Exponential gaps of mean ``1/rate``; the first arrival is one gap after ``start``."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -40,7 +40,7 @@ class PoissonArrivals(ConfigModel):
         return start + np.cumsum(rng.exponential(1.0 / self.rate, n))
 
 
-class TickArrivals(ConfigModel):
+class TickArrivals(BaseArrivals):
     """One arrival per tick, at ``start + interval, start + 2*interval, ...`` (no randomness);
     Nara's "one arrival per tick" with holding times counted in arrivals."""
 
@@ -56,7 +56,7 @@ class TickArrivals(ConfigModel):
         return start + self.interval * np.arange(1, n + 1, dtype=np.float64)
 
 
-class BernoulliArrivals(ConfigModel):
+class BernoulliArrivals(BaseArrivals):
     """At each tick (multiples of ``interval``) a request arrives with probability ``p``, at
     most one per tick (DeepRM's ``new_job_rate``): gaps are geometric numbers of ticks."""
 
@@ -73,14 +73,18 @@ class BernoulliArrivals(ConfigModel):
         return start + self.interval * np.cumsum(rng.geometric(self.p, n)).astype(np.float64)
 
 
+PROCESSES = ("poisson", "tick", "bernoulli", "diurnal", "nhpp", "trace_rate", "mmpp")
+
+
 def _need_process(value: Any) -> Any:
     if isinstance(value, dict) and "process" not in value:
-        raise ValueError("missing 'process' (one of: poisson, tick, bernoulli)")
+        raise ValueError(f"missing 'process' (one of: {', '.join(PROCESSES)})")
     return value
 
 
+ArrivalProcess = (PoissonArrivals | TickArrivals | BernoulliArrivals | DiurnalArrivals
+                  | PiecewiseArrivals | TraceRateArrivals | MMPPArrivals)
 Arrival = Annotated[
-    Annotated[PoissonArrivals | TickArrivals | BernoulliArrivals, Field(discriminator="process")],
+    Annotated[ArrivalProcess, Field(discriminator="process")],
     BeforeValidator(_need_process),
 ]
-ArrivalProcess = PoissonArrivals | TickArrivals | BernoulliArrivals

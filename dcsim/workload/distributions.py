@@ -33,8 +33,8 @@ from dcsim.validation import error_lines as validation_message
 from dcsim.workload.dist_base import BaseDist, ScalableDist
 
 __all__ = ["AttrProduct", "BaseDist", "Constant", "Discrete", "Dist", "Distribution",
-           "Empirical", "Exponential", "LogNormal", "Normal", "ScalableDist", "Uniform",
-           "UniformInt", "parse_distribution", "validation_message"]
+           "Empirical", "Exponential", "Gamma", "LogNormal", "Normal", "Pareto", "ScalableDist",
+           "Uniform", "UniformInt", "Weibull", "parse_distribution", "validation_message"]
 
 
 class Constant(ScalableDist):
@@ -166,12 +166,15 @@ class Normal(BaseDist):
 
 
 class LogNormal(ScalableDist):
-    """exp(Normal(mu, sigma)); give ``mu`` (log-space mean) or ``mean`` (of the values)."""
+    """exp(Normal(mu, sigma)); give ``mu`` (log-space mean) or ``mean`` (of the values), and
+    ``sigma`` (log-space standard deviation) or ``cv`` (the values' coefficient of variation,
+    std / mean: sigma = sqrt(log(1 + cv**2)))."""
 
     dist: Literal["lognormal"]
     mu: float | None = None
     mean_: PositiveFloat | None = Field(None, alias="mean")
-    sigma: PositiveFloat
+    sigma: PositiveFloat | None = None
+    cv: PositiveFloat | None = None
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, populate_by_name=True,
                               serialize_by_alias=True)
@@ -179,21 +182,27 @@ class LogNormal(ScalableDist):
     def _check(self) -> None:
         if sum(x is not None for x in (self.mu, self.mean_, self.offered_load)) != 1:
             raise ValueError("give exactly one of 'mu', 'mean' or 'offered_load'")
+        if (self.sigma is None) == (self.cv is None):
+            raise ValueError("give exactly one of 'sigma' or 'cv'")
+
+    @property
+    def _sigma(self) -> float:
+        return self.sigma if self.sigma is not None else math.sqrt(math.log1p(self.cv**2))
 
     @property
     def _mu(self) -> float:
-        return self.mu if self.mu is not None else math.log(self.mean_) - self.sigma**2 / 2
+        return self.mu if self.mu is not None else math.log(self.mean_) - self._sigma**2 / 2
 
     def _draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        return rng.lognormal(self._mu, self.sigma, n)
+        return rng.lognormal(self._mu, self._sigma, n)
 
     def _rv(self) -> Any:
-        return stats.lognorm(s=self.sigma, scale=math.exp(self._mu))
+        return stats.lognorm(s=self._sigma, scale=math.exp(self._mu))
 
     def _partial_mean(self, a: float, b: float) -> float:
         if b <= 0:
             return 0.0
-        s, mu = self.sigma, self._mu
+        s, mu = self._sigma, self._mu
 
         def cdf1(x: float) -> float:  # E[X; X <= x] / E[X]
             return 0.0 if x <= 0 else float(special.ndtr((math.log(x) - mu - s * s) / s))
@@ -205,6 +214,130 @@ class LogNormal(ScalableDist):
 
     def _unit_mean(self) -> float:
         return 1.0
+
+
+class _ShapeScale(ScalableDist):
+    """A positive kind with a ``shape`` and a ``scale`` (scipy's meaning); ``offered_load``
+    replaces ``scale``. Drawn with numpy's Generator; scipy only for truncated draws and
+    tail probabilities."""
+
+    shape: PositiveFloat
+    scale: PositiveFloat | None = None
+
+    def _check(self) -> None:
+        if (self.scale is None) == (self.offered_load is None):
+            raise ValueError("give exactly one of 'scale' or 'offered_load'")
+
+    def _scale_update(self, c: float) -> dict[str, Any]:
+        return {"scale": c}
+
+    def _unit_mean(self) -> float:
+        m = self._mean_at(1.0)
+        if not math.isfinite(m):  # a Pareto with shape <= 1: only a bound makes it finite
+            m = self.scaled(1.0).mean()
+            if not math.isfinite(m):
+                raise ValueError(f"offered_load needs a finite mean: shape {self.shape} gives "
+                                 "an infinite one; give shape > 1 or a max")
+        return m
+
+    def _mean_at(self, scale: float) -> float:
+        raise NotImplementedError
+
+
+class Pareto(_ShapeScale):
+    """The classical (type I) Pareto: P(X > x) = (scale / x) ** shape for x >= scale, i.e.
+    ``scipy.stats.pareto(b=shape, scale=scale)`` with ``loc`` fixed at 0 (there is no
+    ``loc``). The mean is shape * scale / (shape - 1) (infinite for shape <= 1), the variance
+    finite only for shape > 2. Drawn as scale * (1 + numpy's ``pareto(shape)``), numpy's
+    being the Lomax (Pareto II) law."""
+
+    dist: Literal["pareto"]
+
+    def _draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return self.scale * (1.0 + rng.pareto(self.shape, n))
+
+    def _rv(self) -> Any:
+        return stats.pareto(self.shape, scale=self.scale)
+
+    def _mean_at(self, scale: float) -> float:
+        b = self.shape
+        return b * scale / (b - 1.0) if b > 1.0 else math.inf
+
+    def _partial_mean(self, a: float, b: float) -> float:
+        s, k = self.scale, self.shape
+        a, b = max(a, s), max(b, s)
+        if a >= b:
+            return 0.0
+
+        def below(x: float) -> float:  # E[X; X <= x] for x >= s
+            if x == math.inf:
+                return self._mean_at(s)
+            if k == 1.0:
+                return s * math.log(x / s)
+            return k * s / (k - 1.0) * (1.0 - (s / x) ** (k - 1.0))
+
+        if b == math.inf and k > 1.0:  # E[X; X > a] in closed form: no cancellation
+            return k * s / (k - 1.0) * (s / a) ** (k - 1.0)
+        return below(b) - below(a)
+
+
+class Weibull(_ShapeScale):
+    """``scipy.stats.weibull_min(c=shape, scale=scale)``: P(X > x) = exp(-(x / scale) **
+    shape) for x >= 0 (no ``loc``); shape < 1 gives a heavier-than-exponential tail. Drawn as
+    scale * numpy's ``weibull(shape)``."""
+
+    dist: Literal["weibull"]
+
+    def _draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return self.scale * rng.weibull(self.shape, n)
+
+    def _rv(self) -> Any:
+        return stats.weibull_min(self.shape, scale=self.scale)
+
+    def _mean_at(self, scale: float) -> float:
+        return scale * math.gamma(1.0 + 1.0 / self.shape)
+
+    def _partial_mean(self, a: float, b: float) -> float:
+        # E[X; X <= x] = mean * P(1 + 1/shape, (x / scale) ** shape), P the regularised
+        # lower incomplete gamma; the upper one (Q) keeps precision in the tail
+        q = 1.0 + 1.0 / self.shape
+        a, b = max(a, 0.0), max(b, 0.0)
+        if a >= b:
+            return 0.0
+        za, zb = (a / self.scale) ** self.shape, (b / self.scale) ** self.shape
+        return self._mean_at(self.scale) * _gamma_mass(q, za, zb)
+
+
+class Gamma(_ShapeScale):
+    """``scipy.stats.gamma(a=shape, scale=scale)`` (no ``loc``): mean shape * scale, variance
+    shape * scale**2; shape < 1 puts much mass near 0 and has cv > 1. Drawn with numpy's
+    ``gamma(shape, scale)``."""
+
+    dist: Literal["gamma"]
+
+    def _draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.gamma(self.shape, self.scale, n)
+
+    def _rv(self) -> Any:
+        return stats.gamma(self.shape, scale=self.scale)
+
+    def _mean_at(self, scale: float) -> float:
+        return self.shape * scale
+
+    def _partial_mean(self, a: float, b: float) -> float:
+        # E[X; X <= x] = shape * scale * P(shape + 1, x / scale)
+        a, b = max(a, 0.0), max(b, 0.0)
+        if a >= b:
+            return 0.0
+        return self._mean_at(self.scale) * _gamma_mass(self.shape + 1.0, a / self.scale,
+                                                       b / self.scale)
+
+
+def _gamma_mass(q: float, za: float, zb: float) -> float:
+    """P(za < Z <= zb) for Z ~ Gamma(q, 1), from the side of the median that keeps digits."""
+    if za > q:  # upper tail: differences of survival probabilities
+        return float(special.gammaincc(q, za) - special.gammaincc(q, zb))
+    return float(special.gammainc(q, zb) - special.gammainc(q, za))
 
 
 class Discrete(BaseDist):
@@ -334,12 +467,12 @@ class AttrProduct(ConfigModel):
 
 
 Distribution = Annotated[
-    Constant | Uniform | UniformInt | Exponential | Normal | LogNormal | Discrete | Empirical
-    | AttrProduct,
+    Constant | Uniform | UniformInt | Exponential | Normal | LogNormal | Pareto | Weibull | Gamma
+    | Discrete | Empirical | AttrProduct,
     Field(discriminator="dist"),
 ]
-KINDS = ("constant", "uniform", "uniform_int", "exponential", "normal", "lognormal",
-         "discrete", "empirical", "product")
+KINDS = ("constant", "uniform", "uniform_int", "exponential", "normal", "lognormal", "pareto",
+         "weibull", "gamma", "discrete", "empirical", "product")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 
 

@@ -20,6 +20,7 @@ from dcsim.errors import ConfigError
 from dcsim.model.topology import Topology
 from dcsim.validation import ConfigModel
 from dcsim.workload.arrivals import Arrival
+from dcsim.workload.arrivals_time import PiecewiseArrivals, TraceRateArrivals
 from dcsim.workload.base import RequestSource
 from dcsim.workload.dist_base import BaseDist
 from dcsim.workload.distributions import Dist, Empirical, validation_message
@@ -159,6 +160,19 @@ def resolve_path(path: str | Path, base_dir: Path | None, where: str) -> Path:
                       f"{', '.join(str(c.parent) for c in candidates)})")
 
 
+def _load_arrival(a: Any, base_dir: Path | None, where: str) -> Any:
+    """An arrival process whose rate table lives in a file, with the file read (its path
+    resolved like a trace's); any other process as it is."""
+    if isinstance(a, PiecewiseArrivals | TraceRateArrivals) and a.path is not None:
+        path = resolve_path(a.path, base_dir, f"{where}.path")
+        try:
+            return a.model_copy(update={"path": str(path)}).load()
+        except ConfigError as e:
+            raise ConfigError(f"{where}.path: {str(e).replace(str(path), str(a.path))}"
+                              ) from None
+    return a
+
+
 def _load(d: Any, base_dir: Path | None, where: str) -> Any:
     if isinstance(d, Empirical) and d.path is not None:
         d = d.model_copy(update={"path": str(resolve_path(d.path, base_dir, f"{where}.path"))})
@@ -201,7 +215,8 @@ def build_source(spec: WorkloadSpec | dict[str, Any], topology: Topology,
         demand = {k: _load(d, base, f"{where}.demand.{k}") for k, d in ws.demand.items()}
         capacity = dict(zip(resources, map(float, topology.total_capacity()), strict=True))
         return SyntheticSource(
-            arrival=ws.arrival, n_requests=ws.requests, demand=demand,
+            arrival=_load_arrival(ws.arrival, base, f"{where}.arrival"),
+            n_requests=ws.requests, demand=demand,
             duration=_load(ws.duration, base, f"{where}.duration"), bandwidth=bandwidth,
             resources=resources, attrs=attrs, batch_size=ws.batch_size,
             total_capacity=capacity, where=where, rows=rows)

@@ -30,6 +30,7 @@ import numpy as np
 
 from dcsim.errors import ConfigError
 from dcsim.model.topology import DEFAULT_RESOURCES
+from dcsim.workload.arrival_base import TimesFn
 from dcsim.workload.arrivals import ArrivalProcess
 from dcsim.workload.base import RequestBatch, RequestSource
 from dcsim.workload.dist_base import BaseDist, ScalableDist
@@ -167,9 +168,12 @@ class SyntheticSource:
         return out
 
     # ------------------------------------------------------------------ drawing
-    def draw(self, rng: np.random.Generator, n: int, start: float = 0.0) -> RequestBatch:
-        """The next ``n`` requests arriving after ``start`` (also usable for lookahead)."""
-        arrival = self.arrival.times(rng, n, start)
+    def draw(self, rng: np.random.Generator, n: int, start: float = 0.0,
+             times: TimesFn | None = None) -> RequestBatch:
+        """The next ``n`` requests arriving after ``start`` (also usable for lookahead);
+        ``times``: the run's arrival stream (default: the process's ``times``, which starts
+        an ``mmpp`` from a fresh phase)."""
+        arrival = (times or self.arrival.times)(rng, n, start)
         attrs = {name: d.sample(rng, n) for name, d in self.attrs.items()}
         if self.rows is not None:
             idx = self.rows.indices(rng, n)
@@ -202,9 +206,10 @@ class SyntheticSource:
 
     def batches(self, rng: np.random.Generator) -> Iterator[RequestBatch]:
         t, left = 0.0, self.n_requests
+        times = self.arrival.stream()
         while left > 0:
             m = min(self.batch_size, left)
-            batch = self.draw(rng, m, t)
+            batch = self.draw(rng, m, t, times)
             t = float(batch.arrival[-1])
             left -= m
             yield batch
