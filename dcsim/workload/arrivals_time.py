@@ -184,13 +184,15 @@ def _read_columns(path: Path, columns: list[str]) -> dict[str, np.ndarray]:
     """Numeric columns of a CSV or Parquet file (ConfigError naming the file otherwise)."""
     import pandas as pd
 
+    from dcsim.csv_tables import read_csv
+
     if not path.exists():
         raise ConfigError(f"{path}: no such file")
     try:
         if path.suffix in (".parquet", ".pq"):
             frame = pd.read_parquet(path, columns=columns)
         else:
-            frame = pd.read_csv(path, usecols=columns)
+            frame = read_csv(path, usecols=columns)
     except (KeyError, ValueError) as e:
         raise ConfigError(f"{path}: cannot read column(s) {', '.join(map(repr, columns))} "
                           f"({e})") from None
