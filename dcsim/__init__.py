@@ -86,14 +86,15 @@ def _register_environments() -> None:
     """Register dcsim's Gymnasium environments (:mod:`dcsim.environments`) when
     Gymnasium is installed, so that ``gym.make("dcsim/Nara-v0")`` works after ``import
     dcsim`` (Gymnasium 1.0 dropped the entry-point plugins that did this at its own
-    import). The ``dcsim`` command skips it: it makes no environment by id."""
+    import): at once if Gymnasium is imported, else when it is. The ``dcsim`` command skips
+    it: it makes no environment by id."""
     from importlib.util import find_spec
 
     if find_spec("gymnasium") is None:
         return
-    from dcsim.environments import register_envs
+    from dcsim.environments import register_when_imported
 
-    register_envs()
+    register_when_imported()
 
 
 if not _is_command():

@@ -28,7 +28,11 @@ modules nor PyTorch are imported until an environment is made.
 
 from __future__ import annotations
 
-__all__ = ["ENVIRONMENTS", "register_envs"]
+import importlib.abc
+import importlib.util
+import sys
+
+__all__ = ["ENVIRONMENTS", "register_envs", "register_when_imported"]
 
 #: id -> Gymnasium entry point ("module:Class")
 ENVIRONMENTS: dict[str, str] = {
@@ -46,3 +50,39 @@ def register_envs() -> None:
     for env_id, entry_point in ENVIRONMENTS.items():
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=entry_point)
+
+
+class _AfterGymnasiumLoads(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """An import hook: finds ``gymnasium`` with the other finders, runs its own loader, then
+    :func:`register_envs`; removes itself at the first import of ``gymnasium``."""
+
+    def __init__(self) -> None:
+        self._loader: importlib.abc.Loader | None = None
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "gymnasium" or self._loader is not None:
+            return None
+        sys.meta_path.remove(self)   # the real finders alone, from here on
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        self._loader = spec.loader
+        spec.loader = self
+        return spec
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self._loader.exec_module(module)
+        module.__spec__.loader = self._loader
+        register_envs()
+
+
+def register_when_imported() -> None:
+    """Register the environments now if Gymnasium is imported already, else the moment
+    it is (an import hook; idempotent)."""
+    if "gymnasium" in sys.modules:
+        register_envs()
+    elif not any(isinstance(f, _AfterGymnasiumLoads) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterGymnasiumLoads())

@@ -42,6 +42,16 @@ def test_import_dcsim_registers_every_environment_in_a_fresh_interpreter():
     assert r.stdout.split() == ["NaraEnv", "VMR2LEnv", "VMR2LTwoStepEnv"]
 
 
+def test_import_dcsim_does_not_import_gymnasium_but_registers_when_it_is_imported():
+    r = fresh("import sys, dcsim\n"
+              "print('gymnasium' in sys.modules)\n"
+              "import gymnasium as gym\n"
+              "print(type(gym.make('dcsim/VMR2L-TwoStep-v0').unwrapped).__name__)\n"
+              "print(sum(type(f).__name__ == '_AfterGymnasiumLoads' for f in sys.meta_path))")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "VMR2LTwoStepEnv", "0"]
+
+
 def test_the_module_id_form_works_without_an_import():
     r = fresh("import gymnasium as gym\n"
               "print(type(gym.make('dcsim:dcsim/VMR2L-TwoStep-v0').unwrapped).__name__)")
