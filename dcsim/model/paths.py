@@ -73,6 +73,8 @@ class PathService:
         #: False only to measure the per-server-pair cache it replaced (benchmarks/)
         self._by_rack = True
         self._leaf_hub: np.ndarray | None = None
+        self._core_adj: list[list[int]] | None = None
+        self._leaf_servers: frozenset | None = None
         self.hits = self.misses = self.searches = 0
         self.root = -1
         self.height = 0
@@ -142,6 +144,8 @@ class PathService:
             return hit
         self.misses += 1
         self.searches += 1
+        if self._core_adj is None:
+            self._build_core()
         nodes, li = self.nodes, self.topology._link_index
         mids = tuple(
             np.fromiter((li[(nodes[u], nodes[v])] for u, v in pairwise(p[1:-1])),
@@ -182,31 +186,56 @@ class PathService:
         return paths
 
     def _build_leaves(self) -> None:
-        """Each server's switch and host link where it is a leaf, and the graph without leaves.
+        """Each server's switch and host link where it is a leaf, from the link list.
 
         ``_leaf_hub[s]`` is the node index of server ``s``'s one neighbour when that is a
-        switch (-1 otherwise). ``_core_adj[v]`` lists the neighbours of node ``v`` of degree
-        two or more in the graph's adjacency order; ``_hidden[v]`` counts its neighbours of
-        degree one (servers or switches), which the search keeps only as a number.
+        switch (-1 otherwise) and ``_host_link[s]`` the link to it; ``_degree`` is each
+        node's number of links.
         """
-        g, idx = self.topology.graph, self._node_index
-        adj = [[idx[w] for w in g.adj[v]] for v in self.nodes]
-        degree = np.fromiter(map(len, adj), dtype=np.int64, count=len(adj))
-        leaf = degree == 1
-        self._core_adj = [[w for w in nb if not leaf[w]] for nb in adj]
-        self._hidden = [len(nb) - len(core) for nb, core in zip(adj, self._core_adj,
-                                                                strict=True)]
-        srv = self.server_node
-        first = np.fromiter((adj[v][0] if degree[v] else -1 for v in srv.tolist()),
-                            dtype=np.int64, count=srv.size)
-        on_switch = leaf[srv] & (self.node_server[np.maximum(first, 0)] < 0)
-        hub = np.where(on_switch, first, -1)
-        li, nodes = self.topology._link_index, self.nodes
-        self._host_link = _frozen(np.fromiter(
-            (li[(nodes[s], nodes[h])] if h >= 0 else -1
-             for s, h in zip(srv.tolist(), hub.tolist(), strict=True)),
-            dtype=np.int64, count=srv.size))
+        idx, n = self._node_index, len(self.nodes)
+        links = self.topology.links
+        ends = np.fromiter((idx[x] for e in links for x in e), dtype=np.int64,
+                           count=2 * len(links)).reshape(-1, 2)
+        degree = np.bincount(ends.ravel(), minlength=n)
+        other = np.full(n, -1, dtype=np.int64)
+        link = np.full(n, -1, dtype=np.int64)
+        for col in (0, 1):  # a leaf's one link: its other end and its index
+            at = np.flatnonzero(degree[ends[:, col]] == 1)
+            other[ends[at, col]] = ends[at, 1 - col]
+            link[ends[at, col]] = at
+        hub = other[self.server_node]
+        hub[(hub < 0) | (self.node_server[np.maximum(hub, 0)] >= 0)] = -1
+        self._degree = _frozen(degree)
+        self._host_link = _frozen(np.where(hub >= 0, link[self.server_node], -1))
         self._leaf_hub = _frozen(hub)
+
+    def _build_core(self) -> None:
+        """The graph without its leaves, for :func:`_k_shortest_leaf_pair`.
+
+        ``_core_adj[v]`` lists the neighbours of node ``v`` of degree two or more in the
+        graph's adjacency order; ``_hidden[v]`` counts its neighbours of degree one (servers
+        or switches), which the search keeps only as a number. Only nodes that are not
+        leaves are visited.
+        """
+        g, idx, nodes = self.topology.graph, self._node_index, self.nodes
+        leaf = (self._degree == 1).tolist()
+        adj: list[list[int]] = [[] for _ in nodes]
+        hidden = [0] * len(nodes)
+        for v in np.flatnonzero(self._degree != 1).tolist():
+            nb = [idx[w] for w in g.adj[nodes[v]]]
+            adj[v] = [w for w in nb if not leaf[w]]
+            hidden[v] = len(nb) - len(adj[v])
+        self._core_adj, self._hidden = adj, hidden
+
+    def leaf_servers(self) -> frozenset:
+        """Graph nodes of the servers with exactly one link (computed once)."""
+        if self._leaf_servers is None:
+            if self._leaf_hub is None:
+                self._build_leaves()
+            one = self._degree[self.server_node] == 1
+            self._leaf_servers = frozenset(
+                self.topology.servers[i] for i in np.flatnonzero(one).tolist())
+        return self._leaf_servers
 
     def _hub(self, node: Any) -> Any:
         """The one neighbour of graph node ``node``, or None when it has another number."""
