@@ -137,19 +137,41 @@ def test_fabric_k_paths_across_pods(alpha):
 
 
 def test_k_paths_cache(alpha):
-    """A repeated query (either order) is a cache hit returning the same read-only arrays."""
+    """A repeated query (either order) is a cache hit returning equal read-only arrays; so
+    is a query of another server pair of the same two racks, around its own host links."""
     alpha.cache_clear()
     first = alpha.k_paths(3, 33)
     again = alpha.k_paths(33, 3)
     assert alpha.cache_info()["hits"] == 1 and alpha.cache_info()["misses"] == 1
-    assert all(x is y for x, y in zip(first, again, strict=True))
+    assert [p.tolist() for p in first] == [p.tolist() for p in again]
     with pytest.raises(ValueError):
         first[0][0] = 7
+    t = alpha.topology
+    other = alpha.k_paths(4, 34)  # servers 3/4 share rack 0, 33/34 rack 3
+    assert alpha.cache_info() == {"hits": 2, "misses": 1, "size": 1, "maxsize": 100_000,
+                                  "searches": 1}
+    for p, q in zip(first, other, strict=True):
+        assert p[1:-1].tolist() == q[1:-1].tolist()
+        assert (q[0], q[-1]) == (t.link_index("h4", "r0"), t.link_index("r3", "h34"))
+    alpha.k_paths(3, 4)  # one rack: no search, no cache entry
+    assert alpha.cache_info()["searches"] == 1 and alpha.cache_info()["size"] == 1
 
 
 def test_cache_is_bounded():
-    """The k-paths cache evicts the least recently used pair beyond its size."""
+    """The k-paths cache evicts the least recently used rack pair beyond its size."""
     ps = PathService(build_topology({"kind": "fabric", "preset": "alpha"}), cache_size=2)
+    for b in (11, 21, 31):
+        ps.k_paths(0, b)
+    assert ps.cache_info()["size"] == 2
+    ps.k_paths(0, 31)
+    ps.k_paths(0, 11)
+    assert ps.cache_info()["hits"] == 1 and ps.cache_info()["misses"] == 4
+
+
+def test_per_pair_cache_is_bounded():
+    """So does the per-server-pair cache (the one before rack pairs, kept for benchmarks)."""
+    ps = PathService(build_topology({"kind": "fabric", "preset": "alpha"}), cache_size=2)
+    ps._by_rack = False
     for b in (11, 12, 13):
         ps.k_paths(0, b)
     assert ps.cache_info()["size"] == 2

@@ -6,9 +6,18 @@ stripping the common top of two chains (the part above the lowest common ancesto
 no graph search. It also exposes the rooted tree as numpy arrays (``parent``, ``depth``,
 ``uplinks``, ``server_ancestors``) for hose-model embedders.
 
-On general graphs (Fabric, optical) paths are the first ``k`` shortest simple paths by hop
-count (:func:`networkx.shortest_simple_paths`; ties in the graph's insertion order, so
-deterministic), cached per unordered server pair in a bounded LRU.
+On general graphs (Fabric, optical, a file) paths are the first ``k`` shortest simple paths
+by hop count, exactly as :func:`networkx.shortest_simple_paths` yields them (Yen's algorithm
+over a bidirectional BFS; ties in the graph's insertion order, so deterministic). Two servers
+that are leaves (one link each, to a switch: every server of a Fabric or optical topology)
+are answered by rack pair: the paths are their two host links around the k shortest paths
+between their switches, searched once per ordered switch pair and cached in a bounded LRU
+(at most racks² searches, against servers² pairs). The search, :func:`_k_shortest_leaf_pair`,
+is networkx's algorithm run on the graph without its leaves, each switch carrying the number
+of leaves it hides; its docstring gives the argument that it yields networkx's paths in
+networkx's order for every server of the two racks. Other pairs (a server with several links,
+or attached to another server) keep the per-server-pair search with networkx and its cache;
+two leaves on one switch have a single simple path, through it, found without a search.
 
 A path's links are listed from the lower-indexed server to the higher, so
 ``links_between(a, b)`` equals ``links_between(b, a)``. A topology without links (``flat``)
@@ -18,6 +27,7 @@ does not model the network: every path there is empty.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from heapq import heappop, heappush
 from itertools import islice, pairwise
 from typing import Any
 
@@ -58,8 +68,14 @@ class PathService:
         self.is_tree = bool(nx.is_tree(g))
         self.cache_size = int(cache_size)
         self._cache: OrderedDict[tuple[int, int, int], tuple[np.ndarray, ...]] = OrderedDict()
-        self.hits = 0
-        self.misses = 0
+        self._rack_cache: OrderedDict[tuple[int, int, int], tuple[np.ndarray, ...]] = \
+            OrderedDict()
+        #: False only to measure the per-server-pair cache it replaced (benchmarks/)
+        self._by_rack = True
+        self._leaf_hub: np.ndarray | None = None
+        self._core_adj: list[list[int]] | None = None
+        self._leaf_servers: frozenset | None = None
+        self.hits = self.misses = self.searches = 0
         self.root = -1
         self.height = 0
         self.parent = self.depth = self.uplinks = self.server_ancestors = None
@@ -94,7 +110,9 @@ class PathService:
     def k_paths(self, a: int, b: int, k: int = 3) -> list[np.ndarray]:
         """Up to ``k`` shortest simple paths between servers ``a`` and ``b``, fewest hops first.
 
-        The arrays are cached and read-only. On a tree this is the single path.
+        The arrays are read-only. On a tree this is the single path. The paths and their
+        order are those of :func:`networkx.shortest_simple_paths` between the two servers;
+        see the module docstring for how they are found and cached.
         """
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
@@ -103,15 +121,52 @@ class PathService:
             return [_EMPTY]
         if self.is_tree:
             return [self.links_between(a, b)]
-        key = (min(a, b), max(a, b), k)
+        lo, hi = (a, b) if a < b else (b, a)
+        if self._by_rack:
+            if self._leaf_hub is None:
+                self._build_leaves()
+            ha, hb = int(self._leaf_hub[lo]), int(self._leaf_hub[hi])
+            if ha >= 0 and hb >= 0:
+                up, down = int(self._host_link[lo]), int(self._host_link[hi])
+                if ha == hb:  # one switch: the only simple path is through it
+                    return [_frozen(np.array([up, down], dtype=np.int64))]
+                return [_frozen(np.concatenate(((up,), mid, (down,))))
+                        for mid in self._rack_paths(ha, hb, k)]
+        return list(self._pair_paths(lo, hi, k))
+
+    def _rack_paths(self, ha: int, hb: int, k: int) -> tuple[np.ndarray, ...]:
+        """Links of the k shortest paths from switch ``ha`` to ``hb`` between two leaves."""
+        key = (ha, hb, k)
+        hit = self._rack_cache.get(key)
+        if hit is not None:
+            self._rack_cache.move_to_end(key)
+            self.hits += 1
+            return hit
+        self.misses += 1
+        self.searches += 1
+        if self._core_adj is None:
+            self._build_core()
+        nodes, li = self.nodes, self.topology._link_index
+        mids = tuple(
+            np.fromiter((li[(nodes[u], nodes[v])] for u, v in pairwise(p[1:-1])),
+                        dtype=np.int64, count=len(p) - 3)
+            for p in _k_shortest_leaf_pair(self._core_adj, self._hidden, ha, hb, k))
+        self._rack_cache[key] = mids
+        if len(self._rack_cache) > self.cache_size:
+            self._rack_cache.popitem(last=False)
+        return mids
+
+    def _pair_paths(self, lo: int, hi: int, k: int) -> tuple[np.ndarray, ...]:
+        """networkx's k shortest paths between servers ``lo`` < ``hi``, cached per pair."""
+        key = (lo, hi, k)
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)
             self.hits += 1
-            return list(hit)
+            return hit
         self.misses += 1
-        src = self.nodes[self.server_node[key[0]]]
-        dst = self.nodes[self.server_node[key[1]]]
+        src = self.nodes[self.server_node[lo]]
+        dst = self.nodes[self.server_node[hi]]
         li = self.topology._link_index
         hub = self._hub(src)
         if hub is not None and hub == self._hub(dst):
@@ -119,6 +174,7 @@ class PathService:
             # only simple path between them is through it (no search of the whole graph)
             paths = (_frozen(np.array([li[(src, hub)], li[(hub, dst)]], dtype=np.int64)),)
         else:
+            self.searches += 1
             paths = tuple(
                 _frozen(np.fromiter((li[e] for e in pairwise(p)), dtype=np.int64,
                                     count=len(p) - 1))
@@ -127,7 +183,59 @@ class PathService:
         self._cache[key] = paths
         if len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
-        return list(paths)
+        return paths
+
+    def _build_leaves(self) -> None:
+        """Each server's switch and host link where it is a leaf, from the link list.
+
+        ``_leaf_hub[s]`` is the node index of server ``s``'s one neighbour when that is a
+        switch (-1 otherwise) and ``_host_link[s]`` the link to it; ``_degree`` is each
+        node's number of links.
+        """
+        idx, n = self._node_index, len(self.nodes)
+        links = self.topology.links
+        ends = np.fromiter((idx[x] for e in links for x in e), dtype=np.int64,
+                           count=2 * len(links)).reshape(-1, 2)
+        degree = np.bincount(ends.ravel(), minlength=n)
+        other = np.full(n, -1, dtype=np.int64)
+        link = np.full(n, -1, dtype=np.int64)
+        for col in (0, 1):  # a leaf's one link: its other end and its index
+            at = np.flatnonzero(degree[ends[:, col]] == 1)
+            other[ends[at, col]] = ends[at, 1 - col]
+            link[ends[at, col]] = at
+        hub = other[self.server_node]
+        hub[(hub < 0) | (self.node_server[np.maximum(hub, 0)] >= 0)] = -1
+        self._degree = _frozen(degree)
+        self._host_link = _frozen(np.where(hub >= 0, link[self.server_node], -1))
+        self._leaf_hub = _frozen(hub)
+
+    def _build_core(self) -> None:
+        """The graph without its leaves, for :func:`_k_shortest_leaf_pair`.
+
+        ``_core_adj[v]`` lists the neighbours of node ``v`` of degree two or more in the
+        graph's adjacency order; ``_hidden[v]`` counts its neighbours of degree one (servers
+        or switches), which the search keeps only as a number. Only nodes that are not
+        leaves are visited.
+        """
+        g, idx, nodes = self.topology.graph, self._node_index, self.nodes
+        leaf = (self._degree == 1).tolist()
+        adj: list[list[int]] = [[] for _ in nodes]
+        hidden = [0] * len(nodes)
+        for v in np.flatnonzero(self._degree != 1).tolist():
+            nb = [idx[w] for w in g.adj[nodes[v]]]
+            adj[v] = [w for w in nb if not leaf[w]]
+            hidden[v] = len(nb) - len(adj[v])
+        self._core_adj, self._hidden = adj, hidden
+
+    def leaf_servers(self) -> frozenset:
+        """Graph nodes of the servers with exactly one link (computed once)."""
+        if self._leaf_servers is None:
+            if self._leaf_hub is None:
+                self._build_leaves()
+            one = self._degree[self.server_node] == 1
+            self._leaf_servers = frozenset(
+                self.topology.servers[i] for i in np.flatnonzero(one).tolist())
+        return self._leaf_servers
 
     def _hub(self, node: Any) -> Any:
         """The one neighbour of graph node ``node``, or None when it has another number."""
@@ -137,13 +245,20 @@ class PathService:
         return next(iter(adj))
 
     def cache_info(self) -> dict[str, int]:
-        """Hits, misses and size of the k-paths cache."""
-        return {"hits": self.hits, "misses": self.misses, "size": len(self._cache),
-                "maxsize": self.cache_size}
+        """Hits, misses and size of the k-paths caches, and the searches run.
+
+        A hit or a miss is a query of a rack-pair entry (two leaf servers on different
+        switches) or of a per-server-pair entry (any other two servers); two leaves of one
+        switch are answered without either. ``searches`` counts k-shortest-path searches.
+        """
+        return {"hits": self.hits, "misses": self.misses,
+                "size": len(self._cache) + len(self._rack_cache), "maxsize": self.cache_size,
+                "searches": self.searches}
 
     def cache_clear(self) -> None:
         self._cache.clear()
-        self.hits = self.misses = 0
+        self._rack_cache.clear()
+        self.hits = self.misses = self.searches = 0
 
     # ------------------------------------------------------------------ tree structure
     def uplink(self, node: int) -> int:
@@ -221,3 +336,146 @@ class PathService:
         n = self.topology.n_servers
         if not (0 <= a < n and 0 <= b < n):
             raise IndexError(f"server index out of range 0..{n - 1}: ({a}, {b})")
+
+
+# ---------------------------------------------------------------------------- search
+_SRC, _DST = -1, -2  # the two leaf servers of a search, as nodes of the leafless graph
+
+
+def _k_shortest_leaf_pair(adj: list[list[int]], hidden: list[int], ha: int, hb: int,
+                          k: int) -> list[list[int]]:
+    """The first ``k`` paths of :func:`networkx.shortest_simple_paths` between two leaves.
+
+    The leaves are servers ``_SRC`` on switch ``ha`` and ``_DST`` on switch ``hb`` (ha !=
+    hb); ``adj``/``hidden`` are the graph without its leaves (degree-one nodes) and the
+    number of leaves each node had. Paths are node lists ``[_SRC, ha, ..., hb, _DST]``.
+
+    This is networkx's code (Yen's algorithm over its ``_bidirectional_pred_succ``, the
+    same from networkx 3.2 to 3.6) with the leaves counted instead of listed. Why that
+    yields networkx's paths in networkx's order, for any two servers s on ``ha`` and t on
+    ``hb``:
+
+    * Every path Yen keeps runs from s to t, so no other leaf x is on one: x is never a
+      spur root, never in ``ignore_nodes``, and its one edge never in ``ignore_edges``.
+    * In a BFS, x is found only from its neighbour v. v is expanded by one side only (a
+      node in both ``pred`` and ``succ`` ends the search when the second side reaches it),
+      so x is then in neither dictionary: it is appended to the new fringe and ends
+      nothing. When x's own turn comes its one neighbour v is already on x's side, and not
+      on the other (as before): nothing is appended and nothing ends. So x changes the
+      search only through the fringe lengths the BFS compares to choose a side, which
+      ``hidden`` supplies (a fringe of leaves only is still non-empty, as in networkx).
+    * s is in ``pred`` from the first step (or, in a spur search, in ``ignore_nodes``, or
+      its edge ignored when it is the spur root), so expanding ``ha`` never appends it,
+      whatever its place among ``ha``'s neighbours: ``ha`` hides ``hidden[ha] - 1`` others.
+      The reverse side never expands ``ha``: it is in ``pred`` (or ignored) from the first
+      step. t ends the search when the forward side reaches it from ``hb``; until then
+      ``succ`` is ``{t}`` (had the reverse side expanded t, reaching ``hb`` would have
+      ended the search first), so t's place among ``hb``'s neighbours does not matter
+      either; appending it last is exact. ``hb`` hides ``hidden[hb] - 1`` others.
+
+    So s and t are interchangeable with any other leaf of their switch: the middle of each
+    path, ``ha .. hb``, is the same for every server of the two racks (the rack-pair key).
+    ``tests/test_paths.py`` checks the result against networkx on every shipped topology
+    and on random graphs with tied paths.
+    """
+    def expand_count(v: int) -> int:
+        return hidden[v] - (v == ha) - (v == hb)
+
+    def neighbours(v: int) -> list[int]:
+        if v == _SRC:
+            return [ha]
+        if v == _DST:
+            return [hb]
+        if v == hb:
+            return adj[v] + [_DST]
+        return adj[v]
+
+    def bfs(source: int, ignore_nodes: set, ignore_edges: set) -> list[int] | None:
+        """networkx's ``_bidirectional_shortest_path`` from ``source`` to ``_DST``."""
+        target = _DST
+        if ignore_nodes and (source in ignore_nodes or target in ignore_nodes):
+            return None
+        pred: dict[int, int | None] = {source: None}
+        succ: dict[int, int | None] = {target: None}
+        forward, n_forward = [source], 0  # listed nodes, hidden leaves
+        reverse, n_reverse = [target], 0
+        meet = None
+        while (forward or n_forward) and (reverse or n_reverse):
+            if len(forward) + n_forward <= len(reverse) + n_reverse:
+                level, forward, n_forward = forward, [], 0
+                mine, other, fringe = pred, succ, forward
+            else:
+                level, reverse, n_reverse = reverse, [], 0
+                mine, other, fringe = succ, pred, reverse
+            hid = 0
+            for v in level:
+                hid += expand_count(v) if v >= 0 else 0
+                for w in neighbours(v):
+                    if w in ignore_nodes or (v, w) in ignore_edges or (w, v) in ignore_edges:
+                        continue
+                    if w not in mine:
+                        fringe.append(w)
+                        mine[w] = v
+                    if w in other:
+                        meet = w
+                        break
+                if meet is not None:
+                    break
+            if meet is not None:
+                break
+            if fringe is forward:
+                n_forward = hid
+            else:
+                n_reverse = hid
+        if meet is None:
+            return None
+        path = []
+        w = meet
+        while w is not None:
+            path.append(w)
+            w = succ[w]
+        w = pred[path[0]]
+        while w is not None:
+            path.insert(0, w)
+            w = pred[w]
+        return path
+
+    found: list[list[int]] = []
+    heap: list[tuple[int, int, list[int]]] = []
+    queued: set[tuple[int, ...]] = set()
+    counter = 0
+
+    def push(cost: int, path: list[int]) -> None:
+        nonlocal counter
+        key = tuple(path)
+        if key not in queued:
+            heappush(heap, (cost, counter, path))
+            counter += 1
+            queued.add(key)
+
+    prev: list[int] | None = None
+    while len(found) < k:
+        if prev is None:
+            path = bfs(_SRC, set(), set())
+            if path is None:
+                raise nx.NetworkXNoPath("no path between the two servers")
+            push(len(path), path)
+        else:
+            ignore_nodes: set[int] = set()
+            ignore_edges: set[tuple[int, int]] = set()
+            for i in range(1, len(prev)):
+                root = prev[:i]
+                for p in found:
+                    if p[:i] == root:
+                        ignore_edges.add((p[i - 1], p[i]))
+                spur = bfs(root[-1], ignore_nodes, ignore_edges)
+                if spur is not None:
+                    push(i + len(spur), root[:-1] + spur)
+                ignore_nodes.add(root[-1])
+        if not heap:
+            break
+        path = heappop(heap)[2]
+        queued.discard(tuple(path))
+        found.append(path)
+        prev = path
+    return found

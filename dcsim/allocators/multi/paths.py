@@ -18,16 +18,6 @@ import numpy as np
 from dcsim.model.paths import PathService
 
 
-def _leaf_servers(paths: PathService) -> frozenset:
-    """Graph nodes of the servers with exactly one link (cached on the path service)."""
-    leaves = getattr(paths, "_dcsim_leaf_servers", None)
-    if leaves is None:
-        g = paths.topology.graph
-        leaves = frozenset(v for v in paths.topology.servers if g.degree(v) == 1)
-        paths._dcsim_leaf_servers = leaves
-    return leaves
-
-
 def weighted_k_paths(paths: PathService, a: int, b: int, k: int,
                      weight: np.ndarray | Callable[[int], float]) -> list[np.ndarray]:
     """Up to ``k`` shortest simple paths between servers ``a`` and ``b`` by link ``weight``.
@@ -50,7 +40,7 @@ def weighted_k_paths(paths: PathService, a: int, b: int, k: int,
     # without changing any path or its weight. Among paths of equal weight the order may
     # differ from networkx's on the full graph (it breaks ties by push count); it is
     # deterministic.
-    leaves = _leaf_servers(paths)
+    leaves = paths.leaf_servers()
     if src in leaves and dst in leaves:
         hub = next(iter(topo.graph.adj[src]))
         if hub in topo.graph.adj[dst]:
