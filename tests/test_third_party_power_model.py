@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.test_third_party_plugin import _can_build_offline
+from tests.helpers.pip import can_build_offline
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,7 +71,7 @@ def site(tmp_path_factory) -> Path:
     target = tmp / "site"
     cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
            str(target), str(src)]
-    if _can_build_offline():
+    if can_build_offline():
         cmd.insert(-1, "--no-build-isolation")
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
