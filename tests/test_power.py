@@ -303,3 +303,42 @@ def test_each_servers_energy_lies_between_idle_and_peak(seed, n, off, watts, tab
         assert (e >= watts[0] * span - tol).all()
     assert s["energy_j"] == pytest.approx(float(e.sum()), rel=1e-12, abs=1e-9)
     assert math.isfinite(s["mean_power_w"]) or span == 0
+
+
+# -------------------------------------------------------------------------- server types
+def typed_topology(tmp_path, types=("a", "b")):
+    """A topology file: two servers of cpu 10 (their `type`s given) under one switch."""
+    import json
+
+    nodes = [{"id": f"h{i}", "kind": "server", "cpu": 10, "mem": 10,
+              **({"type": t} if t is not None else {})} for i, t in enumerate(types)]
+    nodes.append({"id": "sw", "kind": "switch", "tier": 1})
+    links = [{"source": f"h{i}", "target": "sw", "capacity": 10} for i in range(len(types))]
+    (tmp_path / "t.json").write_text(json.dumps({"nodes": nodes, "links": links}))
+    return build_topology({"kind": "file", "path": str(tmp_path / "t.json")})
+
+
+def test_each_server_type_draws_its_own_model(tmp_path):
+    """Server 0 (type a, linear 100-200): 0.5 for [0, 10], idle [10, 20]; server 1 (type
+    b, constant 50) for the whole window; without b's model it falls back to
+    power.server."""
+    t = typed_topology(tmp_path)
+    assert t.resources == ("cpu", "mem")  # the type is not a resource
+    _, s, _ = run(t, hand_source(), {"types": {"a": LINEAR,
+                                               "b": {"model": "constant", "watts": 50}}})
+    assert s["energy_servers_j"] == (150 * 10 + 100 * 10) + 50 * 20
+    _, s, _ = run(t, hand_source(), {"server": {"model": "constant", "watts": 70},
+                                     "types": {"a": LINEAR}})
+    assert s["energy_servers_j"] == (150 * 10 + 100 * 10) + 70 * 20
+
+
+def test_server_types_without_a_model_or_servers_name_the_field(tmp_path):
+    t = typed_topology(tmp_path, types=("a", None))
+    with pytest.raises(ConfigError, match=r"power.server: server 'h1' has no power model"):
+        power(t, types={"a": LINEAR})
+    with pytest.raises(ConfigError, match=r"power.types.c: no server of the topology has"):
+        power(t, server=LINEAR, types={"c": LINEAR})
+    with pytest.raises(ConfigError, match=r"power.types.a.idle_w"):
+        power(t, server=LINEAR, types={"a": {"model": "linear", "idle_w": -1, "peak_w": 1}})
+    with pytest.raises(ValueError, match="needs server .* or types"):
+        PowerSpec.model_validate({})

@@ -4,6 +4,8 @@
 
     power:
       server: {model: linear, idle_w: 100, peak_w: 250}   # any registered power model
+    types:                 # optional: by the servers' `type` (a topology file's attribute)
+      gpu: {model: table, points: [[0, 300], [0.5, 900], [1, 1200]]}
       resource: cpu          # the utilisation that drives the model (default: cpu, else
                              # the topology's first resource)
       idle_policy: off       # on (default): a server hosting nothing draws the model at 0;
@@ -50,7 +52,7 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, field_validator, mo
 
 from dcsim.config_files import resolve_path
 from dcsim.csv_tables import read_csv
-from dcsim.errors import ConfigError
+from dcsim.errors import ConfigError, PluginError
 from dcsim.validation import StrictModel
 
 #: joules in a kilowatt-hour (carbon intensities are per kWh)
@@ -84,7 +86,8 @@ class CarbonSpec(StrictModel):
 class PowerSpec(StrictModel):
     """The ``power:`` section (module docstring)."""
 
-    server: dict[str, Any]
+    server: dict[str, Any] | None = None
+    types: dict[str, dict[str, Any]] = Field(default_factory=dict)
     resource: str | None = None
     # YAML 1.1 reads a bare on/off as true/false
     idle_policy: Literal["on", "off", True, False] = "on"
@@ -100,21 +103,45 @@ class PowerSpec(StrictModel):
 
     @field_validator("server")
     @classmethod
-    def _model(cls, v: dict[str, Any]) -> dict[str, Any]:
-        name = v.get("model")
-        if not isinstance(name, str) or not name:
-            raise ValueError("needs model: the name of a power model (constant, linear, "
-                             "table, or an installed one: `dcsim plugins`)")
+    def _model(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is not None:
+            _named(v)
         return v
+
+    @field_validator("types")
+    @classmethod
+    def _models(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for name, model in v.items():
+            try:
+                _named(model)
+            except ValueError as e:
+                raise ValueError(f"{name}: {e}") from None
+        return v
+
+    @model_validator(mode="after")
+    def _some_model(self) -> PowerSpec:
+        if self.server is None and not self.types:
+            raise ValueError("power: needs server (every server's model) or types (a model "
+                             "per server type)")
+        return self
+
+
+def _named(v: dict[str, Any]) -> None:
+    name = v.get("model")
+    if not isinstance(name, str) or not name:
+        raise ValueError("needs model: the name of a power model (constant, linear, "
+                         "table, or an installed one: `dcsim plugins`)")
 
 
 @dataclass
 class PowerSetup:
-    """A :class:`PowerSpec` built for one topology: the model instance, the resource
-    column, and the carbon intensity (a constant, or a trace's breakpoints)."""
+    """A :class:`PowerSpec` built for one topology: the model instances and which server
+    uses which, the resource column, and the carbon intensity (a constant, or a trace's
+    breakpoints)."""
 
     spec: PowerSpec
-    model: Any  # a dcsim.power.PowerModel
+    models: list[Any]  # dcsim.power.PowerModel instances
+    model_of: np.ndarray  # per server, its model's index in models
     resource: int
     intensity: float | None = None
     trace_time: np.ndarray | None = None
@@ -122,24 +149,37 @@ class PowerSetup:
 
 
 def build_power(spec: PowerSpec, topology, base_dir: str | None = None) -> PowerSetup:
-    """Check ``spec`` against ``topology`` and build its model; a ConfigError names the
+    """Check ``spec`` against ``topology`` and build its models (``power.server`` for
+    every server whose ``type`` is not under ``power.types``); a ConfigError names the
     field."""
-    from dcsim.errors import PluginError
-    from dcsim.plugins import get_plugin_class
-
-    options = {k: v for k, v in spec.server.items() if k != "model"}
-    try:
-        cls = get_plugin_class(spec.server["model"], "power_model")
-    except PluginError as e:
-        raise ConfigError(f"power.server.model: {e}") from None
-    model = cls(cls.parse_options(options, where="power.server"))
     resources = list(topology.resources)
     name = spec.resource or ("cpu" if "cpu" in resources else resources[0])
     if name not in resources:
         raise ConfigError(f"power.resource: {name!r} is not a resource of the topology "
                           f"({', '.join(resources)})")
-    setup = PowerSetup(spec, model, resources.index(name))
-    _check_model(model)
+    types = [topology.graph.nodes[n].get("type") for n in topology.servers]
+    named = sorted({str(t) for t in types if t is not None})
+    unused = sorted(set(spec.types) - set(named))
+    if unused:
+        raise ConfigError(f"power.types.{unused[0]}: no server of the topology has this type"
+                          f" (its types: {', '.join(named) or 'none'})")
+    models, index = [], {}
+    if spec.server is not None:
+        index[None] = len(models)
+        models.append(_model(spec.server, "power.server"))
+    for t, m in spec.types.items():
+        index[t] = len(models)
+        models.append(_model(m, f"power.types.{t}"))
+    model_of = np.empty(topology.n_servers, dtype=np.intp)
+    for i, t in enumerate(types):
+        key = str(t) if t is not None and str(t) in spec.types else None
+        if key not in index:
+            raise ConfigError(f"power.server: server {topology.servers[i]!r}"
+                              + (f" (type {t!r})" if t is not None else "")
+                              + " has no power model; give power.server (the default) or "
+                              "its type under power.types")
+        model_of[i] = index[key]
+    setup = PowerSetup(spec, models, model_of, resources.index(name))
     if spec.carbon is not None:
         if spec.carbon.trace is not None:
             setup.trace_time, setup.trace_value = read_intensity(spec.carbon.trace, base_dir)
@@ -148,16 +188,26 @@ def build_power(spec: PowerSpec, topology, base_dir: str | None = None) -> Power
     return setup
 
 
-def _check_model(model) -> None:
-    """A model must give finite non-negative watts for utilisations in [0, 1]."""
+def _model(raw: dict[str, Any], where: str):
+    """The power model ``raw`` names, with its options; checked to give finite,
+    non-negative watts for utilisations in [0, 1]."""
+    from dcsim.plugins import get_plugin_class
+
+    options = {k: v for k, v in raw.items() if k != "model"}
+    try:
+        cls = get_plugin_class(raw["model"], "power_model")
+    except PluginError as e:
+        raise ConfigError(f"{where}.model: {e}") from None
+    model = cls(cls.parse_options(options, where=where))
     u = np.linspace(0.0, 1.0, 101)
     w = np.asarray(model.power(u), dtype=np.float64)
     if w.shape != u.shape:
-        raise ConfigError(f"power.server.model: {model.name!r} returned {w.shape} watts for "
+        raise ConfigError(f"{where}.model: {model.name!r} returned {w.shape} watts for "
                           f"{u.shape} utilisations")
     if not np.isfinite(w).all() or (w < 0).any():
-        raise ConfigError(f"power.server.model: {model.name!r} gives negative or non-finite "
+        raise ConfigError(f"{where}.model: {model.name!r} gives negative or non-finite "
                           "watts between utilisation 0 and 1")
+    return model
 
 
 def read_intensity(path: str, base_dir: str | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -221,7 +271,8 @@ class PowerMeter:
 
     def __init__(self, setup: PowerSetup, topology, state):
         self.setup = setup
-        self.model = setup.model
+        self.models = setup.models
+        self.model_of = setup.model_of
         self.r = setup.resource
         self.state = state
         n = topology.n_servers
@@ -324,11 +375,20 @@ class PowerMeter:
         self.w1 = t
 
     # -- integration ----------------------------------------------------------------------
-    def server_power(self, util: np.ndarray, hosted: np.ndarray, down: np.ndarray
-                     ) -> np.ndarray:
+    def server_power(self, util: np.ndarray, hosted: np.ndarray, down: np.ndarray,
+                     servers: np.ndarray | None = None) -> np.ndarray:
         """Watts of servers at ``util`` hosting ``hosted`` requests with ``down``
-        failures: the model's, or 0 when down or (idle-off) hosting nothing."""
-        w = np.asarray(self.model.power(util), dtype=np.float64)
+        failures: the model's, or 0 when down or (idle-off) hosting nothing. ``servers``
+        says whose (their models) when there are several models."""
+        if len(self.models) == 1:
+            w = np.asarray(self.models[0].power(util), dtype=np.float64)
+        else:
+            which = self.model_of if servers is None else self.model_of[servers]
+            w = np.empty(np.shape(util))
+            for k, m in enumerate(self.models):
+                sel = which == k
+                if sel.any():
+                    w[sel] = m.power(util[sel])
         on = down == 0
         if self.off:
             on &= hosted > 0
@@ -377,7 +437,7 @@ class PowerMeter:
         prev_u[first] = self.used[sf]
         prev_n[first] = self.hosted[sf]
         prev_d[first] = self.down[sf]
-        watts = self.server_power(prev_u, prev_n, prev_d)
+        watts = self.server_power(prev_u, prev_n, prev_d, s)
         a = np.maximum(prev_t, self.w0)
         b = np.minimum(t, self.w1)
         dt = np.maximum(b - a, 0.0)
