@@ -342,3 +342,40 @@ def test_server_types_without_a_model_or_servers_name_the_field(tmp_path):
         power(t, server=LINEAR, types={"a": {"model": "linear", "idle_w": -1, "peak_w": 1}})
     with pytest.raises(ValueError, match="needs server .* or types"):
         PowerSpec.model_validate({})
+
+
+# -------------------------------------------------------------------------- results
+def test_the_results_and_the_report_carry_the_energy(tmp_path):
+    """Through the runner: the declared columns in the summary and the time series, and
+    dcsim report's energy table by default (a headline metric), its power figure."""
+    import importlib.util
+
+    from dcsim.report import make_report
+
+    cfg = {"name": "e", "seeds": 2,
+           "topology": {"kind": "flat", "servers": 3, "server": {"cpu": 10, "mem": 10}},
+           "workload": {"requests": 200, "arrival": {"process": "poisson", "rate": 1},
+                        "duration": {"dist": "exponential", "mean": 5},
+                        "demand": {"cpu": {"dist": "uniform_int", "low": 1, "high": 4},
+                                   "mem": 1}},
+           "metrics": {"sample_interval": 20},
+           "allocators": ["random", "best_fit"],
+           "power": {"server": LINEAR, "idle_policy": False, "carbon": {"intensity": 100}}}
+    path = tmp_path / "e.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    r = CliRunner().invoke(main, ["run", str(path), "--out", str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output
+    s = pd.read_parquet(tmp_path / "out" / "summary.parquet")
+    for c in ("energy_j", "energy_servers_j", "energy_network_j", "mean_power_w",
+              "mean_power_servers_w", "mean_power_network_w", "power_ons", "carbon_g"):
+        assert c in s.columns and s[c].notna().all(), c
+    assert (s["energy_j"] > 0).all() and (s["power_ons"] > 0).all()
+    assert np.allclose(s["carbon_g"], s["energy_j"] / 3.6e6 * 100)
+    ts = pd.read_parquet(tmp_path / "out" / "timeseries")
+    assert {"power_w", "power_servers_w", "power_network_w"} <= set(ts.columns)
+    draw = importlib.util.find_spec("matplotlib") is not None
+    rep = make_report(tmp_path / "out", draw=draw)
+    assert "energy_j" in rep.metrics and "carbon_g" in rep.metrics
+    assert any(t.startswith("energy_j (J)") for t, _ in rep.text_tables())
+    if draw:
+        assert (tmp_path / "out" / "report" / "figures" / "timeseries_power_w.png").exists()
