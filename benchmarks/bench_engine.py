@@ -1,6 +1,6 @@
 """Engine throughput: dcsim with first_fit vs bare SimPy on the same arrival/departure stream.
 
-    python benchmarks/bench_engine.py [--requests 50000] [--repeat 3]
+    python benchmarks/bench_engine.py [--requests 50000] [--repeat 3] [--power]
 
 Both sides process the identical stream of Poisson arrivals and exponential holding times
 (load kept low enough that first_fit accepts every request, so both handle the same events).
@@ -12,6 +12,9 @@ Two bare-SimPy baselines are measured in the same run:
 
 The printed ratio is dcsim's requests/s over the baseline's (1.0 = no overhead). Goal from
 issue #2: >= 0.5 of bare SimPy at 1k servers.
+
+``--power`` runs dcsim with energy accounting on (a linear power model, servers idle-off:
+``dcsim.sim.power``), to measure what it costs (issue #38).
 """
 
 from __future__ import annotations
@@ -100,9 +103,20 @@ def bare_processes(arrival, duration) -> float:
     return time.perf_counter() - t0
 
 
-def dcsim_run(topo, arrival, duration, demand) -> float:
+#: the power section of ``--power``
+POWER = {"server": {"model": "linear", "idle_w": 100.0, "peak_w": 250.0},
+         "idle_policy": "off", "power_on_j": 1000.0}
+
+
+def dcsim_run(topo, arrival, duration, demand, power: bool = False) -> float:
+    setup = None
+    if power:
+        from dcsim.sim.power import PowerSpec, build_power
+
+        setup = build_power(PowerSpec.model_validate(POWER), topo)
     eng = Engine(topo, Source(arrival, duration, demand), FirstFitAllocator(),
-                 np.random.default_rng(0), EngineConfig(), sink=lambda kind, cols: None)
+                 np.random.default_rng(0), EngineConfig(), sink=lambda kind, cols: None,
+                 power=setup)
     t0 = time.perf_counter()
     summary = eng.run()
     elapsed = time.perf_counter() - t0
@@ -116,6 +130,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5,
                     help="rounds; each times all three back to back")
     ap.add_argument("--servers", type=int, nargs="+", default=[1000, 10000])
+    ap.add_argument("--power", action="store_true",
+                    help="dcsim with energy accounting on (linear model, idle-off servers)")
     args = ap.parse_args()
     n = args.requests
     print(f"requests per run: {n}; {args.repeat} interleaved rounds; req/s = best round, "
@@ -127,7 +143,8 @@ def main() -> None:
         a, d, m = stream(n, n_servers)
         rounds = []
         for _ in range(args.repeat):  # interleaved, so machine noise hits all three alike
-            rounds.append((dcsim_run(topo, a, d, m), bare_callbacks(a, d), bare_processes(a, d)))
+            rounds.append((dcsim_run(topo, a, d, m, args.power), bare_callbacks(a, d),
+                           bare_processes(a, d)))
         t = np.array(rounds)
         best = t.min(axis=0)
         r_cb = float(np.median(t[:, 1] / t[:, 0]))

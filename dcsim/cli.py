@@ -248,11 +248,11 @@ def import_trace_cmd(fmt: str, src: Path, out: Path, split: str | None,
 
 @main.command()
 def plugins() -> None:
-    """List registered allocators and schedulers, the package providing each, and their
-    options."""
+    """List registered plugins (allocators, schedulers, reschedulers, placers, power
+    models), the package providing each, and their options."""
     from dcsim.plugins import broken, registered
 
-    for kind in ("allocator", "scheduler", "rescheduler", "placer"):
+    for kind in ("allocator", "scheduler", "rescheduler", "placer", "power_model"):
         found = registered(kind)
         click.echo(f"{kind}s:")
         for name in sorted(found):
@@ -262,7 +262,8 @@ def plugins() -> None:
                 default = info.get_default(call_default_factory=True)
                 ann = info.annotation
                 ann = ann.__name__ if isinstance(ann, type) else str(ann).replace("typing.", "")
-                click.echo(f"      {field}: {ann} = {default!r}")
+                click.echo(f"      {field}: {ann} "
+                           + ("(required)" if info.is_required() else f"= {default!r}"))
     failed = broken()
     if failed:
         click.echo("broken (failed to load, left out):")

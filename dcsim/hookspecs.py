@@ -31,3 +31,9 @@ def register_reschedulers(register: Callable[[type], None]) -> None:
 def register_placers(register: Callable[[type], None]) -> None:
     """Register VM placement classes (:class:`dcsim.placers.Placer` subclasses), which
     choose the host and NUMA node of an arriving VM, by calling ``register(cls)``."""
+
+
+@hookspec
+def register_power_models(register: Callable[[type], None]) -> None:
+    """Register server power models (:class:`dcsim.power.PowerModel` subclasses), which
+    give a server's watts at a utilisation, by calling ``register(cls)`` for each."""

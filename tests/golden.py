@@ -38,6 +38,8 @@ REDUCE: dict[str, dict[str, Any]] = {
                                 "allocators.0.options.sequences=3"]},
     "deeprm_load_sweep": {"sets": ["workload.jobsets=2"]},
     "failures_fabric": {"keep": 3, "sets": ["workload.requests=100"]},
+    "energy_consolidation": {"keep": 1, "sets": ["workload.requests=600",
+                                                 "warmup.requests=100"]},
     "nara_table1": {"keep": 2},
     "nara_seed_spread": {"keep": 1},
     "nara_clock_ablation": {"keep": 1},

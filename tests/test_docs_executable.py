@@ -367,7 +367,22 @@ def test_the_topology_howto_lists_the_real_errors(tmp_path, monkeypatch):
 #: the how-tos a test above runs as written
 RUN_AS_WRITTEN = {"write-an-allocator.md", "vm-rescheduling.md", "use-a-trace.md",
                   "custom-topology.md", "queue-scheduling.md", "nara-optical-agent.md",
-                  "failures.md", "train-with-sb3.md", "workloads-in-time.md"}
+                  "failures.md", "train-with-sb3.md", "workloads-in-time.md",
+                  "energy.md"}
+
+
+@pytest.mark.slow
+def test_the_energy_howto_runs_as_written(tmp_path):
+    """docs/howto/energy.md: idle on/off for a spreading and a packing allocator, the time
+    series' power, switch-ons and a carbon trace, the shipped experiment reduced and its
+    report; every output it shows is what dcsim prints."""
+    cwd = _checkout(tmp_path, "experiments")
+    checks = run_tutorial(ROOT / "docs" / "howto" / "energy.md", cwd)
+    assert (cwd / "results" / "energy_consolidation" / "report" / "figures"
+            / "metric_energy_j.png").exists() or importlib.util.find_spec("matplotlib") is None
+    assert len(checks) >= 4
+    problems = drift(checks)
+    assert not problems, "\n\n".join(problems)
 
 
 @pytest.mark.parametrize("md", sorted(p.name for p in (ROOT / "docs" / "howto").glob("*.md")))

@@ -6,32 +6,20 @@ pip installs it (not editable) into a temporary folder that only the subprocesse
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
 import subprocess
 import sys
-from importlib.metadata import version
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from tests.helpers.pip import can_build_offline
+
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "plugins" / "dcsim-power-of-d"
-
-
-def _can_build_offline() -> bool:
-    """Whether this environment's setuptools can build a wheel without fetching anything.
-
-    setuptools builds wheels by itself from 70.1; before that it needs the ``wheel`` package.
-    Otherwise pip builds in an isolated environment, fetching setuptools from the index.
-    """
-    if importlib.util.find_spec("wheel") is not None:
-        return True
-    major, minor = (int(x) for x in version("setuptools").split(".")[:2])
-    return (major, minor) >= (70, 1)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +32,7 @@ def site(tmp_path_factory) -> Path:
     target = tmp / "site"
     cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
            str(target), str(src)]
-    if _can_build_offline():
+    if can_build_offline():
         cmd.insert(-1, "--no-build-isolation")
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr

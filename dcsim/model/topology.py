@@ -201,7 +201,7 @@ def _number(value: Any, what: str) -> float:
     return v
 
 
-_NODE_KEYS = {"kind", "tier", "rack", "pod", "label", "name", "id"}
+_NODE_KEYS = {"kind", "tier", "rack", "pod", "label", "name", "id", "type"}
 
 
 def _infer_resources(graph: nx.Graph, servers: list[Any], source: str) -> tuple[str, ...]:

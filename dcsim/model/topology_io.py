@@ -26,7 +26,7 @@ from dcsim.model.topology import DEFAULT_RESOURCES, Topology
 
 FORMATS = ("json", "graphml")
 _EXTENSIONS = {".json": "json", ".graphml": "graphml", ".xml": "graphml"}
-_TEXT_KEYS = {"kind", "label", "name", "id"}
+_TEXT_KEYS = {"kind", "label", "name", "id", "type"}
 _INT_KEYS = {"tier", "rack", "pod", "plane"}
 _NON_RESOURCE = _TEXT_KEYS | _INT_KEYS
 

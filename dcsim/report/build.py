@@ -38,6 +38,8 @@ CDF_COLUMNS = {"queue": ("slowdown", "completion_time"),
                "vm_online": ("migrations",)}
 #: per mode: the time-series column drawn
 TIMESERIES = {"loss": "util_cpu", "queue": "util_cpu", "vm_online": "fragment_rate"}
+#: per mode: the time-series columns drawn too when the run has them
+TIMESERIES_MORE = {"loss": ("power_w",)}
 NOT_METRICS = {"seed", "wall_time_s", "window_start", "window_end", "sim_time"}
 
 
@@ -215,12 +217,13 @@ def _draw(rep: Report, out: Path) -> None:
                                 figs.heatmap_figure(items, *pair, out, where)))
     col = TIMESERIES.get(r.mode)
     ts = r.timeseries if col else pd.DataFrame()
-    if col and len(ts) and col in ts.columns:
+    cols = [c for c in (col, *TIMESERIES_MORE.get(r.mode, ())) if c in ts.columns]
+    if cols and len(ts):
         ts, where = _last_point(r, ts)
-        rep.figures.append((f"{col} over time {where}",
-                            figs.timeseries_figure(ts, col, rep.label(col, "timeseries"), out,
-                                                   where,
-                                                   bounds=metric_range(col, r.mode,
-                                                                       "timeseries"))))
+        for c in cols:
+            rep.figures.append((f"{c} over time {where}",
+                                figs.timeseries_figure(ts, c, rep.label(c, "timeseries"), out,
+                                                       where, bounds=metric_range(
+                                                           c, r.mode, "timeseries"))))
     for _, paths in rep.figures:
         rep.files += paths

@@ -231,6 +231,9 @@ LOSS_TIMESERIES = Table("timeseries", (
         "are up", when="failures"),
     Col("avail_bw_<tier>", "float64", "fraction", "share of a tier's bandwidth on links "
         "that are up", when="link_failures"),
+    Col("power_w", "float64", "W", "power drawn now, servers and switches", when="power"),
+    Col("power_servers_w", "float64", "W", "of it, by the servers", when="power"),
+    Col("power_network_w", "float64", "W", "of it, by the switches", when="power"),
 ), "one per sample")
 
 #: ``failures:`` (loss and vm_online): one row per failure or repair of a component
@@ -277,6 +280,17 @@ LOSS_SUMMARY = Table("summary", (
         "up", when="failures"),
     Col("avail_bw_<tier>", "float64", "fraction", "time-averaged share of a tier's "
         "bandwidth up", when="link_failures"),
+    Col("energy_j", "float64", "J", "energy over the window, servers and switches",
+        when="power"),
+    Col("energy_servers_j", "float64", "J", "of it, the servers' (switch-ons included)",
+        when="power"),
+    Col("energy_network_j", "float64", "J", "of it, the switches'", when="power"),
+    Col("mean_power_w", "float64", "W", "energy_j over the window's length", when="power"),
+    Col("mean_power_servers_w", "float64", "W", "the servers' mean power", when="power"),
+    Col("mean_power_network_w", "float64", "W", "the switches' mean power", when="power"),
+    Col("power_ons", "int64", "—", "idle-off servers switched on in the window",
+        when="power"),
+    Col("carbon_g", "float64", "gCO2", "emissions of energy_j", when="carbon"),
 ), "one per run")
 
 QUEUE_JOBS = Table("jobs", (

@@ -36,7 +36,7 @@ STAT_COLUMNS = ["mean", "half_width", "ci_low", "ci_high", "n", "identical", "cl
 
 #: the metrics a finished `dcsim run` shows first, in this order, when its summary has them
 HEADLINE = ("acceptance_ratio", "util_cpu", "util_mem", "mean_footprint", "mean_slowdown",
-            "fr_after", "mean_fragment_rate", "migrations")
+            "fr_after", "mean_fragment_rate", "migrations", "energy_j", "carbon_g")
 
 
 # ------------------------------------------------------------------------------ declarations

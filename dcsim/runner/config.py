@@ -25,6 +25,7 @@ from dcsim.config_files import (  # noqa: F401  (their old home; re-exported)
 from dcsim.errors import ConfigError
 from dcsim.runner.modes.base import PLUGIN_LISTS
 from dcsim.sim.failures import FailureSpec
+from dcsim.sim.power import PowerSpec
 from dcsim.validation import StrictModel
 
 
@@ -99,6 +100,7 @@ class ExperimentSpec(StrictModel):
     # requests ending at t: released before the arrival at t, or after its first step
     departures: Literal["before_arrivals", "after_first_step"] = "before_arrivals"
     failures: FailureSpec | None = None  # component failures (dcsim.sim.failures)
+    power: PowerSpec | None = None  # power and energy (dcsim.sim.power)
     warmup: WarmupSpec = Field(default_factory=WarmupSpec)
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
@@ -118,6 +120,8 @@ class ExperimentSpec(StrictModel):
         if self.failures is not None and self.mode not in ("loss", "vm_online"):
             raise ValueError(f"failures: only modes loss and vm_online simulate failures "
                              f"(mode {self.mode!r})")
+        if self.power is not None and self.mode != "loss":
+            raise ValueError(f"power: only mode loss accounts energy (mode {self.mode!r})")
         if self.mode in ("reschedule", "vm_online") and self.vm is None:
             raise ValueError(f"vm: Field required in mode {self.mode!r}")
         if self.topology is None:
@@ -177,6 +181,10 @@ RESERVED_COLUMNS = frozenset({
     # failures (their table and summary columns)
     "n_failures", "interrupted", "reallocated", "lost_request_time", "lost_vm_time", "event",
     "kind", "component", "lost_time", "interruptions",
+    # power: (dcsim.sim.power)
+    "energy_j", "energy_servers_j", "energy_network_j", "mean_power_w", "mean_power_servers_w",
+    "mean_power_network_w", "power_ons", "carbon_g", "power_w", "power_servers_w",
+    "power_network_w",
 })
 #: Keys that ``matrix:`` may not sweep (use ``seeds:`` / ``--seeds`` for replications).
 UNSWEEPABLE = ("name", "seed", "seeds", "matrix")

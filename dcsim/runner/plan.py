@@ -147,6 +147,8 @@ def resolved_config(exp: Experiment) -> dict[str, Any]:
     unused = {key for key, _ in PLUGIN_LISTS.values()} | mode.unused
     if exp.spec.failures is None:
         unused.add("failures")
+    if exp.spec.power is None:
+        unused.add("power")
     out = exp.spec.model_dump(mode="json", exclude=unused)
     out.update(mode.resolved(exp.spec))
     allocators, seen = [], set()

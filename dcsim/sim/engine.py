@@ -51,6 +51,7 @@ from dcsim.sim.core import SimCore
 from dcsim.sim.engine_clock import HeldAndDeferred
 from dcsim.sim.engine_fused import NO_ATTRS, FusedArrivals
 from dcsim.sim.metrics import AcceptanceLog, Meter
+from dcsim.sim.power import PowerMeter, PowerSetup
 from dcsim.sim.records import ColumnBuffer, request_columns, unpack_batch
 from dcsim.workload.base import RequestBatch, RequestSource
 
@@ -82,6 +83,7 @@ class Engine(FusedArrivals, HeldAndDeferred, SimCore):
         config: EngineConfig | None = None,
         sink: Sink | None = None,
         failures: Callable[[Engine], Any] | None = None,
+        power: PowerSetup | None = None,
     ):
         self.topology = topology
         self.source = source
@@ -127,6 +129,11 @@ class Engine(FusedArrivals, HeldAndDeferred, SimCore):
         # the common case, fused (engine_fused): loss mode, nothing else watching arrivals
         self._fused = not self._defer and self._failures is None and not self._wait
         self._take_one, self._give_one = self.state.server_ops()
+        # power and energy (dcsim.sim.power): None when the run has no power: section
+        self.power = PowerMeter(power, topology, self.state) if power is not None else None
+        if self.power is not None:
+            self._take_one, self._give_one = self.power.server_ops(
+                self._take_one, self._give_one, self.env)
         self._warm_requests = self.config.warmup_requests
         self._warm_time = self.config.warmup_time
 
@@ -187,6 +194,8 @@ class Engine(FusedArrivals, HeldAndDeferred, SimCore):
         if self._measured_received:  # the last request's per-request utilisation sample
             self.meter.decision_sample()
         self.meter.close_window(env.now)
+        if self.power is not None:
+            self.power.close(env.now)
         self.failures_window(env.now, open_=False)
         if self._failures is not None:
             self._failures.check_done()
@@ -236,6 +245,8 @@ class Engine(FusedArrivals, HeldAndDeferred, SimCore):
 
     def _open_window(self, now: float) -> None:
         self.meter.open_window(now)
+        if self.power is not None:
+            self.power.open(now)
         self.failures_window(now, open_=True)
 
     # ------------------------------------------------------------------ decisions
@@ -284,6 +295,8 @@ class Engine(FusedArrivals, HeldAndDeferred, SimCore):
             self._release_due()
         if placement is not None:
             self.meter.accepted(req.id, now, now + req.duration, placement, amount)
+            if self.power is not None:
+                self.power.placed(now, placement)
             self.accepted += 1
             if measured:
                 self._footprint_sum += placement.footprint
@@ -361,6 +374,8 @@ class Engine(FusedArrivals, HeldAndDeferred, SimCore):
         else:
             self.state._apply(placement, 1.0)
         self.meter.departed(req.id)
+        if self.power is not None:
+            self.power.released(self.env.now, placement)
         self.released += 1
         if self._notify_release:
             self.view.now = self.env.now
@@ -401,6 +416,8 @@ class Engine(FusedArrivals, HeldAndDeferred, SimCore):
             **(self.meter.instant(self.state) if self._failures is None
                else self._failures.instant()),
         }
+        if self.power is not None:
+            row.update(self.power.instant())
         self._samples.append_row(row)
         if self._samples.rows >= self.config.flush_rows:
             self._flush()
@@ -430,4 +447,6 @@ class Engine(FusedArrivals, HeldAndDeferred, SimCore):
         out["sim_time"] = float(self.env.now)
         if self._failures is not None:
             out.update(self._failures.process.summary("lost_request_time"))
+        if self.power is not None:
+            out.update(self.power.summary(float(self.env.now)))
         return out

@@ -162,9 +162,12 @@ class LossFailures:
         now = e.env.now
         on = self.on_server[comp] if kind == "server" else self.on_link[comp]
         hit = [self._unhold(rid) for rid in sorted(on)]
+        power = e.power
         for req, placement, _amount, _end in hit:
             e.state._apply(placement, 1.0)
             e.meter.interrupted(req.id, now)
+            if power is not None:
+                power.released(now, placement)
             if e._notify_release:
                 e.view.now = now
                 e.allocator.released(req, placement, e.view)
@@ -173,10 +176,14 @@ class LossFailures:
             e.state.free[comp] = 0.0
             self._server_up[comp] = False
             self.down_capacity += e.state.capacity[comp]
+            if power is not None:  # a failed server draws nothing
+                power.server_failed(now, comp, 1.0)
         else:
             e.state.link_free[comp] = 0.0
             self._link_up[comp] = False
             self._tier_down[e.meter.link_tier_pos[comp]] += e.state.link_capacity[comp]
+            if power is not None:
+                power.link_failed(now, comp, 1)
         e.view.now = now
         if self._notify_failed:
             e.allocator.failed(kind, comp, e.view)
@@ -205,6 +212,8 @@ class LossFailures:
             return False
         self.hold(req, placement, amount, end)
         e.meter.accepted(req.id, now, end, placement, amount)
+        if e.power is not None:
+            e.power.placed(now, placement)
         return True
 
     def repair(self, kind: str, comp: int) -> None:
@@ -214,10 +223,14 @@ class LossFailures:
             e.state.free[comp] = e.state.capacity[comp]
             self._server_up[comp] = True
             self.down_capacity -= e.state.capacity[comp]
+            if e.power is not None:
+                e.power.server_failed(e.env.now, comp, -1.0)
         else:
             e.state.link_free[comp] = e.state.link_capacity[comp]
             self._link_up[comp] = True
             self._tier_down[e.meter.link_tier_pos[comp]] -= e.state.link_capacity[comp]
+            if e.power is not None:
+                e.power.link_failed(e.env.now, comp, -1)
         e.view.now = e.env.now
         if self._notify_repaired:
             e.allocator.repaired(kind, comp, e.view)

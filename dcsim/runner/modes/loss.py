@@ -36,6 +36,10 @@ class LossMode(Mode):
                               f"workload.requests ({n}): no request would be measured")
         if point.failures is not None:  # a bad trace or tier name fails here, not in a run
             failure_schedule(point.failures, topology, np.random.default_rng(0), base_dir)
+        if point.power is not None:  # a bad model, option, resource or trace fails here
+            from dcsim.sim.power import build_power
+
+            build_power(point.power, topology, base_dir)
         attrs = point.workload.attrs
         taken = [a for a in attrs if a in RESERVED_COLUMNS or a in topology.resources]
         if taken:
@@ -81,13 +85,19 @@ class LossMode(Mode):
             def failures(engine):
                 return LossFailures(engine, fspec, rng, plan.base_dir)
 
+        power = None
+        if spec.power is not None:
+            from dcsim.sim.power import build_power
+
+            power = build_power(spec.power, topology, plan.base_dir)
+            flags = [*flags, "power", *(["carbon"] if spec.power.carbon is not None else [])]
         total = spec.workload.requests
 
         def simulate(sink) -> dict[str, Any]:
             from dcsim.runner.progress import watch_run
 
             engine = Engine(topology, source, allocator, workload_rng, config, sink=sink,
-                            failures=failures)
+                            failures=failures, power=power)
             # read-only: the terminal's progress line (dcsim.runner.progress)
             with watch_run(plan.run_id, lambda: (engine.received, total, engine.env.now)):
                 return engine.run()
