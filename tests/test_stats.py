@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from dcsim.results.stats import mean_ci
+from dcsim.results.stats import interval_stats, mean_ci
 
 
 def test_mean_ci_is_the_student_t_interval():
@@ -30,3 +30,34 @@ def test_ci_cell_formats_mean_and_half_width():
     assert ci_cell([0.5]) == "0.50"
     m, h, _ = mean_ci(pd.Series([1.0, 2.0, 3.0]))
     assert ci_cell([1.0, 2.0, 3.0], 3) == f"{m:.3f} ± {h:.3f}"
+
+
+def test_keys_named_like_the_aggregates_keep_their_groups():
+    """A group key may be called "n", "sd" or "lo" (a swept key's column): the statistics
+    still come out per group, under their own names."""
+    frame = pd.DataFrame({"n": [1, 1, 2, 2], "sd": ["a", "a", "b", "b"],
+                          "v": [1.0, 3.0, 5.0, 5.0]})
+    out = interval_stats(frame, ["n", "sd"], "v")
+    assert list(out.columns[:2]) == ["n", "sd"] and list(out["sd"]) == ["a", "b"]
+    assert list(out["mean"]) == [2.0, 5.0]
+
+
+def test_a_swept_key_ending_in_mean_runs_and_reports(tmp_path):
+    """matrix: workload.duration.mean used to crash the end-of-run table (its column was
+    "mean", a statistic's name): the column is now the whole path."""
+    from click.testing import CliRunner
+
+    from dcsim.cli import main
+
+    cfg = tmp_path / "e.yaml"
+    cfg.write_text(
+        "name: e\nseed: 1\nseeds: 2\ntopology: {kind: flat, servers: 4, server: {cpu: 8, "
+        "mem: 8}}\nworkload:\n  requests: 60\n  arrival: {process: poisson, rate: 5}\n"
+        "  demand: {cpu: {dist: constant, value: 1}, mem: {dist: constant, value: 1}}\n"
+        "  duration: {dist: exponential, mean: 1.0}\n"
+        "matrix:\n  workload.duration.mean: [0.5, 1.0]\nallocators: [first_fit]\n")
+    r = CliRunner().invoke(main, ["run", str(cfg), "--out", str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output
+    assert "workload_duration_mean" in pd.read_parquet(tmp_path / "out" / "summary.parquet")
+    r = CliRunner().invoke(main, ["report", str(tmp_path / "out"), "--no-figures"])
+    assert r.exit_code == 0, r.output

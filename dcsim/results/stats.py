@@ -82,13 +82,16 @@ def interval_stats(frame: pd.DataFrame, keys: Sequence[str], value: str,
     interval reached outside ``bounds``)."""
     keys = list(keys)
     g = frame.groupby(keys, sort=False, dropna=False, observed=True)[value]
-    out = g.agg(mean="mean", sd="std", n="count", lo="min", hi="max").reset_index()
-    n = out["n"].to_numpy(dtype=np.int64)
-    mean = out["mean"].to_numpy(dtype=np.float64)
-    identical = (n >= 2) & ((out["hi"] - out["lo"]).to_numpy(dtype=np.float64)
+    # the aggregates under names no key can have (a swept key may be called "n" or "sd")
+    agg = g.agg(**{" mean": "mean", " sd": "std", " n": "count", " lo": "min", " hi": "max"})
+    out = agg.reset_index(drop=True)
+    groups = agg.index.to_frame(index=False)
+    n = out[" n"].to_numpy(dtype=np.int64)
+    mean = out[" mean"].to_numpy(dtype=np.float64)
+    identical = (n >= 2) & ((out[" hi"] - out[" lo"]).to_numpy(dtype=np.float64)
                             <= 1e-12 * np.maximum(1.0, np.abs(mean)))
     t = stats.t.ppf(0.5 + level / 2, np.maximum(n - 1, 1))
-    half = np.where(n >= 2, t * out["sd"].to_numpy(dtype=np.float64)
+    half = np.where(n >= 2, t * out[" sd"].to_numpy(dtype=np.float64)
                     / np.sqrt(np.maximum(n, 1)), np.nan)
     half = np.where(identical, 0.0, half)
     low, high = mean - half, mean + half
@@ -98,7 +101,7 @@ def interval_stats(frame: pd.DataFrame, keys: Sequence[str], value: str,
         low, high = np.clip(low, *bounds), np.clip(high, *bounds)
     stat = pd.DataFrame({"mean": mean, "half_width": half, "ci_low": low, "ci_high": high,
                          "n": n, "identical": identical, "clipped": clipped})
-    return pd.concat([out[keys], stat], axis=1)
+    return pd.concat([groups[keys], stat], axis=1)
 
 
 def mean_ci(values: pd.Series, level: float = 0.95) -> tuple[float, float, int]:

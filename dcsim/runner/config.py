@@ -185,6 +185,9 @@ RESERVED_COLUMNS = frozenset({
     "energy_j", "energy_servers_j", "energy_network_j", "mean_power_w", "mean_power_servers_w",
     "mean_power_network_w", "power_ons", "carbon_g", "power_w", "power_servers_w",
     "power_network_w",
+    # the statistics' columns (dcsim.results.stats.STAT_COLUMNS, beside the swept keys in
+    # the tables of `dcsim run` and `dcsim report`)
+    "mean", "half_width", "ci_low", "ci_high", "n", "identical", "clipped",
 })
 #: Keys that ``matrix:`` may not sweep (use ``seeds:`` / ``--seeds`` for replications).
 UNSWEEPABLE = ("name", "seed", "seeds", "matrix")
