@@ -158,7 +158,93 @@ def test_minibatch_size_is_the_one_name_and_the_old_key_says_what_replaces_it(tm
     from pathlib import Path
     root = Path(__file__).parents[1]
     for path in [*(root / "experiments").glob("*.yaml"), *(root / "docs").rglob("*.md")]:
-        assert "num_minibatches" not in path.read_text(), path
+        assert "num_minibatches:" not in path.read_text(), path  # as a key
     assert "minibatch_size" in (root / "experiments" / "vmr2l_train.yaml").read_text()
     shipped = json.loads((root / "dcsim/learn/checkpoints/nara_alpha_uniform.json").read_text())
     assert shipped["training"]["config"]["minibatch_size"] == 256
+
+
+# --------------------------------------------------------------------------- item 5
+@pytest.fixture
+def restore_torch_determinism(monkeypatch):
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    was = torch.are_deterministic_algorithms_enabled()
+    yield
+    torch.use_deterministic_algorithms(was)
+
+
+def test_deterministic_on_cuda_sets_torch_and_cublas(restore_torch_determinism, monkeypatch):
+    """What ``deterministic: true`` sets for a CUDA device (the settings need no GPU to be
+    made; on the CPU nothing changes)."""
+    import os
+
+    torch.use_deterministic_algorithms(False)
+    doc = core.make_deterministic(True, torch.device("cpu"))
+    assert doc == {"deterministic": True, "device": "cpu",
+                   "torch_deterministic_algorithms": False}
+    assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ
+    assert core.make_deterministic(False, torch.device("cuda"))[
+        "torch_deterministic_algorithms"] is False
+    doc = core.make_deterministic(True, torch.device("cuda"))
+    assert torch.are_deterministic_algorithms_enabled()
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    assert doc == {"deterministic": True, "device": "cuda",
+                   "torch_deterministic_algorithms": True,
+                   "cublas_workspace_config": ":4096:8"}
+    # CUDA initialised before the setting could reach cuBLAS: said, not silently ignored
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG")
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    with pytest.warns(RuntimeWarning, match="CUBLAS_WORKSPACE_CONFIG=:4096:8"):
+        core.make_deterministic(True, torch.device("cuda"))
+
+
+def test_an_op_without_a_deterministic_variant_is_one_clear_error(tmp_path,
+                                                                  restore_torch_determinism):
+    from dcsim.learn.nara_config import TrainConfig
+
+    def body(*args):
+        raise RuntimeError("index_add_cuda_ does not have a deterministic implementation, "
+                           "but you set 'torch.use_deterministic_algorithms(True)'.\nmore")
+
+    with pytest.raises(ConfigError, match=r"deterministic: torch cannot run this training "
+                       r"deterministically on cpu: index_add_cuda_ .*set deterministic: "
+                       r"false"):
+        core.run("nara", TrainConfig(device="cpu"), tmp_path, body, log=None, resume=False,
+                 stop_after=None)
+
+    def other(*args):
+        raise RuntimeError("something else")
+
+    with pytest.raises(RuntimeError, match="something else"):
+        core.run("nara", TrainConfig(device="cpu"), tmp_path, other, log=None, resume=False,
+                 stop_after=None)
+
+
+def test_the_setting_is_applied_recorded_and_same_seed_gives_same_weights(
+        tmp_path, restore_torch_determinism, monkeypatch):
+    """``deterministic`` reaches make_deterministic with the training's device, is in the
+    checkpoint JSON (config and what was set) and torch's mode is restored after; on the
+    CPU the same seed gives the same weights, with the setting on or off."""
+    from dcsim.allocators.multi.learned import load_checkpoint
+    from dcsim.learn.ppo import TrainConfig, train
+
+    tiny = {"iterations": 2, "num_envs": 2, "num_steps": 8, "minibatch_size": 8,
+            "update_epochs": 1, "eval_every": 2, "eval_episodes": 1, "eval_requests": 6,
+            "episode_requests": 5, "device": "cpu"}
+    seen = []
+    real = core.make_deterministic
+    monkeypatch.setattr(core, "make_deterministic",
+                        lambda d, dev: seen.append((d, dev.type)) or real(d, dev))
+    torch.use_deterministic_algorithms(False)
+    runs = {}
+    for name, det in (("a", True), ("b", True), ("c", False)):
+        runs[name] = train(TrainConfig(**tiny, deterministic=det), tmp_path / name, log=None)
+    assert seen == [(True, "cpu"), (True, "cpu"), (False, "cpu")]
+    assert not torch.are_deterministic_algorithms_enabled()
+    meta = json.loads((tmp_path / "a" / "last.json").read_text())["training"]
+    assert meta["config"]["deterministic"] is True
+    assert meta["determinism"] == {"deterministic": True, "device": "cpu",
+                                   "torch_deterministic_algorithms": False}
+    w = {k: load_checkpoint(r["last"]).weights for k, r in runs.items()}
+    for k in w["a"]:
+        assert np.array_equal(w["a"][k], w["b"][k]) and np.array_equal(w["a"][k], w["c"][k])

@@ -39,6 +39,10 @@ class TrainConfig:
     max_wall_s: float | None = Field(None, gt=0.0)  # stop (evaluate, save) after this long
     threads: int = Field(1, ge=1)                 # torch threads (CPU)
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when available
+    # bit-reproducible training on a GPU where torch allows (deterministic algorithms, the
+    # cuBLAS workspace setting; see dcsim.learn.ppo_core.make_deterministic); the CPU is
+    # deterministic either way
+    deterministic: bool = True
     # --- environment (NaraEnvConfig; experiment-file sections)
     topology: dict[str, Any] = Field(default_factory=_alpha)
     topologies: list[dict[str, Any]] | None = None  # one drawn per episode (replaces topology)

@@ -5,8 +5,8 @@ and each trainer keeps only its rollout (how its network turns observations into
 and its network.
 
 * :func:`run` — what ``train()`` does around a trainer's body: the resume state read and
-  checked, the output folder, the device, torch's thread count and the stop request
-  (Ctrl-C) around the iterations.
+  checked, the output folder, the device, torch's thread count, reproducibility on a GPU
+  (:func:`make_deterministic`) and the stop request (Ctrl-C) around the iterations.
 * :func:`gae` — generalized advantage estimation over a ``(steps, envs)`` rollout, cut at
   episode ends.
 * :func:`update` — the PPO update: ``update_epochs`` passes over shuffled minibatches of
@@ -33,8 +33,10 @@ training gives the same weights, bit for bit, as before the core was shared.
 from __future__ import annotations
 
 import dataclasses
+import os
 import platform
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -43,6 +45,7 @@ import numpy as np
 import torch
 
 from dcsim import __version__
+from dcsim.errors import ConfigError
 from dcsim.learn import resume as rs
 from dcsim.learn.lockstep import LockstepEnvs
 
@@ -58,33 +61,86 @@ def device_for(setting: str) -> torch.device:
     return torch.device("cpu")
 
 
+#: cuBLAS's workspace setting that makes its GEMMs deterministic (torch's reproducibility
+#: notes); cuBLAS reads it when CUDA initialises
+CUBLAS_WORKSPACE = ":4096:8"
+
+
+def make_deterministic(deterministic: bool, device: torch.device) -> dict[str, Any]:
+    """Make training on ``device`` reproducible where torch allows; returns what was set
+    (recorded in the checkpoint JSON as ``training.determinism``).
+
+    On the CPU dcsim's training is deterministic as it stands (same seed, same machine:
+    same weights) and nothing is changed. On CUDA with ``deterministic`` true,
+    ``torch.use_deterministic_algorithms(True)`` is set: ops with a deterministic CUDA
+    variant use it (the GNN's scatter-add, ``index_add_``, and the backward of indexing
+    accumulate with atomic adds otherwise, in an order that varies run to run, so that the
+    same seed gives weights that differ in the last bits), and an op without one raises an
+    error naming it (:func:`run` turns it into a ConfigError saying to set
+    ``deterministic: false``). ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` is set too when the
+    environment does not set it; cuBLAS reads it when CUDA initialises, so when CUDA was
+    initialised earlier in the process a warning says to set it before starting. With
+    ``deterministic`` false nothing is set, and CUDA runs of one seed may differ in the
+    last bits."""
+    doc: dict[str, Any] = {"deterministic": bool(deterministic), "device": device.type}
+    if device.type == "cuda" and deterministic:
+        if os.environ.get("CUBLAS_WORKSPACE_CONFIG") not in (CUBLAS_WORKSPACE, ":16:8"):
+            if torch.cuda.is_initialized():
+                warnings.warn(
+                    "deterministic: CUDA was initialised in this process before "
+                    f"CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE} was set, so cuBLAS may "
+                    "not be deterministic; set it in the environment before starting "
+                    "(dcsim train sets it itself)", RuntimeWarning, stacklevel=3)
+            os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_WORKSPACE
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.benchmark = False
+    doc["torch_deterministic_algorithms"] = torch.are_deterministic_algorithms_enabled()
+    if device.type == "cuda":
+        doc["cublas_workspace_config"] = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    return doc
+
+
 def run(kind: str, cfg: Any, out: str | Path, body: Callable[..., dict[str, Any]], *,
         log: Callable[[str], None] | None, resume: bool, stop_after: int | None
         ) -> dict[str, Any]:
-    """What ``train()`` does around a trainer's ``body(out, say, device, state, guard)``:
-    with ``resume`` the state of ``out`` is read and checked against ``cfg``
-    (:func:`dcsim.learn.resume.load`), torch is seeded with ``cfg.seed`` and runs on
-    ``cfg.threads`` threads (restored after), and a stop request (Ctrl-C,
-    ``stop_after``) is armed around the body."""
+    """What ``train()`` does around a trainer's ``body(out, say, device, state, guard,
+    determinism)``: with ``resume`` the state of ``out`` is read and checked against
+    ``cfg`` (:func:`dcsim.learn.resume.load`), reproducibility is set as
+    ``cfg.deterministic`` says (:func:`make_deterministic`; ``determinism`` is what was
+    set, for the checkpoint JSON), torch is seeded with ``cfg.seed`` and runs on
+    ``cfg.threads`` threads (both settings restored after), and a stop request (Ctrl-C,
+    ``stop_after``) is armed around the body. An op that torch cannot run
+    deterministically is a ConfigError naming it."""
     out = Path(out)
     state = rs.load(out, kind, cfg.to_dict(), cfg.max_wall_s) if resume else None
     out.mkdir(parents=True, exist_ok=True)
     say = log or (lambda s: None)
     device = device_for(cfg.device)
     threads = torch.get_num_threads()
+    was_deterministic = torch.are_deterministic_algorithms_enabled()
     torch.set_num_threads(cfg.threads)
     try:
+        determinism = make_deterministic(cfg.deterministic, device)
         torch.manual_seed(cfg.seed)
         with rs.StopRequest(stop_after) as guard:
-            return body(out, say, device, state, guard)
+            return body(out, say, device, state, guard, determinism)
+    except RuntimeError as e:
+        if "deterministic" not in str(e):
+            raise
+        first = str(e).strip().splitlines()[0]
+        raise ConfigError(f"deterministic: torch cannot run this training deterministically "
+                          f"on {device.type}: {first} (set deterministic: false to train "
+                          "without bit-for-bit reproducibility)") from None
     finally:
         torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(was_deterministic)
 
 
 def checkpoint_meta(cfg: Any, *, algorithm: str, command: str | None, iteration: int,
                     iterations: int, wall: float, env_steps: int, metric: str,
                     value: float | None, metric_doc: str, extra: dict[str, Any],
-                    best_iteration: int | None, device: str) -> dict[str, Any]:
+                    best_iteration: int | None, device: str,
+                    determinism: dict[str, Any]) -> dict[str, Any]:
     """A trained checkpoint's JSON: how it was trained (``training``: the iteration its
     weights are from, the iterations run when written, the evaluation ``metric`` and its
     ``value``, the trainer's ``extra``, the config) and the library versions."""
@@ -95,7 +151,7 @@ def checkpoint_meta(cfg: Any, *, algorithm: str, command: str | None, iteration:
         "env_steps": env_steps,
         "wall_time_s": round(wall, 3),  # training wall time when this file was written
         metric: value, "eval_metric": metric_doc, **extra,
-        "best_iteration": best_iteration, "device": device,
+        "best_iteration": best_iteration, "device": device, "determinism": determinism,
         "config": cfg.to_dict()},
         "versions": {"dcsim": __version__, "torch": torch.__version__,
                      "numpy": np.__version__, "python": platform.python_version()}}

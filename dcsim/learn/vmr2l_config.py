@@ -32,6 +32,7 @@ class TrainConfig:
     max_wall_s: float | None = Field(None, gt=0.0)
     threads: int = Field(1, ge=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    deterministic: bool = True  # see nara_config.TrainConfig.deterministic
     # --- environment
     preset: str = "production_small"
     hosts: int | tuple[int, int] | None = (16, 40)

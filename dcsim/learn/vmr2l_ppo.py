@@ -119,14 +119,14 @@ def train(cfg: TrainConfig, out: str | Path, *, command: str | None = None,
     the run after the iteration under way: ``last.npz``, ``progress.parquet`` and the
     resume state are written and :class:`~dcsim.learn.resume.TrainingInterrupted` is
     raised."""
-    def body(out, say, device, state, guard):
-        return _train(cfg, out, command, say, device, state, guard)
+    def body(out, say, device, state, guard, determinism):
+        return _train(cfg, out, command, say, device, state, guard, determinism)
     return core.run("vmr2l", cfg, out, body, log=log, resume=resume, stop_after=stop_after)
 
 
 def _train(cfg: TrainConfig, out: Path, command, say, device,
            state: tuple[dict[str, np.ndarray], dict[str, Any]] | None,
-           guard: rs.StopRequest) -> dict[str, Any]:
+           guard: rs.StopRequest, determinism: dict[str, Any]) -> dict[str, Any]:
     if state is not None:
         command = state[1]["command"]  # the command these weights come from
     env_cfg = cfg.env_config()
@@ -148,7 +148,7 @@ def _train(cfg: TrainConfig, out: Path, command, say, device,
             cfg, algorithm=ALGORITHM, command=command, iteration=iteration,
             iterations=iterations, wall=wall, env_steps=env_steps, metric="eval_fr",
             value=value, metric_doc=metric_doc, extra={"eval_baselines": baselines},
-            best_iteration=best_iteration, device=str(device))
+            best_iteration=best_iteration, device=str(device), determinism=determinism)
 
     def write(path, weights, meta_doc):
         save_checkpoint(path, weights, arch, meta_doc)
