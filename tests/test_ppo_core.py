@@ -209,15 +209,15 @@ def test_an_op_without_a_deterministic_variant_is_one_clear_error(tmp_path,
     with pytest.raises(ConfigError, match=r"deterministic: torch cannot run this training "
                        r"deterministically on cpu: index_add_cuda_ .*set deterministic: "
                        r"false"):
-        core.run("nara", TrainConfig(device="cpu"), tmp_path, body, log=None, resume=False,
-                 stop_after=None)
+        core.run("nara", TrainConfig(device="cpu"), tmp_path, body, command=None, log=None,
+                 resume=False, stop_after=None)
 
     def other(*args):
         raise RuntimeError("something else")
 
     with pytest.raises(RuntimeError, match="something else"):
-        core.run("nara", TrainConfig(device="cpu"), tmp_path, other, log=None, resume=False,
-                 stop_after=None)
+        core.run("nara", TrainConfig(device="cpu"), tmp_path, other, command=None, log=None,
+                 resume=False, stop_after=None)
 
 
 def test_the_setting_is_applied_recorded_and_same_seed_gives_same_weights(

@@ -67,6 +67,9 @@ class TrainConfig:
     # --- PPO
     num_envs: int = Field(8, ge=1)
     num_steps: int = Field(256, ge=1)             # per env per iteration (8 x 256 = 2048)
+    # processes stepping the num_envs environments (1: this one); the same seed gives the
+    # same weights whatever the number (see dcsim.learn.lockstep)
+    num_workers: int = Field(1, ge=1)
     minibatch_size: int = Field(256, ge=1)        # paper: sgd_minibatch_size 256
     update_epochs: int = Field(4, ge=1)
     lr: float = Field(1e-3, gt=0.0)               # paper: 5e-3 (RLlib)

@@ -65,7 +65,6 @@ import torch
 
 from dcsim.allocators.multi.learned import save_checkpoint
 from dcsim.learn import ppo_core as core
-from dcsim.learn import resume as rs
 from dcsim.learn.gnn import NaraPolicy, NaraValue, graph_batch, stack_obs
 from dcsim.learn.lockstep import LockstepEnvs
 from dcsim.learn.nara_config import (  # noqa: F401  (TrainConfig, load_train_config: re-exported)
@@ -113,16 +112,12 @@ def train(cfg: TrainConfig, out: str | Path, *, command: str | None = None,
     iteration ``stop_after``, stops the run after the iteration under way: ``last.npz``,
     ``progress.parquet`` and the resume state are written and
     :class:`~dcsim.learn.resume.TrainingInterrupted` is raised."""
-    def body(out, say, device, state, guard, determinism):
-        return _train(cfg, out, command, say, device, state, guard, determinism)
-    return core.run("nara", cfg, out, body, log=log, resume=resume, stop_after=stop_after)
+    return core.run("nara", cfg, out, partial(_train, cfg), command=command, log=log,
+                    resume=resume, stop_after=stop_after)
 
 
-def _train(cfg: TrainConfig, out: Path, command: str | None, say, device,
-           state: tuple[dict[str, np.ndarray], dict[str, Any]] | None,
-           guard: rs.StopRequest, determinism: dict[str, Any]) -> dict[str, Any]:
-    if state is not None:
-        command = state[1]["command"]  # the command these weights come from
+def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
+    out, command, say, device, state = ctx.out, ctx.command, ctx.say, ctx.device, ctx.state
     env_cfg = cfg.env_config()
     resources = tuple(NaraEnv(env_cfg).topology.resources)
     arch = cfg.architecture(len(resources))
@@ -145,7 +140,8 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, device,
             cfg, algorithm=ALGORITHM, command=command, iteration=iteration,
             iterations=iterations, wall=wall, env_steps=env_steps, metric="eval_acceptance",
             value=value, metric_doc=EVAL_METRIC, extra={**extra, "eval_tetris": eval_tetris},
-            best_iteration=best_iteration, device=str(device), determinism=determinism)
+            best_iteration=best_iteration, device=str(device),
+            determinism=ctx.determinism)
 
     def write(path, weights, meta_doc):
         save_checkpoint(path, weights, arch, meta_doc, resources, cfg.features)
@@ -161,7 +157,8 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, device,
             return policy(graph_batch(o, device)).argmax(dim=1).cpu().numpy()
 
     B, T = cfg.num_envs, cfg.num_steps
-    envs = LockstepEnvs(partial(NaraEnv, env_cfg), B, run.rngs["episodes"])
+    envs = ctx.closing.enter_context(LockstepEnvs(
+        partial(NaraEnv, env_cfg), B, run.rngs["episodes"], workers=cfg.num_workers))
     obs = run.start(envs, state, say)
     if state is None and cfg.init_from is not None:  # the start is iteration 0's candidate
         ev = evaluate(greedy, eval_cfg, eval_seeds)
@@ -175,7 +172,7 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, device,
                                for n, a in (per_topo or {}).items()}})
         say(f"iter    0  (init_from {cfg.init_from})  eval acc {ev['acceptance']:.3f}"
             f" (tetris {eval_tetris['acceptance']:.3f})")
-    guard.arm()  # from here a first SIGINT/SIGTERM stops after the iteration under way
+    ctx.guard.arm()  # from here a first SIGINT/SIGTERM stops after the iteration under way
     for it, stop, lr in run.iterations():
         ro = core.Rollout(T, B, _acceptance)
         actions = np.zeros((T, B), dtype=np.int64)
@@ -233,5 +230,5 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, device,
                 say("    " + "  ".join(f"{n.removeprefix('optical-')} {a:.3f}"
                                       f" ({eval_tetris['per_topology'][n]:.3f})"
                                       for n, a in per_topo.items()))
-        run.end_iteration(row, stop, guard, policy.numpy_weights)
+        run.end_iteration(row, stop, ctx.guard, policy.numpy_weights)
     return {**run.finish("eval_acceptance"), "eval_tetris": eval_tetris}

@@ -32,6 +32,7 @@ training gives the same weights, bit for bit, as before the core was shared.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import platform
@@ -100,14 +101,31 @@ def make_deterministic(deterministic: bool, device: torch.device) -> dict[str, A
     return doc
 
 
-def run(kind: str, cfg: Any, out: str | Path, body: Callable[..., dict[str, Any]], *,
-        log: Callable[[str], None] | None, resume: bool, stop_after: int | None
-        ) -> dict[str, Any]:
-    """What ``train()`` does around a trainer's ``body(out, say, device, state, guard,
-    determinism)``: with ``resume`` the state of ``out`` is read and checked against
-    ``cfg`` (:func:`dcsim.learn.resume.load`), reproducibility is set as
-    ``cfg.deterministic`` says (:func:`make_deterministic`; ``determinism`` is what was
-    set, for the checkpoint JSON), torch is seeded with ``cfg.seed`` and runs on
+@dataclasses.dataclass
+class Context:
+    """What :func:`run` hands a trainer's body: the output folder, the command recorded in
+    the checkpoints (a resumed run's is the one it started with), the log, the device, the
+    resume state (None for a new run), the stop request, what reproducibility settings
+    were made (:func:`make_deterministic`) and ``closing``, an exit stack that closes what
+    is entered into it (the environment workers) however the body ends."""
+
+    out: Path
+    command: str | None
+    say: Callable[[str], None]
+    device: torch.device
+    state: tuple[dict[str, np.ndarray], dict[str, Any]] | None
+    guard: rs.StopRequest
+    determinism: dict[str, Any]
+    closing: contextlib.ExitStack
+
+
+def run(kind: str, cfg: Any, out: str | Path, body: Callable[[Context], dict[str, Any]], *,
+        command: str | None, log: Callable[[str], None] | None, resume: bool,
+        stop_after: int | None) -> dict[str, Any]:
+    """What ``train()`` does around a trainer's ``body(context)`` (:class:`Context`):
+    with ``resume`` the state of ``out`` is read and checked against ``cfg``
+    (:func:`dcsim.learn.resume.load`), reproducibility is set as ``cfg.deterministic``
+    says (:func:`make_deterministic`), torch is seeded with ``cfg.seed`` and runs on
     ``cfg.threads`` threads (both settings restored after), and a stop request (Ctrl-C,
     ``stop_after``) is armed around the body. An op that torch cannot run
     deterministically is a ConfigError naming it."""
@@ -122,8 +140,11 @@ def run(kind: str, cfg: Any, out: str | Path, body: Callable[..., dict[str, Any]
     try:
         determinism = make_deterministic(cfg.deterministic, device)
         torch.manual_seed(cfg.seed)
-        with rs.StopRequest(stop_after) as guard:
-            return body(out, say, device, state, guard, determinism)
+        with rs.StopRequest(stop_after) as guard, contextlib.ExitStack() as closing:
+            if state is not None:
+                command = state[1]["command"]  # the command these weights come from
+            return body(Context(out, command, say, device, state, guard, determinism,
+                                closing))
     except RuntimeError as e:
         if "deterministic" not in str(e):
             raise

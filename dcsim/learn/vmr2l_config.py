@@ -41,6 +41,7 @@ class TrainConfig:
     # --- PPO (the authors' settings)
     num_envs: int = Field(8, ge=1)
     num_steps: int = Field(250, ge=1)
+    num_workers: int = Field(1, ge=1)  # processes stepping the environments (1: this one)
     # decisions per minibatch (the authors: 16 minibatches of 8 x 250 = 2000, i.e. 125)
     minibatch_size: int = Field(125, ge=1)
     update_epochs: int = Field(8, ge=1)

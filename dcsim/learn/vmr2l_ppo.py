@@ -54,7 +54,6 @@ import numpy as np
 import torch
 
 from dcsim.learn import ppo_core as core
-from dcsim.learn import resume as rs
 from dcsim.learn.lockstep import LockstepEnvs
 from dcsim.learn.vmr2l_batch import (
     batch_tensors,
@@ -119,16 +118,12 @@ def train(cfg: TrainConfig, out: str | Path, *, command: str | None = None,
     the run after the iteration under way: ``last.npz``, ``progress.parquet`` and the
     resume state are written and :class:`~dcsim.learn.resume.TrainingInterrupted` is
     raised."""
-    def body(out, say, device, state, guard, determinism):
-        return _train(cfg, out, command, say, device, state, guard, determinism)
-    return core.run("vmr2l", cfg, out, body, log=log, resume=resume, stop_after=stop_after)
+    return core.run("vmr2l", cfg, out, partial(_train, cfg), command=command, log=log,
+                    resume=resume, stop_after=stop_after)
 
 
-def _train(cfg: TrainConfig, out: Path, command, say, device,
-           state: tuple[dict[str, np.ndarray], dict[str, Any]] | None,
-           guard: rs.StopRequest, determinism: dict[str, Any]) -> dict[str, Any]:
-    if state is not None:
-        command = state[1]["command"]  # the command these weights come from
+def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
+    out, command, say, device, state = ctx.out, ctx.command, ctx.say, ctx.device, ctx.state
     env_cfg = cfg.env_config()
     arch = cfg.architecture()
     policy = VMR2LPolicy(arch, cfg.dropout).to(device)
@@ -148,7 +143,8 @@ def _train(cfg: TrainConfig, out: Path, command, say, device,
             cfg, algorithm=ALGORITHM, command=command, iteration=iteration,
             iterations=iterations, wall=wall, env_steps=env_steps, metric="eval_fr",
             value=value, metric_doc=metric_doc, extra={"eval_baselines": baselines},
-            best_iteration=best_iteration, device=str(device), determinism=determinism)
+            best_iteration=best_iteration, device=str(device),
+            determinism=ctx.determinism)
 
     def write(path, weights, meta_doc):
         save_checkpoint(path, weights, arch, meta_doc)
@@ -179,10 +175,12 @@ def _train(cfg: TrainConfig, out: Path, command, say, device,
         say(f"after the warm start ({time.perf_counter() - t_ws:.0f}s): eval FR {ev:.4f}")
 
     B, T = cfg.num_envs, cfg.num_steps
-    envs = LockstepEnvs(partial(VMR2LEnv, env_cfg), B, run.rngs["episodes"], width=2)
+    envs = ctx.closing.enter_context(LockstepEnvs(
+        partial(VMR2LEnv, env_cfg), B, run.rngs["episodes"], width=2,
+        workers=cfg.num_workers))
     obs = run.start(envs, state, say)
     H2 = 2 * env_cfg.max_hosts
-    guard.arm()  # from here a first SIGINT/SIGTERM stops after the iteration under way
+    ctx.guard.arm()  # from here a first SIGINT/SIGTERM stops after the iteration under way
     for it, stop, lr in run.iterations():
         # ---- rollout
         policy.eval()
@@ -248,5 +246,5 @@ def _train(cfg: TrainConfig, out: Path, command, say, device,
                 f"{ev:.4f} (greedy {baselines['greedy']:.4f}, alpha_vbpp "
                 f"{baselines['alpha_vbpp']:.4f})  entropy {row['entropy']:.3f}  "
                 f"kl {row['approx_kl']:.4f}")
-        run.end_iteration(row, stop, guard, policy.numpy_weights)
+        run.end_iteration(row, stop, ctx.guard, policy.numpy_weights)
     return {**run.finish("eval_fr"), "eval_baselines": baselines}
