@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from functools import cache
 
 import networkx as nx
@@ -10,6 +11,11 @@ import pytest
 
 from dcsim.model import Topology
 from dcsim.workload import RequestBatch
+
+# cuBLAS reads its workspace setting when CUDA initialises: set before any test touches CUDA,
+# so that the trainings' deterministic mode is bit-reproducible on a GPU machine too
+# (dcsim train sets it itself; see dcsim.learn.ppo_core.make_deterministic)
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 
 def star_topology(n: int = 6, cpu: float = 8, mem: float = 8, link: float = 10) -> Topology:

@@ -163,8 +163,11 @@ def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
     if state is None and cfg.init_from is not None:  # the start is iteration 0's candidate
         ev = evaluate(greedy, eval_cfg, eval_seeds)
         per_topo = ev.get("per_topology")
-        record.evaluated(0, policy.numpy_weights(), ev["acceptance"],
-                         {"per_topology": per_topo}, wall=0.0, env_steps=0)
+        record.best = core.Best(ev["acceptance"], 0, policy.numpy_weights(),
+                                {"per_topology": per_topo})
+        record.save(record.paths["best"], record.best.weights, iteration=0, iterations=0,
+                    wall=0.0, env_steps=0, value=ev["acceptance"], best_iteration=0,
+                    info=record.best.info)
         record.rows.append({"iteration": 0, "wall_s": run.wall(), "env_steps": 0,
                             "eval_acceptance": ev["acceptance"],
                             "eval_acceptance_ratio": ev["acceptance_ratio"],
