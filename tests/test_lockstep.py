@@ -168,3 +168,18 @@ def test_ctrl_c_to_the_process_group_stops_with_workers_and_leaves_none(tmp_path
         time.sleep(0.1)
     assert _session_processes(p.pid) == []
     assert rs.saved_iteration(tmp_path / "out") >= 1
+
+
+def test_observations_cross_the_pipe_stacked_and_come_back_equal():
+    from dcsim.learn.env_worker import pack, unpack
+
+    rng = np.random.default_rng(0)
+    same = [{"a": rng.random((3, 2)), "b": np.arange(4) + i} for i in range(3)]
+    how, data = pack(same)
+    assert how == "stacked" and data["a"].shape == (3, 3, 2)
+    back = unpack((how, data))
+    assert all(np.array_equal(x[k], y[k]) and x[k].dtype == y[k].dtype
+               for x, y in zip(same, back, strict=True) for k in x)
+    ragged = [{"a": np.zeros(2)}, {"a": np.zeros(3)}]
+    assert pack(ragged) == ("list", ragged) and unpack(pack(ragged)) is ragged
+    assert pack([1, 2]) == ("list", [1, 2])

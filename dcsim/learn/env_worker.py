@@ -10,6 +10,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from dcsim.errors import ConfigError
 
 
@@ -58,6 +60,48 @@ class Local:
         """Nothing to release: the environments end with the process."""
 
 
+def pack(obs: list[Any]) -> tuple[str, Any]:
+    """Observations for the pipe: dicts of same-shaped arrays stacked per key (one array a
+    key rather than one an environment: pickling many small arrays is what costs), anything
+    else as it is."""
+    first = obs[0] if obs else None
+    if isinstance(first, dict) and all(
+            isinstance(o, dict) and o.keys() == first.keys() for o in obs) and all(
+            isinstance(first[k], np.ndarray) and all(
+                isinstance(o[k], np.ndarray) and o[k].shape == first[k].shape
+                and o[k].dtype == first[k].dtype for o in obs) for k in first):
+        return "stacked", {k: np.stack([o[k] for o in obs]) for k in first}
+    return "list", obs
+
+
+def unpack(packed: tuple[str, Any]) -> list[Any]:
+    """The observations :func:`pack` packed (stacked ones as views, one per environment)."""
+    how, data = packed
+    if how == "list":
+        return data
+    n = len(next(iter(data.values())))
+    return [{k: v[j] for k, v in data.items()} for j in range(n)]
+
+
+def _packed(what: str, result: Any) -> Any:
+    """A request's result as the pipe carries it (observations packed)."""
+    if what == "step":
+        return pack([r[0] for r in result]), [r[1:] for r in result]
+    if what in ("reset", "replay"):
+        return pack(result)
+    return result
+
+
+def unpacked(what: str, result: Any) -> Any:
+    """A worker's answer to ``what`` as :class:`Local` gives it."""
+    if what == "step":
+        obs, rest = result
+        return [(o, *r) for o, r in zip(unpack(obs), rest, strict=True)]
+    if what in ("reset", "replay"):
+        return unpack(result)
+    return result
+
+
 def serve(conn: Any, make: Callable[[], Any], count: int) -> None:
     """A worker's loop: build ``count`` environments, then answer the trainer's requests
     (each a tuple ``(what, args)``, :meth:`Local.handle`) with ``("ok", result)`` or
@@ -78,7 +122,7 @@ def serve(conn: Any, make: Callable[[], Any], count: int) -> None:
         if what == "close":
             return
         try:
-            conn.send(("ok", local.handle(what, payload)))
+            conn.send(("ok", _packed(what, local.handle(what, payload))))
         except BaseException as e:  # noqa: BLE001 - reported to the trainer, which raises
             try:
                 conn.send(("error", _describe(e)))

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from dcsim.errors import DcsimError
-from dcsim.learn.env_worker import Local, serve
+from dcsim.learn.env_worker import Local, serve, unpacked
 from dcsim.learn.resume import EpisodeLog
 
 
@@ -187,9 +187,9 @@ class _Pool:
                 except (OSError, ValueError):  # its end of the pipe is closed
                     raise self._died(w) from None
         out = {0: self.local.handle(*requests[0])} if 0 in requests else {}
-        for w in requests:
+        for w, (what, _) in requests.items():
             if w:
-                out[w] = self._receive(w)
+                out[w] = unpacked(what, self._receive(w))
         return out
 
     def _scatter(self, what: str, per_env: list[Any], extra: tuple = ()) -> list[Any]:
