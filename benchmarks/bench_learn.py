@@ -1,7 +1,9 @@
-"""Speed of Nara's learning stack (issue #7): environment, policy forward, PPO training.
+"""Speed of Nara's learning stack (issue #7): environment, policy forward, PPO training,
+and how training scales with the processes stepping its environments (issue #36).
 
     python benchmarks/bench_learn.py [--topologies alpha,delta] [--steps 2000]
                                      [--iterations 3] [--no-train]
+                                     [--workers 1,2] [--trainer nara|vmr2l] [--workers-only]
 
 Each figure comes with a ratio against a baseline measured in the same run:
 
@@ -15,7 +17,13 @@ Each figure comes with a ratio against a baseline measured in the same run:
   (ratio = policy time ÷ Tetris time);
 * **training**: PPO env steps/s over ``--iterations`` iterations of
   ``experiments/nara_train.yaml`` (rollout only, and rollout + update), against the
-  environment alone driven by the scripted Tetris choice (ratio = training ÷ env).
+  environment alone driven by the scripted Tetris choice (ratio = training ÷ env);
+* **workers**: the same training at each ``--workers`` count (``num_workers``, the
+  processes stepping the ``num_envs`` environments; 1 = in the trainer's process), env
+  steps/s of the rollouts and overall (rollout + update), against the first count (ratio
+  = steps/s ÷ steps/s at the first count, measured in the same run); the runs' weights are
+  checked to be the same. ``--trainer vmr2l`` times ``experiments/vmr2l_train.yaml``
+  (shortened: fewer steps) instead.
 
 Needs PyTorch and Gymnasium (``pip install -e ".[learn]"``).
 """
@@ -23,6 +31,7 @@ Needs PyTorch and Gymnasium (``pip install -e ".[learn]"``).
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -128,6 +137,53 @@ def bench_train(iterations: int) -> tuple[float, float]:
     return roll, steps / wall
 
 
+def bench_workers(trainer: str, iterations: int, workers: int) -> dict[str, float]:
+    """Rollout and overall env steps/s of ``iterations`` iterations of ``trainer``'s shipped
+    config with ``workers`` processes stepping the environments (the start-up of the
+    workers excluded: steps/s are over the iterations), and a digest of the weights."""
+    import hashlib
+
+    import pandas as pd
+
+    if trainer == "nara":
+        cfg = load_train_config(ROOT / "experiments" / "nara_train.yaml",
+                                iterations=iterations, max_wall_s=None, eval_every=10_000,
+                                eval_episodes=1, eval_requests=8, num_workers=workers)
+        run = train
+    else:
+        from dcsim.learn import vmr2l_ppo
+        cfg = vmr2l_ppo.load_train_config(
+            ROOT / "experiments" / "vmr2l_train.yaml", iterations=iterations,
+            max_wall_s=None, warmstart="none", num_steps=50, minibatch_size=100,
+            update_epochs=1, eval_every=10_000, eval_mappings=1, eval_samples=1,
+            num_workers=workers)
+        run = vmr2l_ppo.train
+    with tempfile.TemporaryDirectory() as d:
+        run(cfg, d, log=None)
+        prog = pd.read_parquet(Path(d) / "progress.parquet")
+        with np.load(Path(d) / "last.npz") as z:
+            digest = hashlib.sha256(b"".join(z[k].tobytes() for k in sorted(z.files)))
+    steps = float(prog["env_steps"].iloc[-1])
+    # the wall time of the iterations: the first row's wall_s starts with the workers up
+    return {"rollout": float(np.mean(prog["steps_per_s"])),
+            "overall": steps / float(prog["wall_s"].iloc[-1]),
+            "weights": digest.hexdigest()[:12]}
+
+
+def print_workers(trainer: str, iterations: int, counts: list[int]) -> None:
+    print(f"\n{trainer} PPO training by worker count ({iterations} iterations, "
+          f"{'CUDA' if torch.cuda.is_available() else 'CPU'}, {os.cpu_count()} cores):")
+    print(f"  {'workers':>7}{'rollout steps/s':>17}{'ratio':>7}{'overall steps/s':>17}"
+          f"{'ratio':>7}  weights")
+    base = None
+    for w in counts:
+        r = bench_workers(trainer, iterations, w)
+        base = base or r
+        print(f"  {w:>7}{r['rollout']:>17,.0f}{r['rollout'] / base['rollout']:>7.2f}"
+              f"{r['overall']:>17,.0f}{r['overall'] / base['overall']:>7.2f}  {r['weights']}"
+              + ("" if r["weights"] == base["weights"] else "  DIFFERENT WEIGHTS"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--topologies", default="alpha,delta")
@@ -136,8 +192,18 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=500, help="env episode (alpha)")
     ap.add_argument("--iterations", type=int, default=3, help="PPO iterations timed")
     ap.add_argument("--no-train", action="store_true")
+    ap.add_argument("--workers", default="1,2",
+                    help="worker counts to time training at (comma-separated; empty: none)")
+    ap.add_argument("--trainer", choices=("nara", "vmr2l"), default="nara",
+                    help="whose training --workers times")
+    ap.add_argument("--workers-only", action="store_true",
+                    help="only the worker-count comparison")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    counts = [int(x) for x in args.workers.split(",") if x]
+    if args.workers_only:
+        print_workers(args.trainer, args.iterations, counts)
+        return
     env_rate, engine_rate = bench_env(args.requests)
     print(f"environment (alpha, {args.requests} requests, scripted Tetris choice):")
     print(f"  NaraEnv steps/s {env_rate:10,.0f}   engine tetris choices/s {engine_rate:10,.0f}"
@@ -158,6 +224,8 @@ def main() -> None:
         print(f"  rollout env steps/s {roll:8,.0f}   ratio to env alone {roll / env_rate:.2f}")
         print(f"  overall env steps/s {overall:8,.0f}   ratio to env alone "
               f"{overall / env_rate:.2f}  (rollout + PPO update)")
+    if counts:
+        print_workers(args.trainer, args.iterations, counts)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ DEEPRM = {"iterations": 4, "jobsets_per_iter": 2, "rollouts": 3, "steps": 10,
           "eval_every": 3, "eval_jobsets": 3, "max_steps": 100, "episode_max_length": 200}
 # dropout on: the update draws from torch's generator, which must be restored too
 VMR2L = {"iterations": 4, "hosts": [6, 8], "mnl": 3, "num_envs": 2, "num_steps": 5,
-         "num_minibatches": 2, "update_epochs": 2, "eval_every": 3, "eval_mappings": 2,
+         "minibatch_size": 5, "update_epochs": 2, "eval_every": 3, "eval_mappings": 2,
          "eval_hosts": 8, "attention": "sparse", "dropout": 0.1, "warmstart": "alpha_vbpp",
          "warmstart_mappings": 2, "warmstart_epochs": 1}
 

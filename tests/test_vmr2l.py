@@ -384,7 +384,7 @@ def test_training_smoke_run_writes_a_usable_checkpoint(tmp_path):
     pytest.importorskip("gymnasium")
     cfg = tmp_path / "t.yaml"
     cfg.write_text("iterations: 2\nhosts: [6, 8]\nmnl: 4\nnum_envs: 2\nnum_steps: 8\n"
-                   "num_minibatches: 2\nupdate_epochs: 2\neval_every: 1\neval_mappings: 2\n"
+                   "minibatch_size: 8\nupdate_epochs: 2\neval_every: 1\neval_mappings: 2\n"
                    "eval_hosts: 8\nattention: sparse\nwarmstart: alpha_vbpp\n"
                    "warmstart_mappings: 3\nwarmstart_epochs: 1\n")
     out = tmp_path / "run"
@@ -412,7 +412,7 @@ def test_fine_tuning_starts_from_a_checkpoint_and_never_ships_worse(tmp_path):
     pytest.importorskip("gymnasium")
     start = random_checkpoint(tmp_path / "start.npz", "sparse", seed=9)
     base = ("iterations: 2\nhosts: [6, 8]\nmnl: 4\nnum_envs: 2\nnum_steps: 8\n"
-            "num_minibatches: 2\nupdate_epochs: 2\neval_every: 1\neval_mappings: 2\n"
+            "minibatch_size: 8\nupdate_epochs: 2\neval_every: 1\neval_mappings: 2\n"
             "eval_hosts: 8\nattention: sparse\n")
     cfg = tmp_path / "t.yaml"
     cfg.write_text(base + f"init_from: {start}\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -14,10 +15,14 @@ from dcsim.validation import first_error
 T = TypeVar("T")
 
 
-def read_train_config(path: str | Path, cls: type[T], **overrides: Any) -> T:
+def read_train_config(path: str | Path, cls: type[T], *,
+                      renamed: dict[str, Callable[[dict[str, Any]], str]] | None = None,
+                      **overrides: Any) -> T:
     """Read YAML ``path`` (keys: ``cls``'s fields) into ``cls``; ``overrides`` replace keys
     (CLI options; a dotted key such as ``topology.channels`` sets one entry of a
-    section). Every problem is a :class:`ConfigError` naming the file and the field."""
+    section). Every problem is a :class:`ConfigError` naming the file and the field;
+    ``renamed``: keys of an older version, each with a function of the settings read
+    that says what replaces it."""
     path = Path(path)
     raw = load_yaml(read_text(path), str(path))
     raw = {} if raw is None else raw
@@ -29,6 +34,9 @@ def read_train_config(path: str | Path, cls: type[T], **overrides: Any) -> T:
             set_dotted(raw, key, value, where=f"{path}: --set")
         else:
             raw[key] = value
+    for key, replacement in (renamed or {}).items():
+        if key in raw:
+            raise ConfigError(f"{path}: {key}: no longer a setting; {replacement(raw)}")
     try:
         return cls(**raw)
     except ValidationError as e:

@@ -39,6 +39,10 @@ class TrainConfig:
     max_wall_s: float | None = Field(None, gt=0.0)  # stop (evaluate, save) after this long
     threads: int = Field(1, ge=1)                 # torch threads (CPU)
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when available
+    # bit-reproducible training on a GPU where torch allows (deterministic algorithms, the
+    # cuBLAS workspace setting; see dcsim.learn.ppo_core.make_deterministic); the CPU is
+    # deterministic either way
+    deterministic: bool = True
     # --- environment (NaraEnvConfig; experiment-file sections)
     topology: dict[str, Any] = Field(default_factory=_alpha)
     topologies: list[dict[str, Any]] | None = None  # one drawn per episode (replaces topology)
@@ -63,6 +67,9 @@ class TrainConfig:
     # --- PPO
     num_envs: int = Field(8, ge=1)
     num_steps: int = Field(256, ge=1)             # per env per iteration (8 x 256 = 2048)
+    # processes stepping the num_envs environments (1: this one); the same seed gives the
+    # same weights whatever the number (see dcsim.learn.lockstep)
+    num_workers: int = Field(1, ge=1)
     minibatch_size: int = Field(256, ge=1)        # paper: sgd_minibatch_size 256
     update_epochs: int = Field(4, ge=1)
     lr: float = Field(1e-3, gt=0.0)               # paper: 5e-3 (RLlib)

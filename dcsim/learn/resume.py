@@ -46,13 +46,15 @@ import torch
 from dcsim import __version__
 from dcsim.checkpoints import read_state, write_state
 from dcsim.errors import ConfigError
+from dcsim.learn.env_worker import replay_episode
 from dcsim.results.writer import write_atomic
 
 RESUME_FILE = "resume.npz"
 FORMAT = "dcsim-train-resume"
 FORMAT_VERSION = 1
-#: config fields that may differ on --resume: max_wall_s is a budget for the whole run
-MAY_CHANGE = frozenset({"max_wall_s"})
+#: config fields that may differ on --resume: max_wall_s is a budget for the whole run, and
+#: the number of processes stepping the environments changes no result
+MAY_CHANGE = frozenset({"max_wall_s", "num_workers"})
 
 
 class TrainingInterrupted(Exception):
@@ -161,16 +163,8 @@ class EpisodeLog:
     def replay(self, envs: list) -> list[Any]:
         """Reset each of ``envs`` with its seed and replay its actions; returns the
         observations they end on."""
-        obs = []
-        for i, env in enumerate(envs):
-            o, _ = env.reset(seed=self.seeds[i])
-            for a in self.actions[i]:
-                o, _, done, truncated, _ = env.step(a)
-                if done or truncated:
-                    raise ConfigError("replaying an episode of the resume state ended it "
-                                      "early: the environment is not the one it ran on")
-            obs.append(o)
-        return obs
+        return [replay_episode(env, self.seeds[i], self.actions[i])
+                for i, env in enumerate(envs)]
 
 
 def module_arrays(module: torch.nn.Module, prefix: str) -> dict[str, np.ndarray]:

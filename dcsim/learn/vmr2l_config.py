@@ -32,6 +32,7 @@ class TrainConfig:
     max_wall_s: float | None = Field(None, gt=0.0)
     threads: int = Field(1, ge=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    deterministic: bool = True  # see nara_config.TrainConfig.deterministic
     # --- environment
     preset: str = "production_small"
     hosts: int | tuple[int, int] | None = (16, 40)
@@ -40,7 +41,9 @@ class TrainConfig:
     # --- PPO (the authors' settings)
     num_envs: int = Field(8, ge=1)
     num_steps: int = Field(250, ge=1)
-    num_minibatches: int = Field(16, ge=1)
+    num_workers: int = Field(1, ge=1)  # processes stepping the environments (1: this one)
+    # decisions per minibatch (the authors: 16 minibatches of 8 x 250 = 2000, i.e. 125)
+    minibatch_size: int = Field(125, ge=1)
     update_epochs: int = Field(8, ge=1)
     lr: float = Field(2.5e-4, gt=0.0)
     anneal_lr: bool = True
@@ -104,9 +107,21 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
+def _num_minibatches(raw: dict[str, Any]) -> str:
+    """What replaces ``num_minibatches`` (before #36; the minibatch size is what both PPO
+    trainers, and the papers, state)."""
+    n = raw.get("num_envs", 8) * raw.get("num_steps", 250)
+    k = raw["num_minibatches"]
+    size = f"{max(1, n // k)}" if isinstance(n, int) and isinstance(k, int) and k > 0 else (
+        "num_envs x num_steps / num_minibatches")
+    return (f"set minibatch_size (decisions per minibatch) instead: {k} minibatches of "
+            f"{n} decisions are minibatch_size: {size}")
+
+
 def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
     """Read and validate a YAML training config; errors name the file and the field."""
-    cfg = read_train_config(path, TrainConfig, **overrides)
+    cfg = read_train_config(path, TrainConfig, renamed={"num_minibatches": _num_minibatches},
+                            **overrides)
     for field, check in (("preset", cfg.env_config),
                          ("eval_preset", lambda: VMR2LEnvConfig(preset=cfg.eval_preset))):
         try:

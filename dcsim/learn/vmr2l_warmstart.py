@@ -52,7 +52,7 @@ def clone(policy: VMR2LPolicy, cfg: TrainConfig, data: dict[str, np.ndarray],
     """Behaviour cloning on ``data``; returns the last epoch's mean loss."""
     opt = torch.optim.Adam(policy.parameters(), lr=cfg.warmstart_lr, eps=1e-5)
     n = len(data["vm_a"])
-    mb_size = max(1, (cfg.num_envs * cfg.num_steps) // cfg.num_minibatches)
+    mb_size = cfg.minibatch_size
     policy.train()
     loss_mean = float("nan")
     for epoch in range(cfg.warmstart_epochs):
