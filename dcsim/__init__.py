@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING  # noqa: E402
 
 from dcsim.errors import ConfigError, DcsimError, PluginError  # noqa: E402
 from dcsim.hookspecs import hookimpl  # noqa: E402
+from dcsim.lazy_exports import lazy_getattr  # noqa: E402
 
 if TYPE_CHECKING:  # what the lazy names below are, for type checkers and IDEs
     from dcsim.allocators import Allocator, Choice
@@ -68,14 +69,7 @@ _LAZY = {"Allocator": "dcsim.allocators", "Choice": "dcsim.allocators",
          "StateView": "dcsim.model", "Topology": "dcsim.model"}
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'dcsim' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 def __dir__() -> list[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.helpers.pip import can_build_offline
+from tests.helpers.pip import install_into
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "plugins" / "dcsim-power-of-d"
@@ -29,14 +29,7 @@ def site(tmp_path_factory) -> Path:
     src = tmp / "src"
     shutil.copytree(PLUGIN, src, ignore=shutil.ignore_patterns(
         "build", "*.egg-info", "__pycache__", ".pytest_cache"))
-    target = tmp / "site"
-    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
-           str(target), str(src)]
-    if can_build_offline():
-        cmd.insert(-1, "--no-build-isolation")
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return target
+    return install_into(src, tmp / "site")
 
 
 def run(site: Path, *args: str, **env: str) -> subprocess.CompletedProcess:

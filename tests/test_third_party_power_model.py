@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.helpers.pip import can_build_offline
+from tests.helpers.pip import install_into
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,14 +68,7 @@ def site(tmp_path_factory) -> Path:
     (src / "dcsim_cubic_power").mkdir(parents=True)
     (src / "pyproject.toml").write_text(PYPROJECT)
     (src / "dcsim_cubic_power" / "__init__.py").write_text(MODULE)
-    target = tmp / "site"
-    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
-           str(target), str(src)]
-    if can_build_offline():
-        cmd.insert(-1, "--no-build-isolation")
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return target
+    return install_into(src, tmp / "site")
 
 
 def run(site: Path, *args: str) -> subprocess.CompletedProcess:

@@ -2,6 +2,8 @@
 
 from typing import TYPE_CHECKING
 
+from dcsim.lazy_exports import lazy_getattr
+
 if TYPE_CHECKING:
     from dcsim.runner.execute import execute_run, run_experiment
     from dcsim.runner.plan import Experiment, RunPlan, load_experiment
@@ -15,11 +17,4 @@ _LAZY = {"execute_run": "dcsim.runner.execute", "run_experiment": "dcsim.runner.
          "load_experiment": "dcsim.runner.plan"}
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'dcsim.runner' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)

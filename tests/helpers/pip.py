@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from importlib.metadata import version
+from pathlib import Path
 
 
 def can_build_offline() -> bool:
@@ -16,3 +19,15 @@ def can_build_offline() -> bool:
         return True
     major, minor = (int(x) for x in version("setuptools").split(".")[:2])
     return (major, minor) >= (70, 1)
+
+
+def install_into(src: Path, target: Path) -> Path:
+    """``pip install`` the package in ``src`` into the folder ``target`` (no dependencies,
+    offline where the environment can build without fetching); ``target``."""
+    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
+           str(target), str(src)]
+    if can_build_offline():
+        cmd.insert(-1, "--no-build-isolation")
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return target
