@@ -54,21 +54,31 @@ def actions(env: VMR2LEnv, rng: np.random.Generator, n: int) -> list[tuple[int, 
     return out
 
 
+def same_results(a, b) -> bool:
+    """Two step results equal: observation arrays, reward, termination, fragment rate."""
+    return (all(np.array_equal(a[0][k], b[0][k]) for k in a[0]) and a[1:4] == b[1:4]
+            and a[4]["fragment_rate"] == b[4]["fragment_rate"])
+
+
 def timed(envs: list[VMR2LEnv], seed: int, acts, chunk: int = 50):
     """Step every env of ``envs`` through ``acts`` from ``reset(seed)``, alternating
     between them every ``chunk`` steps so that machine noise hits all alike: each env's
-    total seconds and its step results."""
+    total seconds, and whether every step's result was the same in all (compared between
+    chunks, untimed; only a chunk's results are kept, so memory stays flat)."""
     for env in envs:
         env.reset(seed=seed)
     seconds = [0.0] * len(envs)
-    out: list[list] = [[] for _ in envs]
+    same = True
     for lo in range(0, len(acts), chunk):
+        results = []
         for i, env in enumerate(envs):
             t = time.perf_counter()
             res = [env.step(a) for a in acts[lo:lo + chunk]]
             seconds[i] += time.perf_counter() - t
-            out[i].extend(res)
-    return seconds, out
+            results.append(res)
+        same = same and all(same_results(a, b) for res in results[1:]
+                            for a, b in zip(results[0], res, strict=True))
+    return seconds, same
 
 
 def main() -> None:
@@ -82,10 +92,7 @@ def main() -> None:
     for r in range(args.repeat):
         new.reset(seed=r)
         acts = actions(new, np.random.default_rng(r), args.steps)
-        (t_new, t_old), (o_new, o_old) = timed([new, old], r, acts)
-        same = all(np.array_equal(a[0][k], b[0][k]) and a[1:4] == b[1:4]
-                   and a[4]["fragment_rate"] == b[4]["fragment_rate"]
-                   for a, b in zip(o_new, o_old, strict=True) for k in a[0])
+        (t_new, t_old), same = timed([new, old], r, acts)
         ratios.append(t_old / t_new)
         print(f"mapping {r}: {args.steps / t_new:8.0f} steps/s incremental, "
               f"{args.steps / t_old:8.0f} full rebuild, ratio {t_old / t_new:5.2f}, "
