@@ -379,3 +379,45 @@ def test_the_results_and_the_report_carry_the_energy(tmp_path):
     assert any(t.startswith("energy_j (J)") for t, _ in rep.text_tables())
     if draw:
         assert (tmp_path / "out" / "report" / "figures" / "timeseries_power_w.png").exists()
+
+
+# ---------------------------------------------------------------- the switch-on delay
+def test_a_switch_on_delay_holds_the_request_longer_by_hand():
+    """hand_source with idle-off servers that take 3 to start: r0 (server 0, off) leaves at
+    13, not 10; r1 (server 1, off) at 9, not 6; r2 (server 0, off again since 13) at 24.
+    Energy: server 0 at 0.5 over [0, 13], server 1 at 1.0 over [4, 9] (the window ends at
+    20, r2's arrival), plus three switch-ons."""
+    t = topo()
+    _, s, rows = run(t, hand_source(), {"server": LINEAR, "idle_policy": "off",
+                                        "power_on_j": 7.0, "power_on_delay": 3.0})
+    assert rows["requests"]["end"] == [13.0, 9.0, 24.0]
+    assert rows["requests"]["start"] == [0.0, 4.0, 20.0]
+    assert s["power_ons"] == 3
+    assert s["energy_servers_j"] == 150 * 13 + 200 * 5 + 3 * 7.0
+
+
+def test_a_server_already_on_takes_a_request_without_delay():
+    """r0 switches server 0 on at 0; r1 at 1 joins it (on, or starting): not delayed."""
+    src = ListSource([0.0, 1.0, 30.0], [10.0, 2.0, 1.0], [[5, 1], [1, 1], [1, 1]])
+    _, _, rows = run(topo(), src, {"server": LINEAR, "idle_policy": "off",
+                                   "power_on_delay": 4.0})
+    assert rows["requests"]["end"][:2] == [14.0, 3.0]
+
+
+def test_a_zero_delay_changes_nothing():
+    """power_on_delay 0 (the default) gives the rows of a run without the key (wall-clock
+    decision times aside)."""
+    src = random_source(np.random.default_rng(3), 300)
+    spec = {"server": LINEAR, "idle_policy": "off"}
+    _, s0, r0 = run(topo(8), src, spec)
+    _, s1, r1 = run(topo(8), src, {**spec, "power_on_delay": 0.0})
+    del r0["requests"]["decision_s"], r1["requests"]["decision_s"]
+    assert r0["requests"] == r1["requests"] and s0["energy_j"] == s1["energy_j"]
+
+
+def test_a_delay_needs_idle_servers_off(tmp_path):
+    r = CliRunner().invoke(main, ["validate", str(_exp(tmp_path, {
+        "server": LINEAR, "power_on_delay": 5}))])
+    assert r.exit_code not in (0, None) and "Traceback" not in r.output
+    lines = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and "power.power_on_delay" in lines[0], r.output

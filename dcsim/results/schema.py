@@ -210,7 +210,8 @@ LOSS_REQUESTS = Table("requests", (
     Col("accepted", "bool", "—", "whether it was placed"),
     Col("wait", "float64", "time", "time held before being offered (capacity: wait)"),
     Col("start", "float64", "time", "when it started holding resources; NaN if rejected"),
-    Col("end", "float64", "time", "start + duration; NaN if rejected"),
+    Col("end", "float64", "time", "start + duration (+ power.power_on_delay when its "
+        "server was switched on for it); NaN if rejected"),
     Col("n_servers", "int64", "servers", "number of servers used"),
     Col("servers", "list<int64>", "—", "indices of the servers used"),
     Col("locality", "int64", "—", "0 one server, 1 one rack, 2 one pod, 3 across pods"),

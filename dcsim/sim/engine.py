@@ -126,14 +126,19 @@ class Engine(FusedArrivals, HeldAndDeferred, SimCore):
             a.flags.writeable = False
         # component failures (dcsim.sim.loss_failures.LossFailures), built on this engine
         self._failures = failures(self) if failures is not None else None
-        # the common case, fused (engine_fused): loss mode, nothing else watching arrivals
-        self._fused = not self._defer and self._failures is None and not self._wait
         self._take_one, self._give_one = self.state.server_ops()
         # power and energy (dcsim.sim.power): None when the run has no power: section
         self.power = PowerMeter(power, topology, self.state) if power is not None else None
         if self.power is not None:
             self._take_one, self._give_one = self.power.server_ops(
                 self._take_one, self._give_one, self.env)
+        #: request id -> the switch-on delay it waited (power.power_on_delay), until its
+        #: batch's rows are written
+        self._switch_on_delays: dict[int, float] = {}
+        # the common case, fused (engine_fused): loss mode, nothing else watching arrivals
+        # (a switch-on delay is checked on the general path only)
+        self._fused = (not self._defer and self._failures is None and not self._wait
+                       and (self.power is None or not self.power.delay))
         self._warm_requests = self.config.warmup_requests
         self._warm_time = self.config.warmup_time
 
@@ -294,18 +299,21 @@ class Engine(FusedArrivals, HeldAndDeferred, SimCore):
             self.view.release_due = None
             self._release_due()
         if placement is not None:
-            self.meter.accepted(req.id, now, now + req.duration, placement, amount)
+            hold = req.duration
             if self.power is not None:
+                if self.power.delay and self.power.switches_on(placement):
+                    hold += self.power.delay  # it runs once its server is on
+                    self._switch_on_delays[req.id] = self.power.delay
                 self.power.placed(now, placement)
+            self.meter.accepted(req.id, now, now + hold, placement, amount)
             self.accepted += 1
             if measured:
                 self._footprint_sum += placement.footprint
             if self._failures is None:
-                self.depart_after(req.duration, partial(self._on_depart, req, placement,
-                                                        amount))
+                self.depart_after(hold, partial(self._on_depart, req, placement, amount))
             else:  # released by what it holds at its end (a failure may have moved it)
-                self._failures.hold(req, placement, amount, now + req.duration)
-                self.depart_after(req.duration, partial(self._failures.departure, req.id))
+                self._failures.hold(req, placement, amount, now + hold)
+                self.depart_after(hold, partial(self._failures.departure, req.id))
         return placement, decision
 
     def _admit(self, req: Request, choice: Any) -> tuple[Placement | None, list[float] | None]:
@@ -404,9 +412,15 @@ class Engine(FusedArrivals, HeldAndDeferred, SimCore):
         self._measured_received += int(kept.size)
         self._measured_accepted += int(np.count_nonzero(kept))
         self._decision_sum += sum(compress(decisions, measured.tolist()))
+        delays = None
+        if self._switch_on_delays:
+            pop = self._switch_on_delays.pop
+            delays = np.fromiter((pop(i, 0.0) for i in ids.tolist()), dtype=np.float64,
+                                 count=n)
         if self.sink is not None:
             self.sink("requests", request_columns(self.topology, batch, ids, arrival, accepted,
-                                                  measured, placements, decisions, waits))
+                                                  measured, placements, decisions, waits,
+                                                  delays))
 
     def _sample(self) -> None:
         row = {

@@ -44,9 +44,12 @@ def request_columns(
     placements: list[Placement | int | None],
     decisions: list[float],
     waits: np.ndarray | None,
+    switch_on: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """One batch's rows of the ``requests`` table (:data:`dcsim.results.schema.LOSS_REQUESTS`),
-    built column-wise."""
+    built column-wise. ``switch_on``: each request's switch-on delay (``power.
+    power_on_delay``, when its server was off), which it held its resources for before its
+    duration."""
     n = len(placements)
     duration = np.asarray(batch.duration, dtype=np.float64)
     cols: dict[str, Any] = {"id": ids, "arrival": arrival, "duration": duration}
@@ -63,7 +66,8 @@ def request_columns(
         cols["wait"] = waits
         start = arrival + waits
     cols["start"] = np.where(accepted, start, np.nan)
-    cols["end"] = np.where(accepted, start + duration, np.nan)
+    held = duration if switch_on is None else duration + switch_on
+    cols["end"] = np.where(accepted, start + held, np.nan)
     # a placement, None (rejected) or a server index (the whole request on that server)
     servers = [[] if p is None else [p] if type(p) is int else p.servers.tolist()
                for p in placements]
