@@ -37,6 +37,6 @@ def test_every_export_of_dcsim_resolves():
 def test_reschedule_greedy_imports_no_engine_and_no_heavy_library(tmp_path):
     mapping = tmp_path / "m.json"
     mapping.write_text(json.dumps(synthetic_preset("small", 2)))
-    code = ("sys.argv = ['dcsim', 'reschedule', %r, '--algorithm', 'greedy', '--mnl', '5']\n"
-            "from dcsim.cli import main\nmain()\n" % str(mapping))
+    argv = ["dcsim", "reschedule", str(mapping), "--algorithm", "greedy", "--mnl", "5"]
+    code = f"sys.argv = {argv!r}\nfrom dcsim.cli import main\nmain()\n"
     assert loaded_after(code) == []
