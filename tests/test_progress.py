@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -107,6 +108,21 @@ def test_a_watched_run_reports_as_it_goes_and_gives_the_same_rows(tmp_path, monk
             seen.append(json.loads(Path(src).read_text()))
         real_replace(src, dst)
 
+    # the run pauses for 1 ms every 100 requests (outside the GIL, so the watcher thread
+    # gets to write however busy the machine is; a 30 ms run otherwise could hand it the
+    # GIL only once); sleeping changes no choice
+    from dcsim.allocators.single import BestFitAllocator
+
+    real_allocate = BestFitAllocator.allocate
+    calls = [0]
+
+    def pausing(self, request, view):
+        calls[0] += 1
+        if calls[0] % 100 == 0:
+            time.sleep(0.001)
+        return real_allocate(self, request, view)
+
+    monkeypatch.setattr(BestFitAllocator, "allocate", pausing)
     exp = load_experiment(_config(tmp_path))
     monkeypatch.delenv(ENV, raising=False)
     run_experiment(exp, out=tmp_path / "plain")
@@ -115,6 +131,7 @@ def test_a_watched_run_reports_as_it_goes_and_gives_the_same_rows(tmp_path, monk
     monkeypatch.setattr(progress, "INTERVAL", 0.0005)
     monkeypatch.setattr(progress.os, "replace", spy)
     run_experiment(exp, out=tmp_path / "watched")
+    assert calls[0] >= 2 * 3000  # both runs ran here, paused
     assert len(seen) >= 2
     done = [r["done"] for r in seen]
     assert done == sorted(done) and 0 <= done[0] and done[-1] <= 3000
