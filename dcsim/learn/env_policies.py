@@ -34,7 +34,7 @@ from pydantic import Field
 from dcsim.allocators.multi.learned import FEATURE_VERSIONS, Observer, feature_sizes
 from dcsim.allocators.multi.step import MultiServerAllocator, Partial
 from dcsim.errors import ConfigError, PluginError
-from dcsim.learn.nara_env import padded_observation, padded_statics
+from dcsim.learn.nara_env import observation_space, padded_observation, padded_statics
 from dcsim.learn.vmr2l_env import VMR2LEnvConfig
 from dcsim.learn.vmr2l_twostep import VMR2LTwoStepEnv
 from dcsim.model import StateView
@@ -86,17 +86,11 @@ class NaraEnvPolicy(MultiServerAllocator):
         self.observer = Observer(view.topology, o.holding_scale, features=o.features)
         lay = self.observer.layout
         space = self.observation_space()
-        if space is None:
-            N = o.max_nodes or lay.n_nodes
-            E = o.max_edges if o.max_edges is not None else lay.n_edges
-            S = o.max_servers or lay.n_servers
-            F, Fe, G = feature_sizes(len(view.topology.resources), o.features)
-            big = np.float32(np.finfo(np.float32).max)
-            space = spaces.Dict({
-                "nodes": spaces.Box(-big, big, (N, F), np.float32),
-                "edges": spaces.Box(-big, big, (E, Fe), np.float32),
-                "globals": spaces.Box(-big, big, (G,), np.float32),
-                "action_mask": spaces.MultiBinary(S)})
+        if space is None:  # as NaraEnv pads: to the options' sizes, else the topology's
+            space = observation_space(
+                o.max_nodes or lay.n_nodes,
+                o.max_edges if o.max_edges is not None else lay.n_edges,
+                o.max_servers or lay.n_servers, len(view.topology.resources), o.features)
         N, F = space["nodes"].shape
         E, S = space["edges"].shape[0], space["action_mask"].shape[0]
         F_here = feature_sizes(len(view.topology.resources), o.features)[0]

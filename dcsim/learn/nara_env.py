@@ -64,7 +64,7 @@ from dcsim.validation import first_error
 from dcsim.workload.spec import build_source
 
 __all__ = ["ENV_ID", "NaraEnv", "NaraEnvConfig", "env_config_from_experiment",
-           "load_env_config", "padded_observation", "padded_statics"]
+           "load_env_config", "observation_space", "padded_observation", "padded_statics"]
 
 ENV_ID = "dcsim/Nara-v0"
 
@@ -222,7 +222,6 @@ class NaraEnv(gym.Env):
         self._observers = [Observer(t, cfg.holding_scale, features=cfg.features)
                            for t in self.topologies]
         layouts = [o.layout for o in self._observers]
-        F, Fe, G = feature_sizes(len(self.topologies[0].resources), cfg.features)
         self.max_nodes = cfg.max_nodes or max(lay.n_nodes for lay in layouts)
         self.max_edges = (cfg.max_edges if cfg.max_edges is not None
                           else max(lay.n_edges for lay in layouts))
@@ -237,16 +236,8 @@ class NaraEnv(gym.Env):
             raise ConfigError(f"env.max_servers {self.max_servers} exceeds max_nodes "
                               f"{self.max_nodes}")
         N, E, S = self.max_nodes, self.max_edges, self.max_servers
-        big = np.float32(np.finfo(np.float32).max)
-        self.observation_space = spaces.Dict({
-            "nodes": spaces.Box(-big, big, (N, F), np.float32),
-            "edges": spaces.Box(-big, big, (E, Fe), np.float32),
-            "edge_index": spaces.Box(0, max(N - 1, 0), (2, E), np.int64),
-            "globals": spaces.Box(-big, big, (G,), np.float32),
-            "node_mask": spaces.MultiBinary(N),
-            "edge_mask": spaces.MultiBinary(E),
-            "action_mask": spaces.MultiBinary(S),
-        })
+        self.observation_space = observation_space(
+            N, E, S, len(self.topologies[0].resources), cfg.features)
         self.action_space = spaces.Discrete(S)
         # the padded static parts of each topology, reused by every observation
         self._statics = [padded_statics(lay, N, E, S) for lay in layouts]
@@ -371,6 +362,24 @@ class NaraEnv(gym.Env):
         return {"received": eng.received, "accepted": eng.accepted,
                 "decided": len(self.allocator.results), "invalid_action": invalid,
                 "topology": self.topology_index}
+
+
+def observation_space(max_nodes: int, max_edges: int, max_servers: int, n_resources: int,
+                      features: int) -> spaces.Dict:
+    """The observation space of :class:`NaraEnv` padded to these sizes, for topologies of
+    ``n_resources`` resources observed in feature version ``features``."""
+    N, E, S = max_nodes, max_edges, max_servers
+    F, Fe, G = feature_sizes(n_resources, features)
+    big = np.float32(np.finfo(np.float32).max)
+    return spaces.Dict({
+        "nodes": spaces.Box(-big, big, (N, F), np.float32),
+        "edges": spaces.Box(-big, big, (E, Fe), np.float32),
+        "edge_index": spaces.Box(0, max(N - 1, 0), (2, E), np.int64),
+        "globals": spaces.Box(-big, big, (G,), np.float32),
+        "node_mask": spaces.MultiBinary(N),
+        "edge_mask": spaces.MultiBinary(E),
+        "action_mask": spaces.MultiBinary(S),
+    })
 
 
 def padded_statics(layout: GraphLayout, max_nodes: int, max_edges: int, max_servers: int
