@@ -137,10 +137,12 @@ def bench_train(iterations: int) -> tuple[float, float]:
     return roll, steps / wall
 
 
-def bench_workers(trainer: str, iterations: int, workers: int) -> dict[str, float]:
+def bench_workers(trainer: str, iterations: int, workers: int, shards: int
+                  ) -> dict[str, float]:
     """Rollout and overall env steps/s of ``iterations`` iterations of ``trainer``'s shipped
-    config with ``workers`` processes stepping the environments (the start-up of the
-    workers excluded: steps/s are over the iterations), and a digest of the weights."""
+    config with ``workers`` processes stepping the environments and ``shards`` parts per
+    minibatch gradient (``update_shards``; the start-up of the workers excluded: steps/s
+    are over the iterations), and a digest of the weights."""
     import hashlib
 
     import pandas as pd
@@ -148,7 +150,8 @@ def bench_workers(trainer: str, iterations: int, workers: int) -> dict[str, floa
     if trainer == "nara":
         cfg = load_train_config(ROOT / "experiments" / "nara_train.yaml",
                                 iterations=iterations, max_wall_s=None, eval_every=10_000,
-                                eval_episodes=1, eval_requests=8, num_workers=workers)
+                                eval_episodes=1, eval_requests=8, num_workers=workers,
+                                update_shards=shards)
         run = train
     else:
         from dcsim.learn import vmr2l_ppo
@@ -156,7 +159,7 @@ def bench_workers(trainer: str, iterations: int, workers: int) -> dict[str, floa
             ROOT / "experiments" / "vmr2l_train.yaml", iterations=iterations,
             max_wall_s=None, warmstart="none", num_steps=50, minibatch_size=100,
             update_epochs=1, eval_every=10_000, eval_mappings=1, eval_samples=1,
-            num_workers=workers)
+            num_workers=workers, update_shards=shards)
         run = vmr2l_ppo.train
     with tempfile.TemporaryDirectory() as d:
         run(cfg, d, log=None)
@@ -170,18 +173,23 @@ def bench_workers(trainer: str, iterations: int, workers: int) -> dict[str, floa
             "weights": digest.hexdigest()[:12]}
 
 
-def print_workers(trainer: str, iterations: int, counts: list[int]) -> None:
+def print_workers(trainer: str, iterations: int, counts: list[int], shards: list[int]
+                  ) -> None:
     print(f"\n{trainer} PPO training by worker count ({iterations} iterations, "
-          f"{'CUDA' if torch.cuda.is_available() else 'CPU'}, {os.cpu_count()} cores):")
-    print(f"  {'workers':>7}{'rollout steps/s':>17}{'ratio':>7}{'overall steps/s':>17}"
-          f"{'ratio':>7}  weights")
+          f"{'CUDA' if torch.cuda.is_available() else 'CPU'}, {os.cpu_count()} cores); "
+          "ratio = steps/s over the first row's:")
+    print(f"  {'shards':>6}{'workers':>8}{'rollout steps/s':>17}{'ratio':>7}"
+          f"{'overall steps/s':>17}{'ratio':>7}  weights")
     base = None
-    for w in counts:
-        r = bench_workers(trainer, iterations, w)
-        base = base or r
-        print(f"  {w:>7}{r['rollout']:>17,.0f}{r['rollout'] / base['rollout']:>7.2f}"
-              f"{r['overall']:>17,.0f}{r['overall'] / base['overall']:>7.2f}  {r['weights']}"
-              + ("" if r["weights"] == base["weights"] else "  DIFFERENT WEIGHTS"))
+    for k in shards:
+        first = None
+        for w in counts:
+            r = bench_workers(trainer, iterations, w, k)
+            base, first = base or r, first or r
+            print(f"  {k:>6}{w:>8}{r['rollout']:>17,.0f}{r['rollout'] / base['rollout']:>7.2f}"
+                  f"{r['overall']:>17,.0f}{r['overall'] / base['overall']:>7.2f}  "
+                  f"{r['weights']}"
+                  + ("" if r["weights"] == first["weights"] else "  DIFFERENT WEIGHTS"))
 
 
 def main() -> None:
@@ -194,6 +202,8 @@ def main() -> None:
     ap.add_argument("--no-train", action="store_true")
     ap.add_argument("--workers", default="1,2",
                     help="worker counts to time training at (comma-separated; empty: none)")
+    ap.add_argument("--update-shards", default="1,2",
+                    help="update_shards values to time the worker counts at (comma-separated)")
     ap.add_argument("--trainer", choices=("nara", "vmr2l"), default="nara",
                     help="whose training --workers times")
     ap.add_argument("--workers-only", action="store_true",
@@ -201,8 +211,9 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     counts = [int(x) for x in args.workers.split(",") if x]
+    shards = [int(x) for x in args.update_shards.split(",") if x]
     if args.workers_only:
-        print_workers(args.trainer, args.iterations, counts)
+        print_workers(args.trainer, args.iterations, counts, shards)
         return
     env_rate, engine_rate = bench_env(args.requests)
     print(f"environment (alpha, {args.requests} requests, scripted Tetris choice):")
@@ -225,7 +236,7 @@ def main() -> None:
         print(f"  overall env steps/s {overall:8,.0f}   ratio to env alone "
               f"{overall / env_rate:.2f}  (rollout + PPO update)")
     if counts:
-        print_workers(args.trainer, args.iterations, counts)
+        print_workers(args.trainer, args.iterations, counts, shards)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The environments' side of :mod:`dcsim.learn.lockstep`: a block of environments in one
 process (:class:`Local`, the trainer's own with ``num_workers: 1``) and the loop of a worker
 process serving one (:func:`serve`). Kept apart from the trainer's modules so that a worker
-imports only this and its environment's module, not PyTorch."""
+imports only this and its environment's module, not PyTorch (unless the trainer attaches
+the update's parts to it, ``update_shards`` > 1: :mod:`dcsim.learn.shards`)."""
 
 from __future__ import annotations
 
@@ -105,7 +106,9 @@ def unpacked(what: str, result: Any) -> Any:
 def serve(conn: Any, make: Callable[[], Any], count: int) -> None:
     """A worker's loop: build ``count`` environments, then answer the trainer's requests
     (each a tuple ``(what, args)``, :meth:`Local.handle`) with ``("ok", result)`` or
-    ``("error", text)`` until ``close`` or the pipe's end."""
+    ``("error", text)`` until ``close`` or the pipe's end. ``("attach", factory)`` builds
+    ``factory()`` here (the update's parts, :mod:`dcsim.learn.shards`: PyTorch is
+    imported only then) and ``("attached", (what, args))`` is its ``handle(what, args)``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's to handle
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
@@ -114,6 +117,7 @@ def serve(conn: Any, make: Callable[[], Any], count: int) -> None:
     except BaseException as e:  # noqa: BLE001 - reported to the trainer, which raises
         conn.send(("error", _describe(e)))
         return
+    attached: Any = None  # what the trainer attached (attach): the update's parts
     while True:
         try:
             what, payload = conn.recv()
@@ -122,7 +126,13 @@ def serve(conn: Any, make: Callable[[], Any], count: int) -> None:
         if what == "close":
             return
         try:
-            conn.send(("ok", _packed(what, local.handle(what, payload))))
+            if what == "attach":
+                attached, result = payload(), None
+            elif what == "attached":
+                result = attached.handle(*payload)
+            else:
+                result = _packed(what, local.handle(what, payload))
+            conn.send(("ok", result))
         except BaseException as e:  # noqa: BLE001 - reported to the trainer, which raises
             try:
                 conn.send(("error", _describe(e)))

@@ -129,6 +129,30 @@ class LockstepEnvs:
         """The workers ended (nothing to do in this process)."""
         self.envs.close()
 
+    @property
+    def processes(self) -> int:
+        """The processes stepping the environments, this one included."""
+        return len(self.envs.blocks) if isinstance(self.envs, _Pool) else 1
+
+    def attach(self, factory: Callable[[], Any]) -> None:
+        """Each worker process builds ``factory()`` (picklable), which then answers
+        :meth:`post_workers`'s requests: how the update's parts are computed there
+        (:mod:`dcsim.learn.shards`). Nothing to do without workers."""
+        if isinstance(self.envs, _Pool):
+            self.envs.attach(factory)
+
+    def post_workers(self, what: str, args: dict[int, tuple]) -> Callable[[], dict[int, Any]]:
+        """Request ``what`` with ``args[w]`` sent to the attached object of worker ``w``
+        (1 .. processes - 1); returns a function that waits for their answers (by worker),
+        so that this process can work meanwhile."""
+        if not args:
+            return dict
+        return self.envs.post_attached({w: (what, a) for w, a in args.items()})
+
+    def each_worker(self, what: str, args: tuple) -> dict[int, Any]:
+        """Request ``what`` with the same ``args`` to every worker's attached object."""
+        return self.post_workers(what, {w: args for w in range(1, self.processes)})()
+
 
 # --------------------------------------------------------------------------- workers
 class _Pool:
@@ -177,20 +201,34 @@ class _Pool:
                                  f"{result}")
         return result
 
+    def _post(self, requests: dict[int, tuple[str, Any]]) -> Callable[[], dict[int, Any]]:
+        """Workers' requests ``(what, payload)`` sent; a function that gathers their
+        answers (call it once)."""
+        for w, msg in requests.items():
+            try:
+                self.conns[w].send(msg)
+            except (OSError, ValueError):  # its end of the pipe is closed
+                raise self._died(w) from None
+        return lambda: {w: unpacked(what, self._receive(w))
+                        for w, (what, _) in requests.items()}
+
     def _run(self, requests: dict[int, tuple[str, Any]]) -> dict[int, Any]:
         """Each block's request ``(what, payload)`` (:meth:`Local.handle`): sent to the
         workers, block 0's done here meanwhile, then the workers' answers gathered."""
-        for w, msg in requests.items():
-            if w:
-                try:
-                    self.conns[w].send(msg)
-                except (OSError, ValueError):  # its end of the pipe is closed
-                    raise self._died(w) from None
+        gather = self._post({w: msg for w, msg in requests.items() if w})
         out = {0: self.local.handle(*requests[0])} if 0 in requests else {}
-        for w, (what, _) in requests.items():
-            if w:
-                out[w] = unpacked(what, self._receive(w))
-        return out
+        return {**out, **gather()}
+
+    def attach(self, factory: Callable[[], Any]) -> None:
+        """Each worker builds ``factory()`` (picklable), which then answers
+        :meth:`post_attached`'s requests (:mod:`dcsim.learn.shards`)."""
+        self._post({w: ("attach", factory) for w in self.conns})()
+
+    def post_attached(self, requests: dict[int, tuple[str, Any]]
+                      ) -> Callable[[], dict[int, Any]]:
+        """Requests ``(what, args)`` to the workers' attached objects; a function that
+        gathers their answers."""
+        return self._post({w: ("attached", msg) for w, msg in requests.items()})
 
     def _scatter(self, what: str, per_env: list[Any], extra: tuple = ()) -> list[Any]:
         """``what`` on every environment with its entry of ``per_env``; results in order."""

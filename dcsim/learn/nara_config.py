@@ -71,6 +71,9 @@ class TrainConfig:
     # same weights whatever the number (see dcsim.learn.lockstep)
     num_workers: int = Field(1, ge=1)
     minibatch_size: int = Field(256, ge=1)        # paper: sgd_minibatch_size 256
+    # each minibatch's gradient as the sum of this many parts, computed in the num_workers
+    # processes (see dcsim.learn.shards): the update scales with cores; 1: in one pass
+    update_shards: int = Field(1, ge=1)
     update_epochs: int = Field(4, ge=1)
     lr: float = Field(1e-3, gt=0.0)               # paper: 5e-3 (RLlib)
     anneal_lr: bool = True

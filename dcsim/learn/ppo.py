@@ -75,6 +75,7 @@ from dcsim.learn.nara_config import (  # noqa: F401  (TrainConfig, load_train_co
 )
 from dcsim.learn.nara_env import NaraEnv
 from dcsim.learn.nara_eval import evaluate, evaluate_tetris
+from dcsim.learn.shards import Replica, Shards
 
 __all__ = ["TrainConfig", "evaluate", "load_train_config", "train"]
 
@@ -88,6 +89,22 @@ def _sample(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     u = rng.random(len(c)) * c[:, -1]
     a = (c < u[:, None]).sum(axis=1)
     return np.minimum(a, logits.shape[1] - 1)
+
+
+def _networks(arch: Any, value_hidden: int) -> dict[str, torch.nn.Module]:
+    """The policy and the value network (a worker's copies, :mod:`dcsim.learn.shards`)."""
+    return {"policy": NaraPolicy(arch), "value": NaraValue(arch, value_hidden)}
+
+
+def _evaluate(nets: dict[str, torch.nn.Module], data: dict[str, np.ndarray], mb: np.ndarray,
+              device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Decisions ``mb`` of the iteration's ``data`` (the observations and ``action``)
+    re-evaluated: new log-probabilities of the actions taken, entropies, values."""
+    g = graph_batch({k: v[mb] for k, v in data.items()}, device)
+    logp_all = torch.log_softmax(nets["policy"](g), dim=1)
+    act = torch.as_tensor(data["action"][mb], device=device)
+    new_logp = logp_all.gather(1, act[:, None])[:, 0]
+    return new_logp, -(logp_all.exp() * logp_all).sum(dim=1), nets["value"](g)
 
 
 def _acceptance(info: dict[str, Any]) -> float:
@@ -124,6 +141,7 @@ def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
     arch = cfg.architecture(len(resources))
     policy = NaraPolicy(arch).to(device)
     value = NaraValue(arch, cfg.value_hidden).to(device)
+    nets = {"policy": policy, "value": value}
     if cfg.init_from is not None and state is None:
         policy.load_numpy(initial_weights(cfg, len(resources)))
     params = list(policy.parameters()) + list(value.parameters())
@@ -161,6 +179,9 @@ def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
     envs = ctx.closing.enter_context(LockstepEnvs(
         partial(NaraEnv, env_cfg), B, run.rngs["episodes"], workers=cfg.num_workers))
     obs = run.start(envs, state, say)
+    shards = None if cfg.update_shards == 1 else Shards(
+        cfg.update_shards, nets, Replica(partial(_networks, arch, cfg.value_hidden),
+                                         _evaluate, cfg.threads), envs, device)
     if state is None and cfg.init_from is not None:  # the start is iteration 0's candidate
         ev = evaluate(greedy, eval_cfg, eval_seeds)
         per_topo = ev.get("per_topology")
@@ -198,21 +219,16 @@ def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
         adv, returns = core.gae(ro.rewards, values, ro.dones, next_value, cfg.gamma,
                                 cfg.gae_lambda)
         # ---- update
-        b_act = torch.as_tensor(actions.reshape(-1), device=device)
-
-        def evaluate_mb(mb, mbt, flat=flat, b_act=b_act):
-            g = graph_batch({k: v[mb] for k, v in flat.items()}, device)
-            logp_all = torch.log_softmax(policy(g), dim=1)
-            new_logp = logp_all.gather(1, b_act[mbt][:, None])[:, 0]
-            return new_logp, -(logp_all.exp() * logp_all).sum(dim=1), value(g)
-
+        data = {**flat, "action": actions.reshape(-1)}
+        if shards is not None:
+            shards.begin(data, ro.logp, returns, values)
         # the gradient norms are clipped per network: the critic's (returns of ±10s)
         # would otherwise dominate a shared norm and freeze the actor; during the critic
         # warm-up the policy is frozen (no gradient reaches it)
         stats = core.update(settings, core.Batch.of(ro.logp, adv, returns, values, device),
-                            evaluate_mb, opt, mb_rng,
-                            [list(policy.parameters()), list(value.parameters())],
-                            critic_only=it <= cfg.critic_warmup)
+                            lambda mb, _mbt, data=data: _evaluate(nets, data, mb, device),
+                            opt, mb_rng, [list(policy.parameters()), list(value.parameters())],
+                            critic_only=it <= cfg.critic_warmup, shards=shards)
         row = ro.row(it, wall=run.wall(), env_steps=run.env_steps, train="train_acceptance",
                      stats=stats, lr=lr, evals=("eval_acceptance", "eval_acceptance_ratio"))
         if run.evaluates(stop):

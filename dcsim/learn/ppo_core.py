@@ -49,6 +49,7 @@ from dcsim import __version__
 from dcsim.errors import ConfigError
 from dcsim.learn import resume as rs
 from dcsim.learn.lockstep import LockstepEnvs
+from dcsim.learn.shards import Loss, Shards
 
 #: the statistics of an update, each the mean over its minibatches (progress columns)
 UPDATE_STATS = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
@@ -249,56 +250,67 @@ Evaluate = Callable[[np.ndarray, torch.Tensor], tuple[torch.Tensor, torch.Tensor
 
 def update(s: Settings, batch: Batch, evaluate: Evaluate, opt: torch.optim.Optimizer,
            rng: np.random.Generator, clip: list[list[torch.nn.Parameter]], *,
-           critic_only: bool = False) -> dict[str, float]:
+           critic_only: bool = False, shards: Shards | None = None) -> dict[str, float]:
     """One PPO update on ``batch``; returns the means of :data:`UPDATE_STATS` over the
     minibatches. ``clip``: the parameter groups whose gradient norms are clipped (each to
     ``max_grad_norm``); ``critic_only``: the loss is the value loss alone (a frozen
-    policy gets no gradient)."""
+    policy gets no gradient); ``shards``: each minibatch's gradient summed over parts
+    (``update_shards`` > 1, :mod:`dcsim.learn.shards`; ``evaluate`` is then unused)."""
     n = len(batch.logp)
     device = batch.logp.device
     stats: dict[str, list[float]] = {k: [] for k in UPDATE_STATS}
+    loss = Loss(s.clip_coef, s.value_clip, s.ent_coef, s.vf_coef, s.clip_vloss, critic_only)
     for _epoch in range(s.update_epochs):
         perm = rng.permutation(n)
         kls: list[float] = []
         for start in range(0, n, s.minibatch_size):
             mb = perm[start:start + s.minibatch_size]
             mbt = torch.as_tensor(mb, device=device)
-            new_logp, entropy, v = evaluate(mb, mbt)
-            logratio = new_logp - batch.logp[mbt]
-            ratio = logratio.exp()
-            with torch.no_grad():
-                kl = float(((ratio - 1) - logratio).mean())
-                clipfrac = float(((ratio - 1.0).abs() > s.clip_coef).float().mean())
             mb_adv = batch.adv[mbt]
             if s.norm_adv and len(mb) > 1:
                 mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
-            pg = torch.max(-mb_adv * ratio, -mb_adv * ratio.clamp(
-                1 - s.clip_coef, 1 + s.clip_coef)).mean()
-            ret, old_v = batch.ret[mbt], batch.value[mbt]
-            if s.clip_vloss:
-                v_clip = old_v + (v - old_v).clamp(-s.value_clip, s.value_clip)
-                v_loss = 0.5 * torch.max((v - ret) ** 2, (v_clip - ret) ** 2).mean()
+            if shards is None:
+                opt.zero_grad(set_to_none=True)
+                mb_stats = _backward(s, batch, evaluate(mb, mbt), mbt, mb_adv, critic_only)
             else:
-                v_loss = 0.5 * ((v - ret) ** 2).mean()
-            ent = entropy.mean()
-            if critic_only:
-                loss = s.vf_coef * v_loss
-            else:
-                loss = pg - s.ent_coef * ent + s.vf_coef * v_loss
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
+                mb_stats = shards.gradient(mb, mb_adv.cpu().numpy(), loss)
             for params in clip:
                 torch.nn.utils.clip_grad_norm_(params, s.max_grad_norm)
             opt.step()
-            for k, x in zip(UPDATE_STATS, (float(pg.detach()), float(v_loss.detach()),
-                                           float(ent.detach()), kl, clipfrac), strict=True):
+            for k, x in zip(UPDATE_STATS, mb_stats, strict=True):
                 stats[k].append(x)
+            kl = mb_stats[3]
             kls.append(kl)
             if s.kl_stop == "minibatch" and s.target_kl is not None and kl > s.target_kl:
                 return _means(stats)
         if s.kl_stop == "epoch" and s.target_kl is not None and np.mean(kls) > s.target_kl:
             break
     return _means(stats)
+
+
+def _backward(s: Settings, batch: Batch, evaluated: tuple[torch.Tensor, ...],
+              mbt: torch.Tensor, mb_adv: torch.Tensor, critic_only: bool
+              ) -> tuple[float, ...]:
+    """A minibatch's loss differentiated in one pass (``update_shards`` 1): the networks'
+    ``.grad`` hold its gradient; returns its statistics (:data:`UPDATE_STATS`)."""
+    new_logp, entropy, v = evaluated
+    logratio = new_logp - batch.logp[mbt]
+    ratio = logratio.exp()
+    with torch.no_grad():
+        kl = float(((ratio - 1) - logratio).mean())
+        clipfrac = float(((ratio - 1.0).abs() > s.clip_coef).float().mean())
+    pg = torch.max(-mb_adv * ratio, -mb_adv * ratio.clamp(
+        1 - s.clip_coef, 1 + s.clip_coef)).mean()
+    ret, old_v = batch.ret[mbt], batch.value[mbt]
+    if s.clip_vloss:
+        v_clip = old_v + (v - old_v).clamp(-s.value_clip, s.value_clip)
+        v_loss = 0.5 * torch.max((v - ret) ** 2, (v_clip - ret) ** 2).mean()
+    else:
+        v_loss = 0.5 * ((v - ret) ** 2).mean()
+    ent = entropy.mean()
+    total = s.vf_coef * v_loss if critic_only else pg - s.ent_coef * ent + s.vf_coef * v_loss
+    total.backward()
+    return float(pg.detach()), float(v_loss.detach()), float(ent.detach()), kl, clipfrac
 
 
 def _means(stats: dict[str, list[float]]) -> dict[str, float]:

@@ -44,6 +44,9 @@ class TrainConfig:
     num_workers: int = Field(1, ge=1)  # processes stepping the environments (1: this one)
     # decisions per minibatch (the authors: 16 minibatches of 8 x 250 = 2000, i.e. 125)
     minibatch_size: int = Field(125, ge=1)
+    # each minibatch's gradient as the sum of this many parts, computed in the num_workers
+    # processes (see dcsim.learn.shards; needs dropout 0); 1: in one pass
+    update_shards: int = Field(1, ge=1)
     update_epochs: int = Field(8, ge=1)
     lr: float = Field(2.5e-4, gt=0.0)
     anneal_lr: bool = True
@@ -92,6 +95,10 @@ class TrainConfig:
             raise ValueError(f"init_from: starts from trained weights; it cannot be "
                              f"combined with warmstart: {self.warmstart} (set "
                              f"warmstart: none)")
+        if self.update_shards > 1 and self.dropout > 0:
+            raise ValueError(f"update_shards: {self.update_shards} parts of a minibatch "
+                             f"would draw dropout masks in different processes; set "
+                             f"dropout: 0 or update_shards: 1")
 
     def env_config(self) -> VMR2LEnvConfig:
         return VMR2LEnvConfig(preset=self.preset, hosts=self.hosts, mnl=self.mnl,

@@ -55,6 +55,7 @@ import torch
 
 from dcsim.learn import ppo_core as core
 from dcsim.learn.lockstep import LockstepEnvs
+from dcsim.learn.shards import Replica, Shards
 from dcsim.learn.vmr2l_batch import (
     batch_tensors,
     evaluate_actions,
@@ -122,6 +123,23 @@ def train(cfg: TrainConfig, out: str | Path, *, command: str | None = None,
                     resume=resume, stop_after=stop_after)
 
 
+def _networks(arch: Any, dropout: float) -> dict[str, torch.nn.Module]:
+    """The policy (a worker's copy, :mod:`dcsim.learn.shards`)."""
+    return {"policy": VMR2LPolicy(arch, dropout)}
+
+
+def _evaluate(nets: dict[str, torch.nn.Module], data: dict[str, np.ndarray], mb: np.ndarray,
+              device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Decisions ``mb`` of the iteration's ``data`` (the observations, ``vm_action``,
+    ``slot_action`` and ``slot_mask``) re-evaluated: new log-probabilities of the (VM, slot)
+    actions taken, entropies, values."""
+    tb = batch_tensors({k: v[mb] for k, v in data.items()}, device)
+    logp, ent, v, _, _ = evaluate_actions(
+        nets["policy"], tb, *(torch.as_tensor(data[k][mb], device=device)
+                              for k in ("vm_action", "slot_action", "slot_mask")))
+    return logp, ent, v
+
+
 def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
     out, command, say, device, state = ctx.out, ctx.command, ctx.say, ctx.device, ctx.state
     env_cfg = cfg.env_config()
@@ -179,6 +197,9 @@ def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
         partial(VMR2LEnv, env_cfg), B, run.rngs["episodes"], width=2,
         workers=cfg.num_workers))
     obs = run.start(envs, state, say)
+    shards = None if cfg.update_shards == 1 else Shards(
+        cfg.update_shards, {"policy": policy},
+        Replica(partial(_networks, arch, cfg.dropout), _evaluate, cfg.threads), envs, device)
     H2 = 2 * env_cfg.max_hosts
     ctx.guard.arm()  # from here a first SIGINT/SIGTERM stops after the iteration under way
     for it, stop, lr in run.iterations():
@@ -219,19 +240,14 @@ def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
                                 cfg.gae_lambda)
         # ---- update
         policy.train()
-        flat = ro.flat()
-        b_vm = torch.as_tensor(vm_a.reshape(-1), device=device)
-        b_slot = torch.as_tensor(slot_a.reshape(-1), device=device)
-        b_mask = torch.as_tensor(masks.reshape(T * B, H2), device=device)
-
-        def evaluate_mb(mb, mbt, flat=flat, b_vm=b_vm, b_slot=b_slot, b_mask=b_mask):
-            tb = batch_tensors({k: v[mb] for k, v in flat.items()}, device)
-            logp, ent, v, _, _ = evaluate_actions(policy, tb, b_vm[mbt], b_slot[mbt],
-                                                   b_mask[mbt])
-            return logp, ent, v
-
+        data = {**ro.flat(), "vm_action": vm_a.reshape(-1), "slot_action": slot_a.reshape(-1),
+                "slot_mask": masks.reshape(T * B, H2)}
+        if shards is not None:
+            shards.begin(data, ro.logp, returns, values)
         stats = core.update(settings, core.Batch.of(ro.logp, adv, returns, values, device),
-                            evaluate_mb, opt, mb_rng, [list(policy.parameters())])
+                            lambda mb, _mbt, data=data: _evaluate({"policy": policy}, data,
+                                                                 mb, device),
+                            opt, mb_rng, [list(policy.parameters())], shards=shards)
         row = ro.row(it, wall=run.wall(), env_steps=run.env_steps, train="train_fr",
                      stats=stats, lr=lr, evals=("eval_fr",))
         if run.evaluates(stop):
