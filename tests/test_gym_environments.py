@@ -7,7 +7,8 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
-from importlib.metadata import entry_points
+from importlib.metadata import PackageNotFoundError, distribution, entry_points
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -47,9 +48,57 @@ def test_import_dcsim_does_not_import_gymnasium_but_registers_when_it_is_importe
               "print('gymnasium' in sys.modules)\n"
               "import gymnasium as gym\n"
               "print(type(gym.make('dcsim/VMR2L-TwoStep-v0').unwrapped).__name__)\n"
-              "print(sum(type(f).__name__ == '_AfterGymnasiumLoads' for f in sys.meta_path))")
+              "print(sum(type(f).__name__ == 'AfterGymnasiumLoads' for f in sys.meta_path))")
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["False", "VMR2LTwoStepEnv", "0"]
+
+
+ROOT = Path(__file__).parents[1]
+START_UP = "dcsim-gymnasium.pth"
+
+
+def _installed_start_up_file() -> Path | None:
+    try:
+        path = Path(distribution("dcsim").locate_file(START_UP))
+    except PackageNotFoundError:
+        return None
+    return path if path.exists() else None
+
+
+@pytest.mark.skipif(_installed_start_up_file() is None,
+                    reason="dcsim is not pip-installed here (a checkout on PYTHONPATH)")
+def test_an_installed_dcsim_registers_them_when_gymnasium_is_imported():
+    """The issue's check, word for word: no ``import dcsim``. The start-up file's hook
+    imports nothing of dcsim before ``gymnasium`` is imported."""
+    r = fresh("import sys\n"
+              "print('dcsim' in sys.modules)\n"
+              "import gymnasium as gym; gym.make('dcsim/Nara-v0'); gym.make('dcsim/VMR2L-v0')\n"
+              "print(sum(type(f).__name__ == 'AfterGymnasiumLoads' for f in sys.meta_path))")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "0"]
+    assert _installed_start_up_file().read_text() == (ROOT / START_UP).read_text()
+
+
+def test_the_hook_is_installed_once_and_registers_at_the_gymnasium_import():
+    r = fresh("import sys, _dcsim_gymnasium as h\n"
+              "h.install(); h.install()\n"
+              "count = lambda: sum(isinstance(f, h.AfterGymnasiumLoads) for f in sys.meta_path)\n"
+              "print(count(), 'dcsim' in sys.modules)\n"
+              "import gymnasium as gym\n"
+              "print(count(), 'dcsim/VMR2L-TwoStep-v0' in gym.registry)")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "False", "0", "True"]
+
+
+def test_the_start_up_file_never_breaks_the_interpreter(tmp_path):
+    """Its one line, run where ``_dcsim_gymnasium`` cannot be imported (dcsim removed but
+    the file left behind), is silent."""
+    line = (ROOT / START_UP).read_text()
+    assert line.startswith("import ") and line.count("\n") == 1  # site.py runs such lines
+    r = subprocess.run([sys.executable, "-S", "-c", line + "print('started')"],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                       env={"PATH": "/usr/bin:/bin"})
+    assert (r.returncode, r.stdout, r.stderr) == (0, "started\n", "")
 
 
 def test_the_module_id_form_works_without_an_import():
