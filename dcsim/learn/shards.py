@@ -81,14 +81,14 @@ class Loss:
     critic_only: bool
 
 
-def part_gradient(nets: dict[str, nn.Module], evaluate: Evaluate, data: dict[str, np.ndarray],
-                  old: dict[str, np.ndarray], idx: np.ndarray, adv: np.ndarray, n: int,
-                  loss: Loss, device: torch.device
+def part_gradient(nets: dict[str, nn.Module], params: list[nn.Parameter], evaluate: Evaluate,
+                  data: dict[str, np.ndarray], old: dict[str, np.ndarray], idx: np.ndarray,
+                  adv: np.ndarray, n: int, loss: Loss, device: torch.device
                   ) -> tuple[list[torch.Tensor | None], Stats]:
     """The gradient of one part's share of a minibatch's loss (decisions ``idx`` of ``n``
     in the minibatch, with their normalised advantages ``adv``) and its shares of the
-    minibatch's statistics. Leaves the networks' ``.grad`` holding it."""
-    params = parameters(nets)
+    minibatch's statistics. Leaves the networks' ``.grad`` (``params``, :func:`parameters`
+    of ``nets``) holding it."""
     new_logp, entropy, v = evaluate(nets, data, idx, device)
     t = {k: torch.as_tensor(old[k][idx], device=device) for k in ("logp", "ret", "value")}
     a = torch.as_tensor(adv, device=device)
@@ -139,8 +139,9 @@ class PartServer:
                     p.copy_(torch.from_numpy(w))
             out = []
             for idx, adv in parts:
-                grads, stats = part_gradient(self.nets, self.replica.evaluate, self.data,
-                                             self.old, idx, adv, n, loss, torch.device("cpu"))
+                grads, stats = part_gradient(self.nets, self.params, self.replica.evaluate,
+                                             self.data, self.old, idx, adv, n, loss,
+                                             torch.device("cpu"))
                 out.append(([None if g is None else g.numpy().copy() for g in grads], stats))
             return out
         raise ValueError(f"unknown request {what!r}")
@@ -184,8 +185,8 @@ class Shards:
                 if parts[w::P]})
         got: dict[int, tuple[list[Any], Stats]] = {}
         for k in range(0, len(parts), P):
-            grads, stats = part_gradient(self.nets, self.evaluate, self.data, self.old,
-                                         *parts[k], len(mb), loss, self.device)
+            grads, stats = part_gradient(self.nets, self.params, self.evaluate, self.data,
+                                         self.old, *parts[k], len(mb), loss, self.device)
             got[k] = ([None if g is None else g.clone() for g in grads], stats)
         if self.envs is not None:
             for w, results in theirs().items():
