@@ -165,3 +165,40 @@ def test_every_rack_pair(spec):
         for rb in by_rack:
             a, b = rng.choice(ra), rng.choice(rb)
             assert [p.tolist() for p in ps.k_paths(a, b, 4)] == reference(topo, a, b, 4)
+
+
+def leaves_by_lookup(ps: PathService) -> dict:
+    """_build_leaves and leaf_servers as they were before the link ends were arrays (each
+    link's ends looked up label by label, the leaf servers listed one by one)."""
+    idx, n = ps._node_index, len(ps.nodes)
+    links = ps.topology.links
+    ends = np.array([[idx[u], idx[v]] for u, v in links], dtype=np.int64).reshape(-1, 2)
+    degree = np.bincount(ends.ravel(), minlength=n)
+    other = np.full(n, -1, dtype=np.int64)
+    link = np.full(n, -1, dtype=np.int64)
+    for col in (0, 1):
+        at = np.flatnonzero(degree[ends[:, col]] == 1)
+        other[ends[at, col]] = ends[at, 1 - col]
+        link[ends[at, col]] = at
+    server_node = np.array([idx[s] for s in ps.topology.servers], dtype=np.int64)
+    hub = other[server_node]
+    hub[(hub < 0) | (ps.node_server[np.maximum(hub, 0)] >= 0)] = -1
+    one = degree[server_node] == 1
+    return {"degree": degree, "hub": hub, "server_node": server_node,
+            "host_link": np.where(hub >= 0, link[server_node], -1),
+            "leaves": frozenset(ps.topology.servers[i] for i in np.flatnonzero(one))}
+
+
+@pytest.mark.parametrize("topo", [build_topology(s) for s in SHIPPED]
+                         + [random_topology(seed) for seed in range(40)],
+                         ids=lambda t: t.name)
+def test_the_leaf_arrays_equal_the_lookups(topo):
+    """The leaves' switches and host links, made from Topology.link_ends, are those the
+    label-by-label lookups made."""
+    ps = PathService(topo)
+    want = leaves_by_lookup(ps)
+    assert ps.leaf_servers() == want["leaves"]
+    assert np.array_equal(ps.server_node, want["server_node"])
+    assert np.array_equal(ps._degree, want["degree"])
+    assert np.array_equal(ps._leaf_hub, want["hub"])
+    assert np.array_equal(ps._host_link, want["host_link"])

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from heapq import heappop, heappush
-from itertools import islice, pairwise
+from itertools import compress, islice, pairwise
 from typing import Any
 
 import networkx as nx
@@ -55,8 +55,8 @@ class PathService:
         self.nodes: list[Any] = list(g.nodes)
         self._node_index = {n: i for i, n in enumerate(self.nodes)}
         n = len(self.nodes)
-        self.server_node = _frozen(
-            np.array([self._node_index[s] for s in topology.servers], dtype=np.int64))
+        #: node index of each server
+        self.server_node = topology.server_nodes()
         node_server = np.full(n, -1, dtype=np.int64)
         node_server[self.server_node] = np.arange(topology.n_servers)
         #: server index of each node, -1 for switches
@@ -192,10 +192,8 @@ class PathService:
         switch (-1 otherwise) and ``_host_link[s]`` the link to it; ``_degree`` is each
         node's number of links.
         """
-        idx, n = self._node_index, len(self.nodes)
-        links = self.topology.links
-        ends = np.fromiter((idx[x] for e in links for x in e), dtype=np.int64,
-                           count=2 * len(links)).reshape(-1, 2)
+        n = len(self.nodes)
+        ends = self.topology.link_ends()  # node indices: graph order is this order
         degree = np.bincount(ends.ravel(), minlength=n)
         other = np.full(n, -1, dtype=np.int64)
         link = np.full(n, -1, dtype=np.int64)
@@ -233,8 +231,7 @@ class PathService:
             if self._leaf_hub is None:
                 self._build_leaves()
             one = self._degree[self.server_node] == 1
-            self._leaf_servers = frozenset(
-                self.topology.servers[i] for i in np.flatnonzero(one).tolist())
+            self._leaf_servers = frozenset(compress(self.topology.servers, one.tolist()))
         return self._leaf_servers
 
     def _hub(self, node: Any) -> Any:
