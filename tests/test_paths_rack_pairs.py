@@ -202,3 +202,60 @@ def test_the_leaf_arrays_equal_the_lookups(topo):
     assert np.array_equal(ps._degree, want["degree"])
     assert np.array_equal(ps._leaf_hub, want["hub"])
     assert np.array_equal(ps._host_link, want["host_link"])
+
+
+def adjacency_by_lookup(ps: PathService) -> tuple[list, list]:
+    """Each node's neighbours and links as NULB/NALB listed them before the CSR arrays:
+    per node, its graph adjacency looked up label by label."""
+    g, li = ps.topology.graph, ps.topology._link_index
+    nbrs = [[ps.node_index(v) for v in g.adj[u]] for u in ps.nodes]
+    links = [[li[(u, v)] for v in g.adj[u]] for u in ps.nodes]
+    return nbrs, links
+
+
+@pytest.mark.parametrize("topo", [build_topology(s) for s in SHIPPED]
+                         + [random_topology(seed) for seed in range(40)],
+                         ids=lambda t: t.name)
+def test_the_adjacency_arrays_equal_the_lookups(topo):
+    """PathService.adjacency: every node's neighbours in the graph's adjacency order (the
+    random graphs insert them in random orders) and the link to each."""
+    ps = PathService(topo)
+    ptr, nbr, link = ps.adjacency()
+    want_nbrs, want_links = adjacency_by_lookup(ps)
+    assert ptr.tolist() == [0, *np.cumsum([len(r) for r in want_nbrs]).tolist()]
+    for u in range(len(ps.nodes)):
+        assert nbr[ptr[u]:ptr[u + 1]].tolist() == want_nbrs[u]
+        assert link[ptr[u]:ptr[u + 1]].tolist() == want_links[u]
+    assert all(not a.flags.writeable and a.dtype == np.int64 for a in (ptr, nbr, link))
+    assert ps.adjacency()[1] is nbr  # made once
+
+
+def test_the_adjacency_follows_the_node_order_where_the_graph_lists_another(monkeypatch):
+    """Where the graph's adjacency lists its nodes in another order than its nodes (not so
+    for networkx's graphs; a subclass might), the arrays still follow the node order."""
+    topo = random_topology(3)
+    ps = PathService(topo)
+    want_nbrs, want_links = adjacency_by_lookup(ps)
+    rows = list(topo.graph.adjacency())[::-1]
+    monkeypatch.setattr(topo.graph, "adjacency", lambda: iter(rows))
+    ptr, nbr, link = ps.adjacency()
+    for u in range(len(ps.nodes)):
+        assert nbr[ptr[u]:ptr[u + 1]].tolist() == want_nbrs[u]
+        assert link[ptr[u]:ptr[u + 1]].tolist() == want_links[u]
+
+
+def test_the_adjacency_of_a_graph_with_a_self_loop():
+    g = nx.Graph()
+    g.add_node("s", kind="switch", tier=1)
+    g.add_node(7, kind="switch", tier=2)
+    for h in ("a", "b"):
+        g.add_node(h, kind="server", tier=0, cpu=1.0)
+        g.add_edge(h, "s", capacity=1.0)
+    g.add_edge("s", "s", capacity=2.0)
+    g.add_edge(7, "s", capacity=1.0)
+    g.add_edge(7, 7, capacity=3.0)
+    ps = PathService(Topology.from_graph(g, resources=["cpu"]))
+    ptr, nbr, link = ps.adjacency()
+    want_nbrs, want_links = adjacency_by_lookup(ps)
+    assert [nbr[ptr[u]:ptr[u + 1]].tolist() for u in range(4)] == want_nbrs
+    assert [link[ptr[u]:ptr[u + 1]].tolist() for u in range(4)] == want_links
