@@ -165,3 +165,97 @@ def test_every_rack_pair(spec):
         for rb in by_rack:
             a, b = rng.choice(ra), rng.choice(rb)
             assert [p.tolist() for p in ps.k_paths(a, b, 4)] == reference(topo, a, b, 4)
+
+
+def leaves_by_lookup(ps: PathService) -> dict:
+    """_build_leaves and leaf_servers as they were before the link ends were arrays (each
+    link's ends looked up label by label, the leaf servers listed one by one)."""
+    idx, n = ps._node_index, len(ps.nodes)
+    links = ps.topology.links
+    ends = np.array([[idx[u], idx[v]] for u, v in links], dtype=np.int64).reshape(-1, 2)
+    degree = np.bincount(ends.ravel(), minlength=n)
+    other = np.full(n, -1, dtype=np.int64)
+    link = np.full(n, -1, dtype=np.int64)
+    for col in (0, 1):
+        at = np.flatnonzero(degree[ends[:, col]] == 1)
+        other[ends[at, col]] = ends[at, 1 - col]
+        link[ends[at, col]] = at
+    server_node = np.array([idx[s] for s in ps.topology.servers], dtype=np.int64)
+    hub = other[server_node]
+    hub[(hub < 0) | (ps.node_server[np.maximum(hub, 0)] >= 0)] = -1
+    one = degree[server_node] == 1
+    return {"degree": degree, "hub": hub, "server_node": server_node,
+            "host_link": np.where(hub >= 0, link[server_node], -1),
+            "leaves": frozenset(ps.topology.servers[i] for i in np.flatnonzero(one))}
+
+
+@pytest.mark.parametrize("topo", [build_topology(s) for s in SHIPPED]
+                         + [random_topology(seed) for seed in range(40)],
+                         ids=lambda t: t.name)
+def test_the_leaf_arrays_equal_the_lookups(topo):
+    """The leaves' switches and host links, made from Topology.link_ends, are those the
+    label-by-label lookups made."""
+    ps = PathService(topo)
+    want = leaves_by_lookup(ps)
+    assert ps.leaf_servers() == want["leaves"]
+    assert np.array_equal(ps.server_node, want["server_node"])
+    assert np.array_equal(ps._degree, want["degree"])
+    assert np.array_equal(ps._leaf_hub, want["hub"])
+    assert np.array_equal(ps._host_link, want["host_link"])
+
+
+def adjacency_by_lookup(ps: PathService) -> tuple[list, list]:
+    """Each node's neighbours and links as NULB/NALB listed them before the CSR arrays:
+    per node, its graph adjacency looked up label by label."""
+    g, li = ps.topology.graph, ps.topology._link_index
+    nbrs = [[ps.node_index(v) for v in g.adj[u]] for u in ps.nodes]
+    links = [[li[(u, v)] for v in g.adj[u]] for u in ps.nodes]
+    return nbrs, links
+
+
+@pytest.mark.parametrize("topo", [build_topology(s) for s in SHIPPED]
+                         + [random_topology(seed) for seed in range(40)],
+                         ids=lambda t: t.name)
+def test_the_adjacency_arrays_equal_the_lookups(topo):
+    """PathService.adjacency: every node's neighbours in the graph's adjacency order (the
+    random graphs insert them in random orders) and the link to each."""
+    ps = PathService(topo)
+    ptr, nbr, link = ps.adjacency()
+    want_nbrs, want_links = adjacency_by_lookup(ps)
+    assert ptr.tolist() == [0, *np.cumsum([len(r) for r in want_nbrs]).tolist()]
+    for u in range(len(ps.nodes)):
+        assert nbr[ptr[u]:ptr[u + 1]].tolist() == want_nbrs[u]
+        assert link[ptr[u]:ptr[u + 1]].tolist() == want_links[u]
+    assert all(not a.flags.writeable and a.dtype == np.int64 for a in (ptr, nbr, link))
+    assert ps.adjacency()[1] is nbr  # made once
+
+
+def test_the_adjacency_follows_the_node_order_where_the_graph_lists_another(monkeypatch):
+    """Where the graph's adjacency lists its nodes in another order than its nodes (not so
+    for networkx's graphs; a subclass might), the arrays still follow the node order."""
+    topo = random_topology(3)
+    ps = PathService(topo)
+    want_nbrs, want_links = adjacency_by_lookup(ps)
+    rows = list(topo.graph.adjacency())[::-1]
+    monkeypatch.setattr(topo.graph, "adjacency", lambda: iter(rows))
+    ptr, nbr, link = ps.adjacency()
+    for u in range(len(ps.nodes)):
+        assert nbr[ptr[u]:ptr[u + 1]].tolist() == want_nbrs[u]
+        assert link[ptr[u]:ptr[u + 1]].tolist() == want_links[u]
+
+
+def test_the_adjacency_of_a_graph_with_a_self_loop():
+    g = nx.Graph()
+    g.add_node("s", kind="switch", tier=1)
+    g.add_node(7, kind="switch", tier=2)
+    for h in ("a", "b"):
+        g.add_node(h, kind="server", tier=0, cpu=1.0)
+        g.add_edge(h, "s", capacity=1.0)
+    g.add_edge("s", "s", capacity=2.0)
+    g.add_edge(7, "s", capacity=1.0)
+    g.add_edge(7, 7, capacity=3.0)
+    ps = PathService(Topology.from_graph(g, resources=["cpu"]))
+    ptr, nbr, link = ps.adjacency()
+    want_nbrs, want_links = adjacency_by_lookup(ps)
+    assert [nbr[ptr[u]:ptr[u + 1]].tolist() for u in range(4)] == want_nbrs
+    assert [link[ptr[u]:ptr[u + 1]].tolist() for u in range(4)] == want_links

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from heapq import heappop, heappush
-from itertools import islice, pairwise
+from itertools import chain, compress, islice, pairwise
 from typing import Any
 
 import networkx as nx
@@ -55,8 +55,8 @@ class PathService:
         self.nodes: list[Any] = list(g.nodes)
         self._node_index = {n: i for i, n in enumerate(self.nodes)}
         n = len(self.nodes)
-        self.server_node = _frozen(
-            np.array([self._node_index[s] for s in topology.servers], dtype=np.int64))
+        #: node index of each server
+        self.server_node = topology.server_nodes()
         node_server = np.full(n, -1, dtype=np.int64)
         node_server[self.server_node] = np.arange(topology.n_servers)
         #: server index of each node, -1 for switches
@@ -75,6 +75,7 @@ class PathService:
         self._leaf_hub: np.ndarray | None = None
         self._core_adj: list[list[int]] | None = None
         self._leaf_servers: frozenset | None = None
+        self._adjacency: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.hits = self.misses = self.searches = 0
         self.root = -1
         self.height = 0
@@ -192,10 +193,8 @@ class PathService:
         switch (-1 otherwise) and ``_host_link[s]`` the link to it; ``_degree`` is each
         node's number of links.
         """
-        idx, n = self._node_index, len(self.nodes)
-        links = self.topology.links
-        ends = np.fromiter((idx[x] for e in links for x in e), dtype=np.int64,
-                           count=2 * len(links)).reshape(-1, 2)
+        n = len(self.nodes)
+        ends = self.topology.link_ends()  # node indices: graph order is this order
         degree = np.bincount(ends.ravel(), minlength=n)
         other = np.full(n, -1, dtype=np.int64)
         link = np.full(n, -1, dtype=np.int64)
@@ -233,9 +232,35 @@ class PathService:
             if self._leaf_hub is None:
                 self._build_leaves()
             one = self._degree[self.server_node] == 1
-            self._leaf_servers = frozenset(
-                self.topology.servers[i] for i in np.flatnonzero(one).tolist())
+            self._leaf_servers = frozenset(compress(self.topology.servers, one.tolist()))
         return self._leaf_servers
+
+    def adjacency(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every node's neighbours in the graph's adjacency order, as CSR arrays ``(ptr,
+        nbr, link)``: node ``u``'s neighbours are ``nbr[ptr[u]:ptr[u + 1]]`` (node indices)
+        and ``link[ptr[u]:ptr[u + 1]]`` the links to them. Read-only, made once: the
+        neighbour labels are looked up in one pass, each link index found by sorting the
+        link ends, not per pair."""
+        if self._adjacency is None:
+            g, n = self.topology.graph, len(self.nodes)
+            rows = list(g.adjacency())
+            if [u for u, _ in rows] != self.nodes:
+                rows = [(u, g.adj[u]) for u in self.nodes]  # (the node order differs)
+            deg = np.fromiter((len(d) for _, d in rows), dtype=np.int64, count=n)
+            ptr = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(deg, out=ptr[1:])
+            nbr = np.fromiter(map(self._node_index.__getitem__,
+                                  chain.from_iterable(d for _, d in rows)),
+                              dtype=np.int64, count=int(ptr[-1]))
+            # the link between u and v: its ends' key u·n + v, in either direction
+            ends = self.topology.link_ends()
+            keys = np.concatenate([ends[:, 0] * n + ends[:, 1], ends[:, 1] * n + ends[:, 0]])
+            ids = np.tile(np.arange(ends.shape[0], dtype=np.int64), 2)
+            order = np.argsort(keys, kind="stable")
+            at = np.searchsorted(keys[order], np.repeat(np.arange(n), deg) * n + nbr)
+            link = ids[order][at] if at.size else np.zeros(0, dtype=np.int64)
+            self._adjacency = (_frozen(ptr), _frozen(nbr), _frozen(link))
+        return self._adjacency
 
     def _hub(self, node: Any) -> Any:
         """The one neighbour of graph node ``node``, or None when it has another number."""

@@ -94,13 +94,7 @@ class ClusterState:
 
     def _touch_links(self, links: np.ndarray) -> None:
         """Record the servers at an end of ``links`` (their own links changed)."""
-        ends = self.topology.__dict__.get("_dcsim_link_servers")
-        if ends is None:
-            si = self.topology._server_index
-            ends = np.array([[si.get(u, -1), si.get(v, -1)] for u, v in self.topology.links],
-                            dtype=np.int64).reshape(-1, 2)
-            self.topology._dcsim_link_servers = ends
-        at = ends[links].ravel()
+        at = self.topology.link_servers()[links].ravel()
         at = at[at >= 0]
         if at.size:
             for log in self._logs:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import networkx as nx
@@ -47,6 +48,10 @@ class Topology:
     params: dict[str, Any] = field(default_factory=dict)
     _server_index: dict[Any, int] = field(default_factory=dict, repr=False)
     _link_index: dict[tuple[Any, Any], int] = field(default_factory=dict, repr=False)
+    #: (n_links, 2) int64: each link's two ends as positions in graph order (see link_ends)
+    _link_ends: np.ndarray | None = field(default=None, repr=False)
+    #: (n_servers,) int64: each server's position in graph order (see server_nodes)
+    _server_nodes: np.ndarray | None = field(default=None, repr=False)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -70,6 +75,7 @@ class Topology:
         if graph.number_of_nodes() == 0:
             raise ConfigError(f"{source}: the topology has no nodes")
         servers = [n for n, d in graph.nodes(data=True) if d.get("kind", "switch") == "server"]
+        pos = _positions(graph)
         if not servers:
             raise ConfigError(f"{source}: no node has kind='server'")
         if resources is None:
@@ -90,22 +96,28 @@ class Topology:
                 f"{source}: the topology is not connected "
                 f"({nx.number_connected_components(graph)} components)"
             )
-        tiers = {}
+        tiers = []  # in graph order
         for n, d in graph.nodes(data=True):
             default = 0 if d.get("kind", "switch") == "server" else 1
-            tiers[n] = int(_number(d.get("tier", default), f"{source}: node {n!r} tier"))
+            tiers.append(int(_number(d.get("tier", default), f"{source}: node {n!r} tier")))
         links: list[tuple[Any, Any]] = []
-        lcap = np.empty(graph.number_of_edges(), dtype=np.float64)
-        ltier = np.empty(graph.number_of_edges(), dtype=np.int64)
-        for k, (u, v, d) in enumerate(graph.edges(data=True)):
+        caps: list[float] = []
+        ends: list[int] = []  # each link's two ends' positions, one after the other
+        for u, v, d in graph.edges(data=True):
             if "capacity" not in d:
                 raise ConfigError(f"{source}: link {u!r}-{v!r} has no 'capacity'")
             c = _number(d["capacity"], f"{source}: link {u!r}-{v!r} capacity")
             if c < 0:
                 raise ConfigError(f"{source}: link {u!r}-{v!r} capacity is negative ({c})")
             links.append((u, v))
-            lcap[k] = c
-            ltier[k] = max(tiers[u], tiers[v])
+            caps.append(c)
+            ends += (pos[u], pos[v])
+        lcap = np.array(caps, dtype=np.float64)
+        link_ends = np.array(ends, dtype=np.int64).reshape(-1, 2)
+        tier_at = np.array(tiers, dtype=np.int64)
+        ltier = np.maximum(tier_at[link_ends[:, 0]], tier_at[link_ends[:, 1]])
+        server_nodes = np.fromiter(map(pos.__getitem__, servers), dtype=np.int64,
+                                   count=len(servers))
         rack = np.array([int(graph.nodes[n].get("rack", -1)) for n in servers], dtype=np.int64)
         pod = np.array([int(graph.nodes[n].get("pod", -1)) for n in servers], dtype=np.int64)
         topo = cls(
@@ -127,7 +139,8 @@ class Topology:
         for k, (u, v) in enumerate(links):
             topo._link_index[(u, v)] = k
             topo._link_index[(v, u)] = k
-        for arr in (cap, lcap, ltier, rack, pod):
+        topo._link_ends, topo._server_nodes = link_ends, server_nodes
+        for arr in (cap, lcap, ltier, rack, pod, link_ends, server_nodes):
             arr.flags.writeable = False
         return topo
 
@@ -145,6 +158,40 @@ class Topology:
 
     def link_index(self, u: Any, v: Any) -> int:
         return self._link_index[(u, v)]
+
+    def link_ends(self) -> np.ndarray:
+        """Each link's two ends (as :attr:`links` lists them) as positions in graph order
+        (``list(graph)``): an (n_links, 2) int64 array, read-only."""
+        if self._link_ends is None:
+            pos = _positions(self.graph)
+            ends = np.fromiter(map(pos.__getitem__, chain.from_iterable(self.links)),
+                               dtype=np.int64, count=2 * len(self.links)).reshape(-1, 2)
+            ends.flags.writeable = False
+            self._link_ends = ends
+        return self._link_ends
+
+    def server_nodes(self) -> np.ndarray:
+        """Each server's position in graph order (``list(graph)``): an (n_servers,) int64
+        array, read-only."""
+        if self._server_nodes is None:
+            pos = _positions(self.graph)
+            at = np.fromiter(map(pos.__getitem__, self.servers), dtype=np.int64,
+                             count=len(self.servers))
+            at.flags.writeable = False
+            self._server_nodes = at
+        return self._server_nodes
+
+    def link_servers(self) -> np.ndarray:
+        """Each link's two ends (as :attr:`links` lists them) as server indices, -1 where
+        an end is a switch: an (n_links, 2) int64 array, read-only (cached)."""
+        cached = self.__dict__.get("_dcsim_link_servers")
+        if cached is None:
+            node_server = np.full(self.graph.number_of_nodes(), -1, dtype=np.int64)
+            node_server[self.server_nodes()] = np.arange(self.n_servers)
+            cached = node_server[self.link_ends()]
+            cached.flags.writeable = False
+            self._dcsim_link_servers = cached
+        return cached
 
     def resource_index(self, name: str) -> int:
         return self.resources.index(name)
@@ -189,6 +236,11 @@ class Topology:
             "resources": list(self.resources),
             **self.params,
         }
+
+
+def _positions(graph: nx.Graph) -> dict[Any, int]:
+    """Each node's position in graph order (``list(graph)``)."""
+    return dict(zip(graph, range(graph.number_of_nodes()), strict=True))
 
 
 def _number(value: Any, what: str) -> float:

@@ -177,14 +177,9 @@ class _BFSAllocator(_TetrisScoring, MultiServerAllocator):
 
     def setup(self, view: StateView) -> None:
         super().setup(view)
-        ps = self.path_service
-        g = view.topology.graph
-        li = view.topology._link_index
-        nodes = ps.nodes
-        self._adj = [np.array([ps.node_index(v) for v in g.adj[u]], dtype=np.int64)
-                     for u in nodes]
-        self._adj_links = [np.array([li[(u, v)] for v in g.adj[u]], dtype=np.int64)
-                           for u in nodes]
+        # each node's neighbours (graph order) and the links to them, as CSR arrays
+        ptr, self._adj, self._adj_links = self.path_service.adjacency()
+        self._adj_ptr = ptr.tolist()
 
     def choose(self, partial: Partial, view: StateView) -> int | None:
         scratch = partial.scratch
@@ -228,9 +223,10 @@ class _BFSAllocator(_TetrisScoring, MultiServerAllocator):
     def _neighbours(self, u: int, partial: Partial) -> np.ndarray:
         """Node ``u``'s neighbours, by descending free link bandwidth when the search is
         weighted (ties in graph order)."""
-        nbrs = self._adj[u]
+        lo, hi = self._adj_ptr[u], self._adj_ptr[u + 1]
+        nbrs = self._adj[lo:hi]
         if self.weighted_search and nbrs.size > 1:
-            free = partial.link_free[self._adj_links[u]]
+            free = partial.link_free[self._adj_links[lo:hi]]
             nbrs = nbrs[np.argsort(-free, kind="stable")]
         return nbrs
 

@@ -92,10 +92,7 @@ def server_links(topology) -> tuple[np.ndarray, np.ndarray]:
     cached = getattr(topology, "_dcsim_server_links", None)
     if cached is None:
         n = topology.n_servers
-        si = topology._server_index
-        ends = [si.get(x, -1) for u, v in topology.links for x in (u, v)]
-        ends = np.array(ends, dtype=np.int64).reshape(-1, 2) if ends else \
-            np.zeros((0, 2), dtype=np.int64)
+        ends = topology.link_servers()
         at = ends[ends >= 0]
         if np.bincount(at, minlength=n).max(initial=0) <= 1:
             # at most one link per server (a Fabric): its index, in one pass over the links

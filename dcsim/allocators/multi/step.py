@@ -94,6 +94,46 @@ def path_service(topology: Topology) -> PathService:
     return ps
 
 
+class PartialBuffers:
+    """A :class:`Partial`'s cluster-sized arrays (``chosen``, ``reserved``), kept zeroed
+    between one allocator's requests.
+
+    A request sets a few entries of them (its servers, its paths' links); zeroing those
+    again when it ends (:meth:`Partial.release`) is cheaper than a fresh array of the whole
+    cluster per request, which would grow the cost of a decision with the cluster. A
+    Partial that is never released (its caller stopped early, or raised) keeps its arrays,
+    and the next one takes fresh ones.
+    """
+
+    __slots__ = ("_chosen", "_reserved")
+
+    def __init__(self):
+        self._chosen: np.ndarray | None = None
+        self._reserved: np.ndarray | None = None
+
+    def chosen(self, n: int) -> np.ndarray:
+        """An all-False boolean array of ``n``, taken from the pool where it has one."""
+        a = self._chosen
+        if a is None or a.shape[0] != n:
+            return np.zeros(n, dtype=bool)
+        self._chosen = None
+        return a
+
+    def reserved(self, n: int) -> np.ndarray:
+        """An all-zero float64 array of ``n``, taken from the pool where it has one."""
+        a = self._reserved
+        if a is None or a.shape[0] != n:
+            return np.zeros(n, dtype=np.float64)
+        self._reserved = None
+        return a
+
+    def give_back(self, chosen: np.ndarray, reserved: np.ndarray | None) -> None:
+        """Return arrays (zeroed again by the caller) to the pool."""
+        self._chosen = chosen
+        if reserved is not None:
+            self._reserved = reserved
+
+
 class Partial:
     """A request's allocation in progress, as a chooser sees it.
 
@@ -104,27 +144,33 @@ class Partial:
     ``per_pair_channel``. ``reserved`` is the bandwidth this request will take per link
     (``None`` when it needs no paths; read-only to choosers, charged by :meth:`accept_path`).
     ``scratch`` is a per-request dict for choosers that
-    keep state between their calls (e.g. a BFS frontier).
+    keep state between their calls (e.g. a BFS frontier). ``buffers``: where ``chosen`` and
+    ``reserved`` come from and go back to (:meth:`release`); None: fresh arrays.
     """
 
     __slots__ = ("request", "view", "remaining", "servers", "amounts", "chosen", "bandwidth",
                  "reservation", "link_free", "reserved", "scratch", "_tol", "_eligible",
-                 "eligibility", "_done_tol", "_accepted")
+                 "eligibility", "_done_tol", "_accepted", "_buffers")
 
     def __init__(self, request: Request, view: StateView, reservation: Reservation,
-                 needs_paths: bool, eligibility: Eligibility = "needed"):
+                 needs_paths: bool, eligibility: Eligibility = "needed",
+                 buffers: PartialBuffers | None = None):
         self.request = request
         self.view = view
         self.remaining = np.array(request.demand, dtype=np.float64)
         self.servers: list[int] = []
         self.amounts: list[np.ndarray] = []
-        self.chosen = np.zeros(view.free.shape[0], dtype=bool)
+        self._buffers = buffers
+        n = view.free.shape[0]
+        self.chosen = np.zeros(n, dtype=bool) if buffers is None else buffers.chosen(n)
         self.bandwidth = float(request.bandwidth)
         self.reservation = reservation
         self.link_free: np.ndarray = view.link_free
         self.reserved: np.ndarray | None = None
         if needs_paths:
-            self.reserved = np.zeros(view.link_free.shape[0], dtype=np.float64)
+            m = view.link_free.shape[0]
+            self.reserved = np.zeros(m, dtype=np.float64) if buffers is None else \
+                buffers.reserved(m)
             if reservation == "per_pair_channel":
                 self.link_free = np.array(view.link_free, dtype=np.float64)
         self.scratch: dict = {}
@@ -228,6 +274,21 @@ class Partial:
         self.chosen[server] = True
         self._eligible = None
 
+    def release(self) -> None:
+        """Zero the entries of ``chosen`` and ``reserved`` this request set (its servers,
+        its accepted paths' links: the only ones it writes) and return the arrays to the
+        :class:`PartialBuffers` they came from; the Partial must not be used after. Does
+        nothing for a Partial made without buffers, or already released."""
+        buffers = self._buffers
+        if buffers is None:
+            return
+        self._buffers = None
+        self.chosen[self.servers] = False
+        if self.reserved is not None:
+            for links in self._accepted:
+                self.reserved[links] = 0.0
+        buffers.give_back(self.chosen, self.reserved)
+
     def placement(self) -> Placement:
         """The finished allocation; the amounts sum to the request's demand."""
         amounts = np.array(self.amounts, dtype=np.float64)
@@ -259,16 +320,18 @@ def allocate_multi_steps(
     who: str = "allocator",
     eligibility: Eligibility = "needed",
     pair_paths: PairPaths = "all",
+    buffers: PartialBuffers | None = None,
 ) -> Generator[Partial, int | None, Placement | None]:
     """The Nara step (module docstring) as a generator, for callers that choose outside it.
 
     Yields the :class:`Partial` whenever the next server is needed and receives it via
     ``send()`` (``None`` fails the request); returns (``StopIteration.value``) the
     placement, or ``None`` when the request failed. :func:`allocate_multi` drives it with a
-    chooser; a learning environment drives it with an agent's actions.
+    chooser; a learning environment drives it with an agent's actions. ``buffers``: the
+    Partial's arrays come from there (the caller releases it when done with it).
     """
     needs_paths = request.bandwidth > 0 and view.link_free.shape[0] > 0
-    part = Partial(request, view, reservation, needs_paths, eligibility)
+    part = Partial(request, view, reservation, needs_paths, eligibility, buffers)
     resources = view.topology.resources
     cpu = resources.index("cpu") if "cpu" in resources else 0
     release = getattr(view, "release_due", None)
@@ -317,20 +380,24 @@ def allocate_multi(
     who: str = "allocator",
     eligibility: Eligibility = "needed",
     pair_paths: PairPaths = "all",
+    buffers: PartialBuffers | None = None,
 ) -> Placement | None:
     """Run the Nara step (module docstring) with ``choose`` and ``find_paths``.
 
     Returns the placement, or ``None`` when the chooser finds no server or some server pair
     has no usable path. ``who`` names the allocator when the chooser misbehaves.
+    ``buffers``: the :class:`Partial`'s arrays come from there and go back when the request
+    is decided (not when the chooser or a path finder raised).
     """
     steps = allocate_multi_steps(request, view, find_paths, reservation, who, eligibility,
-                                 pair_paths)
+                                 pair_paths, buffers)
     part = next(steps)  # the step always asks for a first server
     send = steps.send
     try:
         while True:
             part = send(choose(part, view))
     except StopIteration as stop:
+        part.release()
         return stop.value
 
 
@@ -377,5 +444,8 @@ class MultiServerAllocator(Allocator):
         who = getattr(self, "_who", None)
         if who is None or who[0] is not o:  # the label, computed once per options
             who = self._who = (o, self.label)
+        buffers = getattr(self, "_partial_buffers", None)
+        if buffers is None:
+            buffers = self._partial_buffers = PartialBuffers()
         return allocate_multi(request, view, self.choose, self.paths, o.reservation, who[1],
-                              o.eligible, o.pair_paths)
+                              o.eligible, o.pair_paths, buffers)

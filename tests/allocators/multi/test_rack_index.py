@@ -11,6 +11,7 @@ from collections import deque
 
 import networkx as nx
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -188,6 +189,47 @@ def test_a_dropped_record_stops_recording():
     del changes
     assert state._logs == []
     assert state.copy()._logs == []
+
+
+def server_links_by_lookup(topology) -> np.ndarray:
+    """server_links as it was before the link ends were arrays: each link's ends looked up
+    label by label; a server's links in the graph's order of its neighbours where some
+    server has several."""
+    n, si, li = topology.n_servers, topology._server_index, topology._link_index
+    ends = np.array([[si.get(u, -1), si.get(v, -1)] for u, v in topology.links],
+                    dtype=np.int64).reshape(-1, 2)
+    if np.bincount(ends[ends >= 0], minlength=n).max(initial=0) <= 1:
+        inc = np.full((n, 1), -1, dtype=np.int64)
+        for k, (a, b) in enumerate(ends.tolist()):
+            for s in (a, b):
+                if s >= 0:
+                    inc[s, 0] = k
+        return inc
+    rows = [[li[(s, v)] for v in topology.graph.adj[s]] for s in topology.servers]
+    inc = np.full((n, max(max(map(len, rows)), 1)), -1, dtype=np.int64)
+    for i, r in enumerate(rows):
+        inc[i, :len(r)] = r
+    return inc
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(topologies())
+def test_server_links_are_the_lookups_on_random_topologies(topo):
+    inc, pad = server_links(topo)
+    want = server_links_by_lookup(topo)
+    assert np.array_equal(inc, want) and np.array_equal(pad, want < 0)
+
+
+@pytest.mark.parametrize("spec", [{"kind": "fabric", "preset": "delta"},
+                                  {"kind": "optical", "preset": "authors_large"},
+                                  {"kind": "fat_tree", "preset": "ahab_k12"},
+                                  {"kind": "flat", "servers": 4}],
+                         ids=["delta", "authors_large", "k12", "flat"])
+def test_server_links_are_the_lookups_on_shipped_topologies(spec):
+    topo = build_topology(spec)
+    inc, pad = server_links(topo)
+    want = server_links_by_lookup(topo)
+    assert np.array_equal(inc, want) and np.array_equal(pad, want < 0)
 
 
 def test_groups_partition_the_servers_by_rack_and_pod():

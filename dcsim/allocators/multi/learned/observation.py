@@ -62,8 +62,8 @@ def graph_layout(topology: Topology) -> GraphLayout:
     pos[order] = np.arange(len(order))
     N = len(order)
     L = topology.n_links
-    a = np.array([pos[ps.node_index(u)] for u, _ in topology.links], dtype=np.int64)
-    b = np.array([pos[ps.node_index(v)] for _, v in topology.links], dtype=np.int64)
+    ends = topology.link_ends()  # graph node indices, as ps numbers them
+    a, b = pos[ends[:, 0]], pos[ends[:, 1]]
     src = np.concatenate([a, b])
     dst = np.concatenate([b, a])
     links = np.concatenate([np.arange(L), np.arange(L)]).astype(np.int64)
