@@ -3,7 +3,8 @@ and how training scales with the processes stepping its environments (issue #36)
 
     python benchmarks/bench_learn.py [--topologies alpha,delta] [--steps 2000]
                                      [--iterations 3] [--no-train]
-                                     [--workers 1,2] [--trainer nara|vmr2l] [--workers-only]
+                                     [--workers 1,2] [--update-shards 1,2]
+                                     [--trainer nara|vmr2l] [--workers-only]
 
 Each figure comes with a ratio against a baseline measured in the same run:
 
@@ -19,10 +20,15 @@ Each figure comes with a ratio against a baseline measured in the same run:
   ``experiments/nara_train.yaml`` (rollout only, and rollout + update), against the
   environment alone driven by the scripted Tetris choice (ratio = training ÷ env);
 * **workers**: the same training at each ``--workers`` count (``num_workers``, the
-  processes stepping the ``num_envs`` environments; 1 = in the trainer's process), env
-  steps/s of the rollouts and overall (rollout + update), against the first count (ratio
-  = steps/s ÷ steps/s at the first count, measured in the same run); the runs' weights are
-  checked to be the same. ``--trainer vmr2l`` times ``experiments/vmr2l_train.yaml``
+  processes stepping the ``num_envs`` environments; 1 = in the trainer's process) and each
+  ``--update-shards`` value (the parts of each minibatch's gradient, computed in those
+  processes), env steps/s of the rollouts and overall (rollout + update), against the
+  first row (ratio = steps/s ÷ the first row's, measured in the same run); the weights
+  are checked to be the same at every worker count of one ``update_shards``. Before and
+  after, the machine's parallelism is probed: how much faster that many copies of a
+  pure-Python loop run side by side than one after the other (2.00 on two free cores; a
+  VM whose cores its host shares with other guests can give much less, and then no
+  training can gain more). ``--trainer vmr2l`` times ``experiments/vmr2l_train.yaml``
   (shortened: fewer steps) instead.
 
 Needs PyTorch and Gymnasium (``pip install -e ".[learn]"``).
@@ -173,6 +179,30 @@ def bench_workers(trainer: str, iterations: int, workers: int, shards: int
             "weights": digest.hexdigest()[:12]}
 
 
+def _spin(n: int) -> float:
+    """Seconds of a pure-Python loop of ``n`` steps (the parallelism probe's unit)."""
+    t0 = time.perf_counter()
+    s = 0
+    for i in range(n):
+        s += i * i
+    return time.perf_counter() - t0
+
+
+def machine_parallelism(processes: int, n: int = 10_000_000) -> float:
+    """How much faster ``processes`` copies of one pure-Python loop run side by side than
+    one after the other, in spawned processes: the most a training with that many processes
+    can gain on this machine now (a VM's cores can be shared with its host's other guests;
+    2.0 for two free cores)."""
+    import multiprocessing as mp
+
+    with mp.get_context("spawn").Pool(processes) as pool:
+        pool.map(_spin, [1000] * processes)  # the workers started
+        alone = sum(pool.apply(_spin, (n,)) for _ in range(processes))
+        t0 = time.perf_counter()
+        pool.map(_spin, [n] * processes)
+        return alone / (time.perf_counter() - t0)
+
+
 def print_workers(trainer: str, iterations: int, counts: list[int], shards: list[int]
                   ) -> None:
     print(f"\n{trainer} PPO training by worker count ({iterations} iterations, "
@@ -180,6 +210,10 @@ def print_workers(trainer: str, iterations: int, counts: list[int], shards: list
           "ratio = steps/s over the first row's:")
     print(f"  {'shards':>6}{'workers':>8}{'rollout steps/s':>17}{'ratio':>7}"
           f"{'overall steps/s':>17}{'ratio':>7}  weights")
+    most = max(counts)
+    probe = f"{most} copies of a Python loop side by side vs one after the other"
+    if most > 1:
+        print(f"  machine parallelism before: {machine_parallelism(most):.2f}x ({probe})")
     base = None
     for k in shards:
         first = None
@@ -190,6 +224,8 @@ def print_workers(trainer: str, iterations: int, counts: list[int], shards: list
                   f"{r['overall']:>17,.0f}{r['overall'] / base['overall']:>7.2f}  "
                   f"{r['weights']}"
                   + ("" if r["weights"] == first["weights"] else "  DIFFERENT WEIGHTS"))
+    if most > 1:
+        print(f"  machine parallelism after:  {machine_parallelism(most):.2f}x")
 
 
 def main() -> None:
