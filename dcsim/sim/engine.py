@@ -187,12 +187,12 @@ class Engine(FusedArrivals, HeldAndDeferred, SimCore):
             times = batch.arrival.tolist()
             waits = [0.0] * len(times) if wait else None
             if self._fused:  # the common case (engine_fused)
-                offer = self._fused_offer(demand, duration, bandwidth, attrs, placements,
-                                          decisions, every)
+                yield from self._fused_arrivals(times, demand, duration, bandwidth, attrs,
+                                                placements, decisions, every)
             else:
                 offer = self._offer(demand, duration, bandwidth, attrs, placements, decisions,
                                     waits, every)
-            shift = yield from self.walk(times, offer, shift=shift)
+                shift = yield from self.walk(times, offer, shift=shift)
             self._finish_batch(batch, first_id, np.asarray(times, dtype=np.float64), placements,
                                decisions, None if waits is None else np.asarray(waits))
         self._arrivals_done = True
