@@ -85,12 +85,17 @@ class FusedArrivals:
                 # the Timeout(t - now) the arrival process would wait on: its time and id
                 now += t - now
                 key = (now, NORMAL, next(eids))
-                while queue and queue[0] < key:  # the events due before it
-                    ev = queue[0][3]
+                while queue:  # the events due before it
+                    entry = queue[0]
+                    if not entry < key:
+                        env._now = now
+                        break
+                    ev = entry[3]
                     if type(ev) is not Departure:  # something else: SimPy runs them all
                         yield self.wake_at(key)
                         break
-                    env._now = heappop(queue)[0]  # _depart_server, in place
+                    heappop(queue)  # _depart_server, in place
+                    env._now = entry[0]
                     ev.callbacks = None
                     s = ev.server
                     req = ev.request
