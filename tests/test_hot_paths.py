@@ -79,7 +79,13 @@ def test_first_fit_inline_check_is_feasible_servers(seed, down):
         want = int(ok.argmax()) if ok.any() else None
         got = ff.allocate(req, view)
         assert got == want and type(got) is type(want)
-        assert numpy_ff.allocate(req, view) == want
+        got = numpy_ff.allocate(req, view)
+        assert got == want and type(got) is type(want)
+    # the numpy path's masks follow the view it is given (another length here)
+    three = ClusterState(build_topology({**FLAT, "servers": 3}))
+    three.free[:] = [[0.0, 0.0], [8.0, 16.0], [8.0, 16.0]]
+    req = Request(1, 0.0, 1.0, np.array([1.0, 1.0]), 0.0, {})
+    assert numpy_ff.allocate(req, StateView(three)) == 1
 
 
 _edge = st.one_of(st.floats(allow_nan=True, allow_infinity=True),

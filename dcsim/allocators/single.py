@@ -12,6 +12,9 @@ from dcsim.hookspecs import hookimpl
 from dcsim.model import Request, StateView
 from dcsim.model.state import EPS
 
+_ge = np.greater_equal  # first_fit's ufuncs, called with their output array
+_and = np.logical_and
+
 
 def feasible_servers(request: Request, view: StateView) -> np.ndarray:
     """Boolean mask of servers whose free resources cover the whole demand."""
@@ -55,6 +58,10 @@ class FirstFitAllocator(Allocator):
         # the two thresholds as 0-d arrays, rewritten at each call: numpy compares an array
         # with a 0-d array faster than with a Python float (same values, same result)
         self._thresholds = (np.empty(()), np.empty(()))
+        # the two columns' masks, written in place (numpy allocates none per call); made
+        # for the view's columns (``_cols``) they have the length of
+        self._cols: list | None = None
+        self._masks = (np.empty(0, dtype=bool), np.empty(0, dtype=bool))
         self._auto = False  # True: count requests, load the scan past SCAN_AFTER
 
     def setup(self, view: StateView) -> None:
@@ -90,10 +97,16 @@ class FirstFitAllocator(Allocator):
         t0, t1 = self._thresholds
         t0[()] = d0 - EPS
         t1[()] = d1 - EPS
-        ok = cols[0] >= t0
-        ok &= cols[1] >= t1
-        i = int(ok.argmax())
-        return i if ok.item(i) else None
+        if cols is not self._cols:  # another view: masks of its length
+            self._cols = cols
+            self._masks = (np.empty(len(cols[0]), dtype=bool),
+                           np.empty(len(cols[0]), dtype=bool))
+        ok, ok1 = self._masks
+        _ge(cols[0], t0, ok)  # ok = cols[0] >= t0, in place
+        _ge(cols[1], t1, ok1)
+        _and(ok, ok1, ok)
+        i = ok.tobytes().find(1)  # the first True (a bool is the byte 0 or 1), or -1
+        return i if i >= 0 else None
 
 
 class BestFitAllocator(Allocator):
