@@ -34,7 +34,8 @@ import math
 import time
 from collections.abc import Callable
 from functools import partial
-from itertools import compress
+from itertools import compress, repeat
+from operator import is_not
 from types import GeneratorType, MappingProxyType
 from typing import Any
 
@@ -405,7 +406,7 @@ class Engine(FusedArrivals, HeldAndDeferred, SimCore):
         their accepted flags (for acceptance_last20); write the batch's rows."""
         n = len(placements)
         ids = np.arange(first_id, first_id + n, dtype=np.int64)
-        accepted = np.fromiter((p is not None for p in placements), dtype=bool, count=n)
+        accepted = np.fromiter(map(is_not, placements, repeat(None, n)), dtype=bool, count=n)
         measured = (ids >= self.config.warmup_requests) & (arrival >= self.config.warmup_time)
         kept = accepted[measured]
         self._measured_log.extend(kept)
