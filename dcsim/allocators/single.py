@@ -16,7 +16,7 @@ from dcsim.model.state import EPS
 #: the loading cost is paid once per process). A list's item, not a class attribute:
 #: writing a class attribute at every request invalidates Python's attribute caches for
 #: the class (0.37 us a call)
-_SERVED = [0]
+SERVED = [0]
 _ge = np.greater_equal  # first_fit's ufuncs, called with their output array
 _and = np.logical_and
 
@@ -69,7 +69,7 @@ class FirstFitAllocator(Allocator):
     def setup(self, view: StateView) -> None:
         if len(view._columns) != 2 or not kernels_on():
             return
-        if kernel_choice() == "numba" or _SERVED[0] >= self.SCAN_AFTER:
+        if kernel_choice() == "numba" or SERVED[0] >= self.SCAN_AFTER:
             self._load_scan(view)
         else:
             self._auto = True
@@ -90,8 +90,8 @@ class FirstFitAllocator(Allocator):
             return i if ok[i] else None
         d0, d1 = request.demand.tolist()
         if self._auto:
-            _SERVED[0] += 1
-            if _SERVED[0] >= self.SCAN_AFTER:
+            SERVED[0] += 1
+            if SERVED[0] >= self.SCAN_AFTER:
                 self._load_scan(view)
         if self._scan is not None:  # stops at the first fit
             i = self._scan(cols[0], cols[1], d0 - EPS, d1 - EPS)
