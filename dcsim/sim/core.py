@@ -4,7 +4,9 @@ piecewise-constant quantities, and the component-failure process.
 The loss engine (:mod:`dcsim.sim.engine`) and the VM online engine
 (:mod:`dcsim.sim.vm_online`) are :class:`SimCore` subclasses: the core owns the SimPy
 environment, runs it with the garbage collector kept out of the way, schedules departures
-(a plain ``Timeout`` with a callback), periodic processes and the failure process, and
+(a plain ``Timeout`` with a callback; or an :class:`InlineEvent`, which a loop of the
+engine's own may run in place, in SimPy's order: :meth:`SimCore.event_queue`,
+:meth:`SimCore.wake_at`), periodic processes and the failure process, and
 opens and closes the failure metrics' window; each engine adds its domain state (a
 topology's free resources; a host × NUMA mapping) and its arrival process. A *failure
 target* adapts that state to the failure process (:class:`FailureTarget`): it takes a
