@@ -7,11 +7,13 @@ Both sides process the identical stream of Poisson arrivals and exponential hold
 Two bare-SimPy baselines are measured in the same run:
 
 * ``callbacks``: one arrival process, each departure a Timeout with a callback — the
-  cheapest way to drive SimPy, and the scheme dcsim's engine uses;
+  cheapest way to drive SimPy (dcsim's general path schedules departures this way; its
+  fused path runs its own departures in SimPy's order, with no event per arrival);
 * ``processes``: the textbook idiom, one SimPy process per request.
 
-The printed ratio is dcsim's requests/s over the baseline's (1.0 = no overhead). Goal from
-issue #2: >= 0.5 of bare SimPy at 1k servers.
+The printed ratio is dcsim's requests/s over the baseline's (1.0 = no overhead). Goals:
+>= 0.5 of bare SimPy at 1k servers (issue #2); at least 1.0 of the process-per-request
+baseline at 1k servers (issue #37).
 
 ``--power`` runs dcsim with energy accounting on (a linear power model, servers idle-off:
 ``dcsim.sim.power``), to measure what it costs (issue #38).

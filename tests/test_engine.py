@@ -180,14 +180,21 @@ def test_workload_attrs_become_request_columns():
     assert rec["N"] == [3, 4]
 
 
+@pytest.mark.parametrize("ties", [False, True], ids=["float", "integer-times"])
 @pytest.mark.parametrize("config", [
-    {}, {"warmup_requests": 50, "sample_every": 3}, {"warmup_time": 40.0, "sample_every": 1}])
-def test_the_fused_path_gives_the_rows_of_the_general_one(config):
-    """The engine's fused path (engine_fused) gives what its general path (``_offer``,
-    ``_arrive``, ``_settle``) gives: same summary, same request and time-series rows, and
-    ``released`` gets the same placements; within the fused path, a server index as a numpy
-    integer (handed to ``_settle``) gives what the same ``int`` does. The summary's measured
-    counts (totalled per batch) are those of the rows, warm-up or not."""
+    {}, {"warmup_requests": 50, "sample_every": 3}, {"warmup_time": 40.0, "sample_every": 1},
+    {"sample_interval": 5.0}, {"sample_interval": 1.0, "warmup_requests": 20}])
+def test_the_fused_path_gives_the_rows_of_the_general_one(config, ties):
+    """The engine's fused path (engine_fused, whose loop runs its departures in place)
+    gives what its general path (``_offer``, ``_arrive``, ``_settle``, every event run by
+    SimPy) gives: same summary, same request and time-series rows, and ``released`` gets
+    the same placements at the same times; within the fused path, a server index as a
+    numpy integer (handed to ``_settle``, its departure a SimPy ``Timeout`` among the
+    loop's own) gives what the same ``int`` does. With ``ties``, times and durations are
+    whole numbers, so arrivals, departures and periodic samples share instants. The
+    summary's measured counts (totalled per batch) are those of the rows, warm-up or not.
+    ``tests/test_fused_loop.py`` adds stepwise decisions, Placements, None and bad indices
+    mid-run, and a property test on tied streams."""
     from dcsim.allocators.single import BestFitAllocator
     from dcsim.sim import EngineConfig
     from tests.helpers.sources import random_source
@@ -215,7 +222,10 @@ def test_the_fused_path_gives_the_rows_of_the_general_one(config):
 
         sink = Rows()
         topo = star_topology(6)
-        eng = Engine(topo, random_source(np.random.default_rng(3), 400), Alloc(),
+        src = random_source(np.random.default_rng(3), 400)
+        if ties:
+            src.arrival, src.duration = np.floor(src.arrival), np.floor(src.duration)
+        eng = Engine(topo, src, Alloc(),
                      np.random.default_rng(0), EngineConfig(**config), sink=sink)
         assert eng._fused
         eng._fused = fused
@@ -237,7 +247,8 @@ def test_the_fused_path_gives_the_rows_of_the_general_one(config):
     rows = pd.DataFrame({k: v for (t, k), v in fused[1].items() if t == "requests"})
     assert not rows["accepted"].all() and len(fused[2]) > 100
     measured = rows[rows["measured"]]
-    assert 0 < len(measured) <= 400 and (len(measured) < 400) == bool(config)
+    warm = bool(config.get("warmup_requests") or config.get("warmup_time"))
+    assert 0 < len(measured) <= 400 and (len(measured) < 400) == warm
     assert fused[0]["received"] == len(measured)
     assert fused[0]["accepted"] == int(measured["accepted"].sum())
 

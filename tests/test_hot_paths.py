@@ -79,7 +79,13 @@ def test_first_fit_inline_check_is_feasible_servers(seed, down):
         want = int(ok.argmax()) if ok.any() else None
         got = ff.allocate(req, view)
         assert got == want and type(got) is type(want)
-        assert numpy_ff.allocate(req, view) == want
+        got = numpy_ff.allocate(req, view)
+        assert got == want and type(got) is type(want)
+    # the numpy path's masks follow the view it is given (another length here)
+    three = ClusterState(build_topology({**FLAT, "servers": 3}))
+    three.free[:] = [[0.0, 0.0], [8.0, 16.0], [8.0, 16.0]]
+    req = Request(1, 0.0, 1.0, np.array([1.0, 1.0]), 0.0, {})
+    assert numpy_ff.allocate(req, StateView(three)) == 1
 
 
 _edge = st.one_of(st.floats(allow_nan=True, allow_infinity=True),
@@ -98,3 +104,49 @@ def test_placement_total_check_is_allclose(pairs, nudge):
     demand = np.array([a + nudge if np.isfinite(a) else b for a, b in pairs])
     for t, d in ((total, demand), (total, np.array([b for _, b in pairs]))):
         assert _close(t, d) == np.allclose(t, d, rtol=1e-9, atol=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=st.lists(st.tuples(st.booleans(), st.integers(0, 5),
+                              st.floats(0, 9, allow_nan=False),
+                              st.floats(0, 17, allow_nan=False)), max_size=60))
+def test_unrolled_server_ops_are_the_general_methods(ops):
+    """``ClusterState.server_ops`` with two resources (through memoryviews of the free
+    columns) reserves, refuses, clamps and releases exactly as ``take_one``/``give_one``,
+    and logs the same servers."""
+    from dcsim.model.state import ServerChanges
+
+    topo = build_topology(FLAT)
+    fast, slow = ClusterState(topo), ClusterState(topo)
+    take, give = fast.server_ops()
+    assert take.__closure__ is not None  # the unrolled pair, not the methods
+    logs = ServerChanges(fast), ServerChanges(slow)
+    for is_take, s, a0, a1 in ops:
+        amount = [a0, a1]
+        if is_take:
+            assert take(s, amount) == slow.take_one(s, amount)
+        else:
+            give(s, amount)
+            slow.give_one(s, amount)
+        assert fast.free.tobytes() == slow.free.tobytes()
+    assert np.array_equal(logs[0].drain(), logs[1].drain())
+
+
+def test_new_request_is_the_dataclass_request():
+    """``new_request`` builds what ``Request(...)`` builds: the same class, fields and
+    equality, frozen and without a ``__dict__``."""
+    import dataclasses
+
+    import pytest
+
+    from dcsim.model.request import new_request
+
+    demand = np.array([1.0, 2.0])
+    attrs = {"N": 3}
+    fast = new_request(7, 0.5, 2.0, demand, 1.5, attrs)
+    slow = Request(7, 0.5, 2.0, demand, 1.5, attrs)
+    assert type(fast) is Request and fast == slow and repr(fast) == repr(slow)
+    assert dataclasses.astuple(fast)[:3] == (7, 0.5, 2.0)
+    assert not hasattr(fast, "__dict__")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.id = 8

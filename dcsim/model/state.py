@@ -206,14 +206,18 @@ class ClusterState:
         if self.free.shape[1] != 2:
             return self.take_one, self.give_one
         c0, c1 = self.free[:, 0], self.free[:, 1]
+        if c0.flags.c_contiguous and c1.flags.c_contiguous:
+            # (free is column-major) each column through a memoryview: its items read and
+            # written as the same doubles, without numpy's scalar indexing
+            c0, c1 = memoryview(c0), memoryview(c1)
         tol = self._abs_tol
         cap = self._cap_rows
         logs = self._logs  # mutated in place when a ServerChanges is made or dropped
 
         def take_one(server: int, demand: list[float]) -> bool:
             d0, d1 = demand
-            v0 = c0.item(server) - d0
-            v1 = c1.item(server) - d1
+            v0 = c0[server] - d0
+            v1 = c1[server] - d1
             if v0 < -tol or v1 < -tol:
                 return False
             c0[server] = v0 if v0 > 0.0 else 0.0
@@ -226,8 +230,8 @@ class ClusterState:
         def give_one(server: int, amount: list[float]) -> None:
             a0, a1 = amount
             k0, k1 = cap[server]
-            v0 = c0.item(server) + a0
-            v1 = c1.item(server) + a1
+            v0 = c0[server] + a0
+            v1 = c1[server] + a1
             c0[server] = v0 if v0 < k0 else k0
             c1[server] = v1 if v1 < k1 else k1
             if logs:

@@ -4,7 +4,9 @@ piecewise-constant quantities, and the component-failure process.
 The loss engine (:mod:`dcsim.sim.engine`) and the VM online engine
 (:mod:`dcsim.sim.vm_online`) are :class:`SimCore` subclasses: the core owns the SimPy
 environment, runs it with the garbage collector kept out of the way, schedules departures
-(a plain ``Timeout`` with a callback), periodic processes and the failure process, and
+(a plain ``Timeout`` with a callback; or an :class:`InlineEvent`, which a loop of the
+engine's own may run in place, in SimPy's order: :meth:`SimCore.event_queue`,
+:meth:`SimCore.wake_at`), periodic processes and the failure process, and
 opens and closes the failure metrics' window; each engine adds its domain state (a
 topology's free resources; a host × NUMA mapping) and its arrival process. A *failure
 target* adapts that state to the failure process (:class:`FailureTarget`): it takes a
@@ -23,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from heapq import heappop, heappush
 from typing import Any, Protocol
 
 import numpy as np
@@ -30,6 +33,22 @@ import simpy
 
 from dcsim.sim.config import quiet_gc
 from dcsim.sim.failures import FailureSchedule
+
+
+class InlineEvent:
+    """An event whose callbacks change only the engine's own state (a departure), built
+    without SimPy's ``Event`` constructor: what ``Environment.step`` reads of a plain
+    ``Timeout`` — its callbacks, and that it succeeded (``_ok``, ``_value``). Scheduled with
+    ``env.schedule(event, NORMAL, delay)``, exactly as a ``Timeout`` schedules itself, it
+    keeps its place among the events of an instant; a loop of the engine's own may then run
+    it in place of ``Environment.step`` (pop it, set the time, call its callbacks), in
+    that same place (:meth:`SimCore.simulate`, the fused arrivals of
+    :mod:`dcsim.sim.engine_fused`). Nothing outside the engine holds one, so nothing waits
+    on it."""
+
+    __slots__ = ("callbacks",)
+    _ok = True
+    _value = None
 
 
 class SimCore:
@@ -44,9 +63,44 @@ class SimCore:
 
     def simulate(self, until: simpy.Event | None = None) -> None:
         """Run the environment until ``until`` fires (None: until no event is left), with
-        the garbage collector kept out of the way (:func:`~dcsim.sim.config.quiet_gc`)."""
+        the garbage collector kept out of the way (:func:`~dcsim.sim.config.quiet_gc`).
+
+        Without ``until`` it is ``env.run()`` with each :class:`InlineEvent` run in place
+        (what ``Environment.step`` does for it, without the call): the same events in the
+        same order."""
         with quiet_gc():
-            self.env.run(until=until)
+            if until is not None:
+                self.env.run(until=until)
+                return
+            env = self.env
+            queue = env._queue
+            step = env.step
+            while queue:
+                event = queue[0][3]
+                if isinstance(event, InlineEvent):
+                    env._now = heappop(queue)[0]
+                    callbacks, event.callbacks = event.callbacks, None
+                    for callback in callbacks:
+                        callback(event)
+                else:
+                    step()
+
+    def event_queue(self) -> tuple[list, Any]:
+        """SimPy's event queue (a heap of ``(time, priority, id, event)``) and its id
+        counter, for a loop that runs :class:`InlineEvent` in place: the next id is the one
+        an event scheduled now would get."""
+        return self.env._queue, self.env._eid
+
+    def wake_at(self, key: tuple[float, int, int]) -> simpy.Event:
+        """A stand-in for the ``Timeout`` a process would have yielded when it drew the
+        id in ``key`` = ``(time, NORMAL, id)``: an event that succeeds at ``time`` in that
+        place, for the process to yield (what ``Timeout`` does, with the id drawn
+        earlier)."""
+        event = simpy.Event(self.env)
+        event._ok = True
+        event._value = None
+        heappush(self.env._queue, (*key, event))
+        return event
 
     def depart_after(self, delay: float, callback: Callable[[simpy.Event], None]) -> None:
         """Call ``callback`` ``delay`` from now: a plain ``Timeout``, so among the events of

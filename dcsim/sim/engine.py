@@ -34,7 +34,8 @@ import math
 import time
 from collections.abc import Callable
 from functools import partial
-from itertools import compress
+from itertools import compress, repeat
+from operator import is_not
 from types import GeneratorType, MappingProxyType
 from typing import Any
 
@@ -187,12 +188,12 @@ class Engine(FusedArrivals, HeldAndDeferred, SimCore):
             times = batch.arrival.tolist()
             waits = [0.0] * len(times) if wait else None
             if self._fused:  # the common case (engine_fused)
-                offer = self._fused_offer(demand, duration, bandwidth, attrs, placements,
-                                          decisions, every)
+                yield from self._fused_arrivals(times, demand, duration, bandwidth, attrs,
+                                                placements, decisions, every)
             else:
                 offer = self._offer(demand, duration, bandwidth, attrs, placements, decisions,
                                     waits, every)
-            shift = yield from self.walk(times, offer, shift=shift)
+                shift = yield from self.walk(times, offer, shift=shift)
             self._finish_batch(batch, first_id, np.asarray(times, dtype=np.float64), placements,
                                decisions, None if waits is None else np.asarray(waits))
         self._arrivals_done = True
@@ -405,7 +406,7 @@ class Engine(FusedArrivals, HeldAndDeferred, SimCore):
         their accepted flags (for acceptance_last20); write the batch's rows."""
         n = len(placements)
         ids = np.arange(first_id, first_id + n, dtype=np.int64)
-        accepted = np.fromiter((p is not None for p in placements), dtype=bool, count=n)
+        accepted = np.fromiter(map(is_not, placements, repeat(None, n)), dtype=bool, count=n)
         measured = (ids >= self.config.warmup_requests) & (arrival >= self.config.warmup_time)
         kept = accepted[measured]
         self._measured_log.extend(kept)

@@ -34,6 +34,9 @@ class ColumnBuffer:
         self.rows = 0
 
 
+_INDEX_OR_NONE = {int, type(None)}
+
+
 def request_columns(
     topo: Topology,
     batch: RequestBatch,
@@ -69,17 +72,21 @@ def request_columns(
     held = duration if switch_on is None else duration + switch_on
     cols["end"] = np.where(accepted, start + held, np.nan)
     # a placement, None (rejected) or a server index (the whole request on that server)
-    servers = [[] if p is None else [p] if type(p) is int else p.servers.tolist()
-               for p in placements]
     # defaults for the common case (one server, no network); others are fixed up below
     locality = np.where(accepted, 0, -1)
     footprint = np.where(accepted, 0.0, np.nan)
-    for i, p in enumerate(placements):
-        if p is not None and type(p) is not int and (p.servers.shape[0] != 1
-                                                     or p.links.shape[0]):
-            locality[i] = topo.locality(p.servers)
-            footprint[i] = p.footprint
-    cols["n_servers"] = np.fromiter(map(len, servers), dtype=np.int64, count=n)
+    if set(map(type, placements)) <= _INDEX_OR_NONE:  # the fused path's every choice
+        servers = [[] if p is None else [p] for p in placements]
+        cols["n_servers"] = accepted.astype(np.int64)
+    else:
+        servers = [[] if p is None else [p] if type(p) is int else p.servers.tolist()
+                   for p in placements]
+        for i, p in enumerate(placements):
+            if p is not None and type(p) is not int and (p.servers.shape[0] != 1
+                                                         or p.links.shape[0]):
+                locality[i] = topo.locality(p.servers)
+                footprint[i] = p.footprint
+        cols["n_servers"] = np.fromiter(map(len, servers), dtype=np.int64, count=n)
     cols["servers"] = servers
     cols["locality"] = locality
     cols["footprint"] = footprint

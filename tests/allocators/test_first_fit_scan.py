@@ -18,7 +18,9 @@ FLAT = {"kind": "flat", "servers": 32, "server": {"cpu": 8, "mem": 8}}
 
 @pytest.fixture
 def fresh_count(monkeypatch):
-    monkeypatch.setattr(FirstFitAllocator, "served", 0)
+    from dcsim.allocators import single
+
+    monkeypatch.setattr(single, "SERVED", [0])
     monkeypatch.setattr(FirstFitAllocator, "SCAN_AFTER", 50)
 
 
