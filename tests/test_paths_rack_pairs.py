@@ -18,22 +18,12 @@ import numpy as np
 import pytest
 
 from dcsim.model.paths import PathService
-from dcsim.model.topologies import (
-    FABRIC_PRESETS,
-    FAT_TREE_PRESETS,
-    OPTICAL_PRESETS,
-    OPTICAL_RATIOS,
-    build_topology,
-)
+from dcsim.model.topologies import build_topology
 from dcsim.model.topology import Topology
 from dcsim.model.topology_io import save_topology
+from tests.helpers.trees import SHIPPED_TOPOLOGIES
 
-SHIPPED = (
-    [{"kind": "fabric", "preset": p} for p in FABRIC_PRESETS]
-    + [{"kind": "optical", "preset": p} for p in OPTICAL_PRESETS]
-    + [{"kind": "optical", "oversubscription": o} for o in OPTICAL_RATIOS]
-    + [{"kind": "fat_tree", "preset": p} for p in FAT_TREE_PRESETS]
-)
+SHIPPED = SHIPPED_TOPOLOGIES
 
 
 def reference(topo: Topology, a: int, b: int, k: int) -> list[list[int]]:

@@ -18,22 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dcsim.model.topologies import (
-    FABRIC_PRESETS,
-    FAT_TREE_PRESETS,
-    OPTICAL_PRESETS,
-    OPTICAL_RATIOS,
-    build_topology,
-)
+from dcsim.model.topologies import build_topology
 from dcsim.model.topology import Topology
+from tests.helpers.trees import SHIPPED_TOPOLOGIES
 
-SHIPPED = (
-    [{"kind": "fabric", "preset": p} for p in FABRIC_PRESETS]
-    + [{"kind": "optical", "preset": p} for p in OPTICAL_PRESETS]
-    + [{"kind": "optical", "oversubscription": o} for o in OPTICAL_RATIOS]
-    + [{"kind": "fat_tree", "preset": p} for p in FAT_TREE_PRESETS]
-    + [{"kind": "flat", "servers": 5}]
-)
+SHIPPED = [*SHIPPED_TOPOLOGIES, {"kind": "flat", "servers": 5}]
 
 
 def by_lookup(topo: Topology) -> dict[str, np.ndarray]:

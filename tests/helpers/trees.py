@@ -9,8 +9,22 @@ from functools import cache
 import networkx as nx
 
 from dcsim.model import Topology
-from dcsim.model.topologies import build_topology
+from dcsim.model.topologies import (
+    FABRIC_PRESETS,
+    FAT_TREE_PRESETS,
+    OPTICAL_PRESETS,
+    OPTICAL_RATIOS,
+    build_topology,
+)
 from dcsim.model.vc import TreeLevels
+
+#: every shipped multi-tier topology, as a ``topology:`` section
+SHIPPED_TOPOLOGIES = (
+    [{"kind": "fabric", "preset": p} for p in FABRIC_PRESETS]
+    + [{"kind": "optical", "preset": p} for p in OPTICAL_PRESETS]
+    + [{"kind": "optical", "oversubscription": o} for o in OPTICAL_RATIOS]
+    + [{"kind": "fat_tree", "preset": p} for p in FAT_TREE_PRESETS]
+)
 
 
 def star_topology(n: int = 6, cpu: float = 8, mem: float = 8, link: float = 10) -> Topology:
