@@ -3,7 +3,7 @@ and how training scales with the processes stepping its environments (issue #36)
 
     python benchmarks/bench_learn.py [--topologies alpha,delta] [--steps 2000]
                                      [--iterations 3] [--no-train]
-                                     [--workers 1,2] [--update-shards 1,2]
+                                     [--workers 1,2] [--update-shards 1,2] [--num-envs N]
                                      [--trainer nara|vmr2l] [--workers-only]
 
 Each figure comes with a ratio against a baseline measured in the same run:
@@ -143,12 +143,13 @@ def bench_train(iterations: int) -> tuple[float, float]:
     return roll, steps / wall
 
 
-def bench_workers(trainer: str, iterations: int, workers: int, shards: int
-                  ) -> dict[str, float]:
+def bench_workers(trainer: str, iterations: int, workers: int, shards: int,
+                  num_envs: int | None = None) -> dict[str, float]:
     """Rollout and overall env steps/s of ``iterations`` iterations of ``trainer``'s shipped
     config with ``workers`` processes stepping the environments and ``shards`` parts per
     minibatch gradient (``update_shards``; the start-up of the workers excluded: steps/s
-    are over the iterations), and a digest of the weights."""
+    are over the iterations), and a digest of the weights. ``num_envs`` (Nara): that many
+    environments, with num_steps making the same 2,048 decisions per iteration."""
     import hashlib
 
     import pandas as pd
@@ -157,7 +158,9 @@ def bench_workers(trainer: str, iterations: int, workers: int, shards: int
         cfg = load_train_config(ROOT / "experiments" / "nara_train.yaml",
                                 iterations=iterations, max_wall_s=None, eval_every=10_000,
                                 eval_episodes=1, eval_requests=8, num_workers=workers,
-                                update_shards=shards)
+                                update_shards=shards,
+                                **({} if num_envs is None else
+                                   {"num_envs": num_envs, "num_steps": 2048 // num_envs}))
         run = train
     else:
         from dcsim.learn import vmr2l_ppo
@@ -203,8 +206,8 @@ def machine_parallelism(processes: int, n: int = 10_000_000) -> float:
         return alone / (time.perf_counter() - t0)
 
 
-def print_workers(trainer: str, iterations: int, counts: list[int], shards: list[int]
-                  ) -> None:
+def print_workers(trainer: str, iterations: int, counts: list[int], shards: list[int],
+                  num_envs: int | None = None) -> None:
     print(f"\n{trainer} PPO training by worker count ({iterations} iterations, "
           f"{'CUDA' if torch.cuda.is_available() else 'CPU'}, {os.cpu_count()} cores); "
           "ratio = steps/s over the first row's:")
@@ -218,7 +221,7 @@ def print_workers(trainer: str, iterations: int, counts: list[int], shards: list
     for k in shards:
         first = None
         for w in counts:
-            r = bench_workers(trainer, iterations, w, k)
+            r = bench_workers(trainer, iterations, w, k, num_envs)
             base, first = base or r, first or r
             print(f"  {k:>6}{w:>8}{r['rollout']:>17,.0f}{r['rollout'] / base['rollout']:>7.2f}"
                   f"{r['overall']:>17,.0f}{r['overall'] / base['overall']:>7.2f}  "
@@ -240,6 +243,9 @@ def main() -> None:
                     help="worker counts to time training at (comma-separated; empty: none)")
     ap.add_argument("--update-shards", default="1,2",
                     help="update_shards values to time the worker counts at (comma-separated)")
+    ap.add_argument("--num-envs", type=int, default=None,
+                    help="Nara's num_envs for the worker comparison (num_steps keeps 2,048 "
+                         "decisions per iteration); default: the config's 8")
     ap.add_argument("--trainer", choices=("nara", "vmr2l"), default="nara",
                     help="whose training --workers times")
     ap.add_argument("--workers-only", action="store_true",
@@ -249,7 +255,7 @@ def main() -> None:
     counts = [int(x) for x in args.workers.split(",") if x]
     shards = [int(x) for x in args.update_shards.split(",") if x]
     if args.workers_only:
-        print_workers(args.trainer, args.iterations, counts, shards)
+        print_workers(args.trainer, args.iterations, counts, shards, args.num_envs)
         return
     env_rate, engine_rate = bench_env(args.requests)
     print(f"environment (alpha, {args.requests} requests, scripted Tetris choice):")
@@ -272,7 +278,7 @@ def main() -> None:
         print(f"  overall env steps/s {overall:8,.0f}   ratio to env alone "
               f"{overall / env_rate:.2f}  (rollout + PPO update)")
     if counts:
-        print_workers(args.trainer, args.iterations, counts, shards)
+        print_workers(args.trainer, args.iterations, counts, shards, args.num_envs)
 
 
 if __name__ == "__main__":
