@@ -5,6 +5,7 @@ trained on them as an allocator or a rescheduler."""
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import subprocess
 import sys
 from importlib.metadata import PackageNotFoundError, distribution, entry_points
@@ -99,6 +100,24 @@ def test_the_start_up_file_never_breaks_the_interpreter(tmp_path):
                        capture_output=True, text=True, timeout=60, cwd=tmp_path,
                        env={"PATH": "/usr/bin:/bin"})
     assert (r.returncode, r.stdout, r.stderr) == (0, "started\n", "")
+
+
+@pytest.mark.slow  # builds an sdist of a copy of the repository (a few seconds)
+def test_a_source_distribution_carries_the_start_up_file(tmp_path):
+    """``pip install dcsim-*.tar.gz`` runs setup.py, which copies the file: the sdist must
+    hold it (MANIFEST.in), or that install fails."""
+    import tarfile
+
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(
+        ".git", "results", "*.egg-info", "__pycache__", ".hypothesis", "build", "dist"))
+    r = subprocess.run([sys.executable, "-c", "import sys; from setuptools import build_meta;"
+                        " print(build_meta.build_sdist(sys.argv[1]))", str(tmp_path)],
+                       cwd=tree, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    with tarfile.open(tmp_path / r.stdout.split()[-1]) as tar:
+        names = {Path(n).name for n in tar.getnames()}
+    assert {START_UP, "_dcsim_gymnasium.py", "setup.py"} <= names
 
 
 def test_the_module_id_form_works_without_an_import():
