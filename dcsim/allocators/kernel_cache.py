@@ -140,6 +140,12 @@ def _warn(key: str, message: str) -> None:
         warnings.warn(message, KernelCacheWarning, stacklevel=3)
 
 
+def _cause(error: BaseException) -> str:
+    """``Type: message`` of ``error`` on one line (an unpickling error's message can span
+    two, and a warning is one line)."""
+    return f"{type(error).__name__}: {' '.join(str(error).split())}"
+
+
 def _fix(folder: Path) -> str:
     return (f"make it private (chmod 700 {folder}) if it is yours, or set {ENV} to a "
             f"private folder ({ENV}=off: no disk cache)")
@@ -204,7 +210,7 @@ def discard(folder: Path, error: BaseException, what: str) -> None:
             del _folders[sub]
             fresh = cache_folder(sub)
     message = (f"dcsim: could not load the compiled kernel {what} from the cache {folder} "
-               f"({type(error).__name__}: {error}); ")
+               f"({_cause(error)}); ")
     if fresh is None:
         message += "it was discarded, and the kernels are compiled for this process only."
     else:
@@ -324,7 +330,7 @@ else:
                 f.save(self._index_key(sig, data.codegen), self._impl.reduce(data))
             except Exception as e:  # noqa: BLE001 - a kernel not cached is no error
                 _warn("save", f"dcsim: could not cache a compiled kernel in {self._folder} "
-                              f"({type(e).__name__}: {e}); it is compiled again next time.")
+                              f"({_cause(e)}); it is compiled again next time.")
 
 
 def njit(*args, cache: bool = False, **options):
