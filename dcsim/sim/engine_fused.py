@@ -49,7 +49,7 @@ class _ServerDeparture(InlineEvent):
 
 class FusedArrivals:
     """``_fused_arrivals``; the engine's state it reads (``env``, ``meter``, ``view``,
-    ``allocator``, ``_take_one``, ``_give_one``, ``_n_servers``, the warm-up bounds and
+    ``allocator``, ``_take_one``, ``_depart_server``, ``_n_servers``, the warm-up bounds and
     counters) is the engine's."""
 
     def _depart_event(self, event: _ServerDeparture) -> None:
@@ -68,11 +68,10 @@ class FusedArrivals:
         meter = self.meter
         allocator = self.allocator
         allocate = allocator.allocate
-        take_one, give_one = self._take_one, self._give_one
+        take_one, depart = self._take_one, self._depart_server
         n_servers = self._n_servers
-        held, departed, decision_sample = meter.held, meter.departed, meter.decision_sample
+        held, decision_sample = meter.held, meter.decision_sample
         warm_requests, warm_time = self._warm_requests, self._warm_time
-        notify = self._notify_release
         clock = time.perf_counter
         add_placement = placements.append
         add_decision = decisions.append
@@ -94,17 +93,10 @@ class FusedArrivals:
                     if type(ev) is not Departure:  # something else: SimPy runs them all
                         yield self.wake_at(key)
                         break
-                    heappop(queue)  # _depart_server, in place
+                    heappop(queue)  # what Environment.step does for it, in place
                     env._now = entry[0]
                     ev.callbacks = None
-                    s = ev.server
-                    req = ev.request
-                    give_one(s, ev.amount)
-                    departed(req.id)
-                    self.released += 1
-                    if notify:
-                        view.now = env._now
-                        allocator.released(req, self._placement(s, req), view)
+                    depart(ev.server, ev.request, ev.amount, ev)
                 else:
                     env._now = now
             rid = self.received
