@@ -14,6 +14,8 @@ and its network.
   entropy bonus × ``ent_coef``, one Adam step per minibatch with gradient-norm clipping,
   and the early stop on the approximate KL. A trainer gives it a function that
   re-evaluates a minibatch (new log-probabilities, entropies, values).
+  The loss itself is :func:`dcsim.learn.ppo_loss.ppo_loss`, which the update's parts
+  (:mod:`dcsim.learn.shards`) share.
 * :class:`TrainingRecord` — the training's record: the best and the last checkpoint (with
   their JSON, :func:`checkpoint_meta`), the progress rows (``progress.parquet``).
 * :class:`Learner` — what a run carries from one iteration to the next (iteration counter,
@@ -49,7 +51,8 @@ from dcsim import __version__
 from dcsim.errors import ConfigError
 from dcsim.learn import resume as rs
 from dcsim.learn.lockstep import LockstepEnvs
-from dcsim.learn.shards import Loss, Shards
+from dcsim.learn.ppo_loss import ppo_loss
+from dcsim.learn.shards import Shards
 
 #: the statistics of an update, each the mean over its minibatches (progress columns)
 UPDATE_STATS = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
@@ -259,7 +262,6 @@ def update(s: Settings, batch: Batch, evaluate: Evaluate, opt: torch.optim.Optim
     n = len(batch.logp)
     device = batch.logp.device
     stats: dict[str, list[float]] = {k: [] for k in UPDATE_STATS}
-    loss = Loss(s.clip_coef, s.value_clip, s.ent_coef, s.vf_coef, s.clip_vloss, critic_only)
     for _epoch in range(s.update_epochs):
         perm = rng.permutation(n)
         kls: list[float] = []
@@ -273,7 +275,7 @@ def update(s: Settings, batch: Batch, evaluate: Evaluate, opt: torch.optim.Optim
                 opt.zero_grad(set_to_none=True)
                 mb_stats = _backward(s, batch, evaluate(mb, mbt), mbt, mb_adv, critic_only)
             else:
-                mb_stats = shards.gradient(mb, mb_adv.cpu().numpy(), loss)
+                mb_stats = shards.gradient(mb, mb_adv.cpu().numpy(), s, critic_only)
             for params in clip:
                 torch.nn.utils.clip_grad_norm_(params, s.max_grad_norm)
             opt.step()
@@ -294,23 +296,10 @@ def _backward(s: Settings, batch: Batch, evaluated: tuple[torch.Tensor, ...],
     """A minibatch's loss differentiated in one pass (``update_shards`` 1): the networks'
     ``.grad`` hold its gradient; returns its statistics (:data:`UPDATE_STATS`)."""
     new_logp, entropy, v = evaluated
-    logratio = new_logp - batch.logp[mbt]
-    ratio = logratio.exp()
-    with torch.no_grad():
-        kl = float(((ratio - 1) - logratio).mean())
-        clipfrac = float(((ratio - 1.0).abs() > s.clip_coef).float().mean())
-    pg = torch.max(-mb_adv * ratio, -mb_adv * ratio.clamp(
-        1 - s.clip_coef, 1 + s.clip_coef)).mean()
-    ret, old_v = batch.ret[mbt], batch.value[mbt]
-    if s.clip_vloss:
-        v_clip = old_v + (v - old_v).clamp(-s.value_clip, s.value_clip)
-        v_loss = 0.5 * torch.max((v - ret) ** 2, (v_clip - ret) ** 2).mean()
-    else:
-        v_loss = 0.5 * ((v - ret) ** 2).mean()
-    ent = entropy.mean()
-    total = s.vf_coef * v_loss if critic_only else pg - s.ent_coef * ent + s.vf_coef * v_loss
+    total, stats = ppo_loss(s, new_logp, entropy, v, batch.logp[mbt], mb_adv, batch.ret[mbt],
+                            batch.value[mbt], torch.mean, critic_only)
     total.backward()
-    return float(pg.detach()), float(v_loss.detach()), float(ent.detach()), kl, clipfrac
+    return stats
 
 
 def _means(stats: dict[str, list[float]]) -> dict[str, float]:

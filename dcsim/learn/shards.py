@@ -38,6 +38,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from dcsim.learn.ppo_loss import ppo_loss
+
 #: re-evaluates the decisions ``mb`` (indices into the iteration's ``data``) with the
 #: networks: the new log-probabilities of the actions taken, the entropies, the values
 Evaluate = Callable[[dict[str, nn.Module], dict[str, np.ndarray], np.ndarray, torch.device],
@@ -69,50 +71,24 @@ def parameters(nets: dict[str, nn.Module]) -> list[nn.Parameter]:
     return [p for name in sorted(nets) for p in nets[name].parameters()]
 
 
-@dataclasses.dataclass(frozen=True)
-class Loss:
-    """The PPO loss's settings a part needs (:class:`dcsim.learn.ppo_core.Settings`'s)."""
-
-    clip_coef: float
-    value_clip: float
-    ent_coef: float
-    vf_coef: float
-    clip_vloss: bool
-    critic_only: bool
-
-
 def part_gradient(nets: dict[str, nn.Module], params: list[nn.Parameter], evaluate: Evaluate,
                   data: dict[str, np.ndarray], old: dict[str, np.ndarray], idx: np.ndarray,
-                  adv: np.ndarray, n: int, loss: Loss, device: torch.device
-                  ) -> tuple[list[torch.Tensor | None], Stats]:
+                  adv: np.ndarray, n: int, settings: Any, critic_only: bool,
+                  device: torch.device) -> tuple[list[torch.Tensor | None], Stats]:
     """The gradient of one part's share of a minibatch's loss (decisions ``idx`` of ``n``
-    in the minibatch, with their normalised advantages ``adv``) and its shares of the
-    minibatch's statistics. Leaves the networks' ``.grad`` (``params``, :func:`parameters`
-    of ``nets``) holding it."""
+    in the minibatch, with their normalised advantages ``adv``; ``settings``: the PPO
+    core's :class:`~dcsim.learn.ppo_core.Settings`) and its shares of the minibatch's
+    statistics. Leaves the networks' ``.grad`` (``params``, :func:`parameters` of
+    ``nets``) holding it."""
     new_logp, entropy, v = evaluate(nets, data, idx, device)
     t = {k: torch.as_tensor(old[k][idx], device=device) for k in ("logp", "ret", "value")}
-    a = torch.as_tensor(adv, device=device)
-    logratio = new_logp - t["logp"]
-    ratio = logratio.exp()
-    with torch.no_grad():
-        kl = float(((ratio - 1) - logratio).sum() / n)
-        clipfrac = float(((ratio - 1.0).abs() > loss.clip_coef).float().sum() / n)
-    pg = torch.max(-a * ratio, -a * ratio.clamp(1 - loss.clip_coef, 1 + loss.clip_coef)
-                   ).sum() / n
-    ret, old_v = t["ret"], t["value"]
-    if loss.clip_vloss:
-        v_clip = old_v + (v - old_v).clamp(-loss.value_clip, loss.value_clip)
-        v_loss = 0.5 * torch.max((v - ret) ** 2, (v_clip - ret) ** 2).sum() / n
-    else:
-        v_loss = 0.5 * ((v - ret) ** 2).sum() / n
-    ent = entropy.sum() / n
-    total = loss.vf_coef * v_loss if loss.critic_only else (
-        pg - loss.ent_coef * ent + loss.vf_coef * v_loss)
+    total, stats = ppo_loss(settings, new_logp, entropy, v, t["logp"],
+                            torch.as_tensor(adv, device=device), t["ret"], t["value"],
+                            lambda x: x.sum() / n, critic_only)
     for p in params:
         p.grad = None
     total.backward()
-    return ([p.grad for p in params],
-            (float(pg.detach()), float(v_loss.detach()), float(ent.detach()), kl, clipfrac))
+    return [p.grad for p in params], stats
 
 
 class PartServer:
@@ -133,15 +109,15 @@ class PartServer:
             self.data, self.old = args
             return None
         if what == "parts":
-            weights, parts, n, loss = args
+            weights, parts, n, settings, critic_only = args
             with torch.no_grad():
                 for p, w in zip(self.params, weights, strict=True):
                     p.copy_(torch.from_numpy(w))
             out = []
             for idx, adv in parts:
                 grads, stats = part_gradient(self.nets, self.params, self.replica.evaluate,
-                                             self.data, self.old, idx, adv, n, loss,
-                                             torch.device("cpu"))
+                                             self.data, self.old, idx, adv, n, settings,
+                                             critic_only, torch.device("cpu"))
                 out.append(([None if g is None else g.numpy().copy() for g in grads], stats))
             return out
         raise ValueError(f"unknown request {what!r}")
@@ -172,21 +148,24 @@ class Shards:
         if self.envs is not None:
             self.envs.each_worker("begin", (self.data, self.old))
 
-    def gradient(self, mb: np.ndarray, adv: np.ndarray, loss: Loss) -> Stats:
+    def gradient(self, mb: np.ndarray, adv: np.ndarray, settings: Any, critic_only: bool
+                 ) -> Stats:
         """Sets the networks' ``.grad`` to minibatch ``mb``'s gradient (``adv``: its
-        normalised advantages), the sum of its parts'; returns its statistics."""
+        normalised advantages; ``settings``, ``critic_only``: the PPO core's), the sum of
+        its parts'; returns its statistics."""
         splits = np.array_split(np.arange(len(mb)), min(self.parts, len(mb)))
         parts = [(mb[s], adv[s]) for s in splits]
         P = 1 if self.envs is None else self.envs.processes
         if self.envs is not None:
             weights = [p.detach().numpy() for p in self.params]
             theirs = self.envs.post_workers("parts", {
-                w: (weights, parts[w::P], len(mb), loss) for w in range(1, P)
+                w: (weights, parts[w::P], len(mb), settings, critic_only) for w in range(1, P)
                 if parts[w::P]})
         got: dict[int, tuple[list[Any], Stats]] = {}
         for k in range(0, len(parts), P):
             grads, stats = part_gradient(self.nets, self.params, self.evaluate, self.data,
-                                         self.old, *parts[k], len(mb), loss, self.device)
+                                         self.old, *parts[k], len(mb), settings, critic_only,
+                                         self.device)
             got[k] = ([None if g is None else g.clone() for g in grads], stats)
         if self.envs is not None:
             for w, results in theirs().items():
