@@ -73,12 +73,19 @@ def subfolder(source_file: Path) -> str:
 
 
 def child_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """The child's environment: its own cache settings; an ``extra`` PYTHONPATH goes before
+    the inherited one (which may be where the dependencies are, as on a machine whose
+    packages travel as a folder of wheels)."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("NUMBA_CACHE_DIR", ENV, "XDG_CACHE_HOME", "PYTHONPATH")}
+           if k not in ("NUMBA_CACHE_DIR", ENV, "XDG_CACHE_HOME")}
     (tmp / "home").mkdir(exist_ok=True)
     env.update(HOME=str(tmp / "home"), XDG_CACHE_HOME=str(tmp / "xdg"), DCSIM_KERNELS="numba",
                PYTHONWARNINGS="default")
+    path = os.pathsep.join(p for p in (extra.pop("PYTHONPATH", ""), env.get("PYTHONPATH", ""))
+                           if p)
     env.update(extra)
+    if path:
+        env["PYTHONPATH"] = path
     return env
 
 
