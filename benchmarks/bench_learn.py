@@ -144,12 +144,13 @@ def bench_train(iterations: int) -> tuple[float, float]:
 
 
 def bench_workers(trainer: str, iterations: int, workers: int, shards: int,
-                  num_envs: int | None = None) -> dict[str, float]:
+                  num_envs: int | None = None, device: str = "auto") -> dict[str, float]:
     """Rollout and overall env steps/s of ``iterations`` iterations of ``trainer``'s shipped
     config with ``workers`` processes stepping the environments and ``shards`` parts per
     minibatch gradient (``update_shards``; the start-up of the workers excluded: steps/s
     are over the iterations), and a digest of the weights. ``num_envs`` (Nara): that many
-    environments, with num_steps making the same 2,048 decisions per iteration."""
+    environments, with num_steps making the same 2,048 decisions per iteration; ``device``:
+    the trainers' setting (``auto``: CUDA when available)."""
     import hashlib
 
     import pandas as pd
@@ -158,7 +159,7 @@ def bench_workers(trainer: str, iterations: int, workers: int, shards: int,
         cfg = load_train_config(ROOT / "experiments" / "nara_train.yaml",
                                 iterations=iterations, max_wall_s=None, eval_every=10_000,
                                 eval_episodes=1, eval_requests=8, num_workers=workers,
-                                update_shards=shards,
+                                update_shards=shards, device=device,
                                 **({} if num_envs is None else
                                    {"num_envs": num_envs, "num_steps": 2048 // num_envs}))
         run = train
@@ -168,7 +169,7 @@ def bench_workers(trainer: str, iterations: int, workers: int, shards: int,
             ROOT / "experiments" / "vmr2l_train.yaml", iterations=iterations,
             max_wall_s=None, warmstart="none", num_steps=50, minibatch_size=100,
             update_epochs=1, eval_every=10_000, eval_mappings=1, eval_samples=1,
-            num_workers=workers, update_shards=shards)
+            num_workers=workers, update_shards=shards, device=device)
         run = vmr2l_ppo.train
     with tempfile.TemporaryDirectory() as d:
         run(cfg, d, log=None)
@@ -207,9 +208,10 @@ def machine_parallelism(processes: int, n: int = 10_000_000) -> float:
 
 
 def print_workers(trainer: str, iterations: int, counts: list[int], shards: list[int],
-                  num_envs: int | None = None) -> None:
+                  num_envs: int | None = None, device: str = "auto") -> None:
+    cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
     print(f"\n{trainer} PPO training by worker count ({iterations} iterations, "
-          f"{'CUDA' if torch.cuda.is_available() else 'CPU'}, {os.cpu_count()} cores); "
+          f"{'CUDA' if cuda else 'CPU'}, {os.cpu_count()} cores); "
           "ratio = steps/s over the first row's:")
     print(f"  {'shards':>6}{'workers':>8}{'rollout steps/s':>17}{'ratio':>7}"
           f"{'overall steps/s':>17}{'ratio':>7}  weights")
@@ -221,7 +223,7 @@ def print_workers(trainer: str, iterations: int, counts: list[int], shards: list
     for k in shards:
         first = None
         for w in counts:
-            r = bench_workers(trainer, iterations, w, k, num_envs)
+            r = bench_workers(trainer, iterations, w, k, num_envs, device)
             base, first = base or r, first or r
             print(f"  {k:>6}{w:>8}{r['rollout']:>17,.0f}{r['rollout'] / base['rollout']:>7.2f}"
                   f"{r['overall']:>17,.0f}{r['overall'] / base['overall']:>7.2f}  "
@@ -248,6 +250,8 @@ def main() -> None:
                          "decisions per iteration); default: the config's 8")
     ap.add_argument("--trainer", choices=("nara", "vmr2l"), default="nara",
                     help="whose training --workers times")
+    ap.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                    help="the trainers' device for the worker comparison")
     ap.add_argument("--workers-only", action="store_true",
                     help="only the worker-count comparison")
     args = ap.parse_args()
@@ -255,7 +259,8 @@ def main() -> None:
     counts = [int(x) for x in args.workers.split(",") if x]
     shards = [int(x) for x in args.update_shards.split(",") if x]
     if args.workers_only:
-        print_workers(args.trainer, args.iterations, counts, shards, args.num_envs)
+        print_workers(args.trainer, args.iterations, counts, shards, args.num_envs,
+                      args.device)
         return
     env_rate, engine_rate = bench_env(args.requests)
     print(f"environment (alpha, {args.requests} requests, scripted Tetris choice):")
@@ -278,7 +283,8 @@ def main() -> None:
         print(f"  overall env steps/s {overall:8,.0f}   ratio to env alone "
               f"{overall / env_rate:.2f}  (rollout + PPO update)")
     if counts:
-        print_workers(args.trainer, args.iterations, counts, shards, args.num_envs)
+        print_workers(args.trainer, args.iterations, counts, shards, args.num_envs,
+                      args.device)
 
 
 if __name__ == "__main__":
