@@ -139,3 +139,13 @@ def _tied_rows(draw):
 def test_numpy_and_torch_agree_on_tied_float32_rows(z):
     got, want = _both(z)
     assert got == want
+
+
+def test_the_tolerance_can_be_given_for_float64_logits():
+    from dcsim.greedy import TIE_TOL_FLOAT64
+
+    z = np.array([10.0 - 1e-6, 10.0])  # a gap float32 cannot resolve, float64 can
+    assert greedy_argmax(z) == 0
+    assert greedy_argmax(z, rtol=TIE_TOL_FLOAT64, atol=TIE_TOL_FLOAT64) == 1
+    assert greedy_argmax(np.array([10.0 - 1e-12, 10.0]), rtol=TIE_TOL_FLOAT64,
+                         atol=TIE_TOL_FLOAT64) == 0

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from dcsim.allocators.multi.learned import Architecture, policy_logits, weight_shapes
+from dcsim.allocators.multi.learned import (
+    Architecture,
+    greedy_server,
+    policy_logits,
+    weight_shapes,
+)
 from dcsim.greedy import TIE_ATOL, TIE_RTOL, greedy_argmax
 
 NINE = [{"kind": "optical", "channels": n, "oversubscription": o}
@@ -31,8 +36,8 @@ def greedy_env_servers(ck, env, seed):
     done = False
     while not done:
         o = env.observer.observe(env.partial, env.view)
-        _, _, done, _, _ = env.step(greedy_argmax(policy_logits(ck.weights, ck.arch,
-                                                                 env.layout, o)))
+        _, _, done, _, _ = env.step(greedy_server(ck.inference_weights, ck.arch,
+                                                  env.layout, o))
     return [[] if p is None else p.servers.tolist() for _, p in env.results]
 
 

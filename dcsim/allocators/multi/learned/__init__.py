@@ -80,6 +80,8 @@ from dcsim.allocators.multi.learned.checkpoint import (
 from dcsim.allocators.multi.learned.network import (
     Architecture,
     embed_nodes,
+    float64_weights,
+    greedy_server,
     policy_logits,
     weight_shapes,
 )
@@ -95,14 +97,14 @@ from dcsim.allocators.multi.learned.observation import (
 )
 from dcsim.allocators.multi.step import MultiServerAllocator, Partial
 from dcsim.errors import ConfigError
-from dcsim.greedy import greedy_argmax
 from dcsim.hookspecs import hookimpl
 from dcsim.model import StateView
 
 __all__ = ["CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "FEATURE_VERSION", "FEATURE_VERSIONS",
            "SHIPPED_CHECKPOINT", "SHIPPED_DIR", "Architecture", "Checkpoint", "GraphLayout",
            "NaraAllocator", "Observer", "checkpoint_path", "embed_nodes", "feature_names",
-           "feature_sizes", "graph_layout", "load_checkpoint", "policy_logits",
+           "feature_sizes", "float64_weights", "graph_layout", "greedy_server",
+           "load_checkpoint", "policy_logits",
            "save_checkpoint", "selected_column", "shipped_checkpoints", "weight_shapes",
            "register_allocators"]
 
@@ -120,11 +122,11 @@ class NaraAllocator(MultiServerAllocator):
     (``optical-8-1:16``) to checkpoints, each topology running its own policy, as the
     2023 paper trains one per topology. The observation is the feature version
     the checkpoint records. ``greedy: true`` (default, the paper's test-time rule)
-    takes the highest-scoring eligible server, ties (logits equal up to float32 rounding:
-    :func:`dcsim.greedy.greedy_argmax`) to the lowest index;
-    ``greedy: false``
-    samples from the masked softmax with the run's generator. ``holding_scale``: the
-    holding-time normaliser (default: 2 × the workload's mean holding time).
+    takes the highest-scoring eligible server, computed in float64, ties (logits equal up
+    to rounding: :func:`greedy_server`) to the lowest index; ``greedy: false``
+    samples (in float32, as in training) from the masked softmax with the run's generator.
+    ``holding_scale``: the holding-time normaliser (default: 2 × the workload's mean
+    holding time).
     """
 
     name = "nara"
@@ -203,10 +205,9 @@ class NaraAllocator(MultiServerAllocator):
         obs = self.observer.observe(partial, view)
         ck = self.checkpoint
         assert ck is not None  # loaded by setup
-        z = policy_logits(ck.weights, ck.arch,
-                          self.observer.layout, obs)
         if self.options.greedy:
-            return greedy_argmax(z)
+            return greedy_server(ck.inference_weights, ck.arch, self.observer.layout, obs)
+        z = policy_logits(ck.weights, ck.arch, self.observer.layout, obs)
         p = np.exp(z - z[mask].max())
         c = np.cumsum(p)
         i = int(np.searchsorted(c, self.rng.random() * c[-1], side="right"))

@@ -4,12 +4,13 @@ feature version, training record), the shipped ones, and their validation."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dcsim.allocators.multi.learned.network import Architecture, weight_shapes
+from dcsim.allocators.multi.learned.network import Architecture, float64_weights, weight_shapes
 from dcsim.allocators.multi.learned.observation import (
     FEATURE_VERSIONS,
     RATIO_CLIP,
@@ -45,6 +46,12 @@ class Checkpoint:
     arch: Architecture
     meta: dict[str, Any] = field(default_factory=dict)
     features: int = 1            # the feature version the policy was trained on
+
+    @cached_property
+    def inference_weights(self) -> dict[str, np.ndarray]:
+        """The weights as float64, which the greedy choice computes in
+        (:func:`~dcsim.allocators.multi.learned.network.greedy_server`)."""
+        return float64_weights(self.weights)
 
     def check_topology(self, topology: Topology) -> None:
         """ConfigError naming the file if ``topology``'s resources do not fit the policy (the

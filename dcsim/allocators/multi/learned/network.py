@@ -1,6 +1,6 @@
 """The Nara GNN in numpy: its architecture, the weight layout a checkpoint holds, node
-embeddings by message passing and the per-server logits (the same computation as the
-PyTorch network of :mod:`dcsim.learn.gnn`)."""
+embeddings by message passing, the per-server logits (the same computation as the
+PyTorch network of :mod:`dcsim.learn.gnn`) and the greedy choice (in float64)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from dcsim.allocators.multi.learned.observation import (
     feature_sizes,
     selected_column,
 )
+from dcsim.greedy import TIE_TOL_FLOAT64, greedy_argmax
 
 
 # --------------------------------------------------------------------------- policy
@@ -96,13 +97,15 @@ def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def embed_nodes(w: dict[str, np.ndarray], arch: Architecture, layout: GraphLayout,
                 nodes: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """The GNN's node embeddings (N, embed) for one graph (numpy, sparse aggregation)."""
-    h = np.asarray(nodes, dtype=np.float32)
-    agg_e = (layout.edge_agg @ np.asarray(edges, dtype=np.float32)).astype(np.float32)
+    """The GNN's node embeddings (N, embed) for one graph (numpy, sparse aggregation), in
+    the weights' dtype."""
+    dt = w["gnn.0.weight"].dtype
+    h = np.asarray(nodes, dtype=dt)
+    agg_e = (layout.edge_agg @ np.asarray(edges, dtype=dt)).astype(dt)
     for i in range(arch.layers):
         W = w[f"gnn.{i}.weight"]
         k = h.shape[1]
-        z = _mm((layout.agg @ h).astype(np.float32), W[:, :k].T)
+        z = _mm((layout.agg @ h).astype(dt), W[:, :k].T)
         z += _mm(agg_e, W[:, k:].T)
         z += w[f"gnn.{i}.bias"]
         h = _relu(z)
@@ -111,12 +114,13 @@ def embed_nodes(w: dict[str, np.ndarray], arch: Architecture, layout: GraphLayou
 
 def policy_logits(w: dict[str, np.ndarray], arch: Architecture, layout: GraphLayout,
                   obs: dict[str, np.ndarray]) -> np.ndarray:
-    """Masked logits (n_servers,) of the policy for one unpadded observation (numpy).
-    Ineligible servers get -inf."""
+    """Masked logits (n_servers,) of the policy for one unpadded observation (numpy),
+    computed in the weights' dtype (float32 as trained; :func:`greedy_server` passes
+    float64) and returned as float64. Ineligible servers get -inf."""
     S = layout.n_servers
     h = embed_nodes(w, arch, layout, obs["nodes"], obs["edges"])
     sel = obs["nodes"][:S, arch.selected_column] > 0.5
-    chosen = h[:S][sel].mean(axis=0) if sel.any() else np.zeros(arch.embed, np.float32)
+    chosen = h[:S][sel].mean(axis=0) if sel.any() else np.zeros(arch.embed, h.dtype)
     o = _relu(w["obs.0.weight"] @ obs["globals"] + w["obs.0.bias"])
     o = _relu(w["obs.1.weight"] @ o + w["obs.1.bias"])
     E = arch.embed
@@ -128,3 +132,24 @@ def policy_logits(w: dict[str, np.ndarray], arch: Architecture, layout: GraphLay
     logits = z[:, 0].astype(np.float64)
     logits[~np.asarray(obs["action_mask"], dtype=bool)] = -np.inf
     return logits
+
+
+def float64_weights(w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The policy's weights as float64, the precision :func:`greedy_server` computes in."""
+    return {k: np.asarray(v, dtype=np.float64) for k, v in w.items()}
+
+
+def greedy_server(w64: dict[str, np.ndarray], arch: Architecture, layout: GraphLayout,
+                  obs: dict[str, np.ndarray]) -> int:
+    """The policy's greedy choice for one observation: the highest logit, ties to the
+    lowest index, computed from float64 weights (:func:`float64_weights`).
+
+    Why float64: in float32 the logits carry rounding errors of up to 7e-6 of their size
+    (sums of terms much larger than the result), as large as the true gaps between
+    servers (on the shipped policies many distinct logits lie 1e-7 to 1e-5 apart), so
+    which server won depended on the BLAS build and the processor, and a tolerance of any
+    size had true gaps on its boundary. In float64 the shipped policies' ties came out at
+    most 6e-11 apart and their true gaps at least 7e-7, so the tie rule's
+    :data:`~dcsim.greedy.TIE_TOL_FLOAT64` (1e-8) separates them on any machine."""
+    return int(greedy_argmax(policy_logits(w64, arch, layout, obs),
+                             rtol=TIE_TOL_FLOAT64, atol=TIE_TOL_FLOAT64))
