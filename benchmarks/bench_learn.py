@@ -144,13 +144,15 @@ def bench_train(iterations: int) -> tuple[float, float]:
 
 
 def bench_workers(trainer: str, iterations: int, workers: int, shards: int,
-                  num_envs: int | None = None, device: str = "auto") -> dict[str, float]:
+                  num_envs: int | None = None, device: str = "auto",
+                  groups: int = 1) -> dict[str, float]:
     """Rollout and overall env steps/s of ``iterations`` iterations of ``trainer``'s shipped
     config with ``workers`` processes stepping the environments and ``shards`` parts per
     minibatch gradient (``update_shards``; the start-up of the workers excluded: steps/s
     are over the iterations), and a digest of the weights. ``num_envs`` (Nara): that many
     environments, with num_steps making the same 2,048 decisions per iteration; ``device``:
-    the trainers' setting (``auto``: CUDA when available)."""
+    the trainers' setting (``auto``: CUDA when available); ``groups``: Nara's
+    ``rollout_groups``."""
     import hashlib
 
     import pandas as pd
@@ -159,7 +161,7 @@ def bench_workers(trainer: str, iterations: int, workers: int, shards: int,
         cfg = load_train_config(ROOT / "experiments" / "nara_train.yaml",
                                 iterations=iterations, max_wall_s=None, eval_every=10_000,
                                 eval_episodes=1, eval_requests=8, num_workers=workers,
-                                update_shards=shards, device=device,
+                                update_shards=shards, device=device, rollout_groups=groups,
                                 **({} if num_envs is None else
                                    {"num_envs": num_envs, "num_steps": 2048 // num_envs}))
         run = train
@@ -208,10 +210,10 @@ def machine_parallelism(processes: int, n: int = 10_000_000) -> float:
 
 
 def print_workers(trainer: str, iterations: int, counts: list[int], shards: list[int],
-                  num_envs: int | None = None, device: str = "auto") -> None:
+                  num_envs: int | None = None, device: str = "auto", groups: int = 1) -> None:
     cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
     print(f"\n{trainer} PPO training by worker count ({iterations} iterations, "
-          f"{'CUDA' if cuda else 'CPU'}, {os.cpu_count()} cores); "
+          f"{'CUDA' if cuda else 'CPU'}, {os.cpu_count()} cores, rollout_groups {groups}); "
           "ratio = steps/s over the first row's:")
     print(f"  {'shards':>6}{'workers':>8}{'rollout steps/s':>17}{'ratio':>7}"
           f"{'overall steps/s':>17}{'ratio':>7}  weights")
@@ -223,7 +225,7 @@ def print_workers(trainer: str, iterations: int, counts: list[int], shards: list
     for k in shards:
         first = None
         for w in counts:
-            r = bench_workers(trainer, iterations, w, k, num_envs, device)
+            r = bench_workers(trainer, iterations, w, k, num_envs, device, groups)
             base, first = base or r, first or r
             print(f"  {k:>6}{w:>8}{r['rollout']:>17,.0f}{r['rollout'] / base['rollout']:>7.2f}"
                   f"{r['overall']:>17,.0f}{r['overall'] / base['overall']:>7.2f}  "
@@ -250,6 +252,8 @@ def main() -> None:
                          "decisions per iteration); default: the config's 8")
     ap.add_argument("--trainer", choices=("nara", "vmr2l"), default="nara",
                     help="whose training --workers times")
+    ap.add_argument("--rollout-groups", type=int, default=1,
+                    help="Nara's rollout_groups for the worker comparison")
     ap.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                     help="the trainers' device for the worker comparison")
     ap.add_argument("--workers-only", action="store_true",
@@ -260,7 +264,7 @@ def main() -> None:
     shards = [int(x) for x in args.update_shards.split(",") if x]
     if args.workers_only:
         print_workers(args.trainer, args.iterations, counts, shards, args.num_envs,
-                      args.device)
+                      args.device, args.rollout_groups)
         return
     env_rate, engine_rate = bench_env(args.requests)
     print(f"environment (alpha, {args.requests} requests, scripted Tetris choice):")
@@ -284,7 +288,7 @@ def main() -> None:
               f"{overall / env_rate:.2f}  (rollout + PPO update)")
     if counts:
         print_workers(args.trainer, args.iterations, counts, shards, args.num_envs,
-                      args.device)
+                      args.device, args.rollout_groups)
 
 
 if __name__ == "__main__":

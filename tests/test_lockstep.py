@@ -14,7 +14,6 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 import yaml
 
@@ -23,60 +22,28 @@ pytest.importorskip("gymnasium")
 
 from dcsim.learn import resume as rs  # noqa: E402
 from dcsim.learn.lockstep import EnvWorkerError, LockstepEnvs  # noqa: E402
-
-NARA = {"iterations": 3, "num_envs": 3, "num_steps": 12, "minibatch_size": 12,
-        "update_epochs": 1, "eval_every": 2, "eval_episodes": 1, "eval_requests": 8,
-        "episode_requests": 5}
-VMR2L = {"iterations": 3, "hosts": [6, 8], "mnl": 3, "num_envs": 3, "num_steps": 5,
-         "minibatch_size": 5, "update_epochs": 2, "eval_every": 2, "eval_mappings": 2,
-         "eval_hosts": 8, "attention": "sparse", "dropout": 0.1}
-
-
-def _trained(kind: str, out: Path, **kw):
-    if kind == "nara":
-        from dcsim.allocators.multi.learned import load_checkpoint
-        from dcsim.learn import ppo as mod
-        tiny = NARA
-    else:
-        from dcsim.learn import vmr2l_ppo as mod
-        from dcsim.reschedulers.vmr2l import load_checkpoint
-        tiny = VMR2L
-    stop_after = kw.pop("stop_after", None)
-    resume = kw.pop("resume", False)
-    try:
-        mod.train(mod.TrainConfig(**{**tiny, **kw}), out, log=None, stop_after=stop_after,
-                  resume=resume)
-    except rs.TrainingInterrupted:
-        return None
-    progress = pd.read_parquet(out / "progress.parquet").drop(columns=["wall_s",
-                                                                      "steps_per_s"])
-    return load_checkpoint(out / "last.npz").weights, progress
-
-
-def _same(a, b) -> bool:
-    return (a[0].keys() == b[0].keys() and all(np.array_equal(a[0][k], b[0][k]) for k in a[0])
-            and a[1].equals(b[1]))
+from tests.helpers.training import NARA, same, trained  # noqa: E402
 
 
 def test_nara_gives_the_same_weights_at_one_and_two_workers(tmp_path):
     """3 environments, so the two workers hold unequal blocks (2 and 1)."""
-    one = _trained("nara", tmp_path / "1")
-    two = _trained("nara", tmp_path / "2", num_workers=2)
-    assert _same(one, two)
+    one = trained("nara", tmp_path / "1")
+    two = trained("nara", tmp_path / "2", num_workers=2)
+    assert same(one, two)
     meta = json.loads((tmp_path / "2" / "last.json").read_text())["training"]
     assert meta["config"]["num_workers"] == 2
 
 
 @pytest.mark.slow  # workers start in fresh interpreters (a few seconds each run)
 def test_vmr2l_and_a_resume_with_another_worker_count_give_the_same_weights(tmp_path):
-    one = _trained("vmr2l", tmp_path / "1")
-    assert _same(one, _trained("vmr2l", tmp_path / "3", num_workers=3))
+    one = trained("vmr2l", tmp_path / "1")
+    assert same(one, trained("vmr2l", tmp_path / "3", num_workers=3))
     # stopped with 2 workers, resumed in-process: the run that was never stopped
-    assert _trained("vmr2l", tmp_path / "s", num_workers=2, stop_after=1) is None
-    assert _same(one, _trained("vmr2l", tmp_path / "s", resume=True))
-    whole = _trained("nara", tmp_path / "n1")
-    assert _trained("nara", tmp_path / "ns", stop_after=2) is None
-    assert _same(whole, _trained("nara", tmp_path / "ns", num_workers=2, resume=True))
+    assert trained("vmr2l", tmp_path / "s", num_workers=2, stop_after=1) is None
+    assert same(one, trained("vmr2l", tmp_path / "s", resume=True))
+    whole = trained("nara", tmp_path / "n1")
+    assert trained("nara", tmp_path / "ns", stop_after=2) is None
+    assert same(whole, trained("nara", tmp_path / "ns", num_workers=2, resume=True))
 
 
 def _env():

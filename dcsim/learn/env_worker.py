@@ -2,7 +2,8 @@
 process (:class:`Local`, the trainer's own with ``num_workers: 1``) and the loop of a worker
 process serving one (:func:`serve`). Kept apart from the trainer's modules so that a worker
 imports only this and its environment's module, not PyTorch (unless the trainer attaches
-the update's parts to it, ``update_shards`` > 1: :mod:`dcsim.learn.shards`)."""
+something that uses it: the update's parts, ``update_shards`` > 1, :mod:`dcsim.learn.shards`;
+the rollout's groups, ``rollout_groups`` > 1, :mod:`dcsim.learn.group_rollout`)."""
 
 from __future__ import annotations
 
@@ -106,9 +107,10 @@ def unpacked(what: str, result: Any) -> Any:
 def serve(conn: Any, make: Callable[[], Any], count: int) -> None:
     """A worker's loop: build ``count`` environments, then answer the trainer's requests
     (each a tuple ``(what, args)``, :meth:`Local.handle`) with ``("ok", result)`` or
-    ``("error", text)`` until ``close`` or the pipe's end. ``("attach", factory)`` builds
-    ``factory()`` here (the update's parts, :mod:`dcsim.learn.shards`: PyTorch is
-    imported only then) and ``("attached", (what, args))`` is its ``handle(what, args)``."""
+    ``("error", text)`` until ``close`` or the pipe's end. ``("attach", (name, factory))``
+    builds ``factory(local)`` here, given this worker's environments (the update's parts,
+    the rollout's groups: PyTorch is imported only then), and ``("attached", (name, what,
+    args))`` is that object's ``handle(what, args)``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's to handle
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
@@ -117,7 +119,7 @@ def serve(conn: Any, make: Callable[[], Any], count: int) -> None:
     except BaseException as e:  # noqa: BLE001 - reported to the trainer, which raises
         conn.send(("error", _describe(e)))
         return
-    attached: Any = None  # what the trainer attached (attach): the update's parts
+    attached: dict[str, Any] = {}  # what the trainer attached, by name
     while True:
         try:
             what, payload = conn.recv()
@@ -127,9 +129,11 @@ def serve(conn: Any, make: Callable[[], Any], count: int) -> None:
             return
         try:
             if what == "attach":
-                attached, result = payload(), None
+                name, factory = payload
+                attached[name], result = factory(local), None
             elif what == "attached":
-                result = attached.handle(*payload)
+                name, request, args = payload
+                result = attached[name].handle(request, args)
             else:
                 result = _packed(what, local.handle(what, payload))
             conn.send(("ok", result))

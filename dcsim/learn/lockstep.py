@@ -56,16 +56,22 @@ class LockstepEnvs:
     ``functools.partial`` of the environment class and its config); ``rng`` draws their
     episodes' seeds; ``width``: integers per action in the episode log (1: a discrete
     action, 2: VMR²L's (VM, slot)); ``workers``: processes stepping them, this one
-    included (1: only this one).
+    included (1: only this one); ``groups``: the rollout's groups
+    (:mod:`dcsim.learn.group_rollout`), each kept whole in one process.
     A context manager: :meth:`close` ends the workers."""
 
     def __init__(self, make: Callable[[], Any], n: int, rng: np.random.Generator, *,
-                 width: int = 1, workers: int = 1):
+                 width: int = 1, workers: int = 1, groups: int = 1):
         self.n, self.rng, self.width = n, rng, width
         self.episodes = EpisodeLog(n, width)
         self.returns = np.zeros(n)
+        #: the rollout's groups of environments (:mod:`dcsim.learn.group_rollout`)
+        self.groups = [[int(i) for i in g] for g in np.array_split(np.arange(n), groups)]
         if workers > 1:
-            self.envs: Any = _Pool(make, n, min(workers, n))
+            runs = np.array_split(np.arange(groups), min(workers, groups))
+            blocks = None if groups == 1 else [[i for k in run for i in self.groups[k]]
+                                               for run in runs]
+            self.envs: Any = _Pool(make, n, min(workers, n), blocks)
         else:
             self.envs = Local([make() for _ in range(n)])
 
@@ -98,6 +104,15 @@ class LockstepEnvs:
     def _stepped(self, step: Step, lo: int, actions: list[Any], results: list[Any]) -> None:
         """Environments ``lo, lo + 1, ...`` stepped with ``actions`` (their ``results``):
         recorded into ``step``, an ended episode's environment reset with a new seed."""
+        resets = self._record(step, lo, actions, results, self._new_seed)
+        for (i, _), o in zip(resets, self.envs.reset(resets) if resets else [], strict=True):
+            step.obs[i] = o
+
+    def _record(self, step: Step, lo: int, actions: list[Any], results: list[Any],
+                seed_of: Callable[[int], int]) -> list[tuple[int, int]]:
+        """Environments ``lo, lo + 1, ...`` stepped with ``actions`` (their ``results``)
+        recorded into ``step`` and the episode log, an ended episode's next seed taken
+        from ``seed_of(env)``; the ``(env, seed)`` to reset."""
         resets = []
         for i, (a, (o, r, done, info)) in enumerate(zip(actions, results, strict=True),
                                                     start=lo):
@@ -108,10 +123,33 @@ class LockstepEnvs:
                 step.dones[i] = True
                 step.ended.append((i, info, self.returns[i]))
                 self.returns[i] = 0.0
-                resets.append((i, self._new_seed(i)))
+                resets.append((i, seed_of(i)))
             step.obs[i] = o
-        for (i, _), o in zip(resets, self.envs.reset(resets) if resets else [], strict=True):
-            step.obs[i] = o
+        return resets
+
+    def recorded(self, actions: np.ndarray, rewards: np.ndarray, dones: np.ndarray,
+                 ended: list[tuple[int, int, dict[str, Any]]], seeds: np.ndarray,
+                 obs: list[Any]) -> list[Step]:
+        """A rollout the processes computed in groups (:mod:`dcsim.learn.group_rollout`;
+        ``(steps, environments)`` arrays, ``ended``: ``(step, env, info)``, ``seeds``: the
+        seed an episode ending at each step and environment was reset with, ``obs``: the
+        observations the environments end on) recorded as if stepped here: the episode
+        log and returns; one :class:`Step` per step (only the last with observations)."""
+        infos = {(t, i): info for t, i, info in ended}
+        steps = []
+        for t in range(len(actions)):
+            step = Step([None] * self.n, np.zeros(self.n), np.zeros(self.n, dtype=bool), [])
+
+            def seed_of(i: int, t: int = t) -> int:
+                self.episodes.reset(i, int(seeds[t, i]))
+                return int(seeds[t, i])
+
+            self._record(step, 0, [int(a) for a in actions[t]],
+                         [(None, rewards[t, i], bool(dones[t, i]), infos.get((t, i)))
+                          for i in range(self.n)], seed_of)
+            steps.append(step)
+        steps[-1].obs = list(obs)
+        return steps
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The episodes in progress, for a resume state."""
@@ -134,35 +172,53 @@ class LockstepEnvs:
         """The processes stepping the environments, this one included."""
         return len(self.envs.blocks) if isinstance(self.envs, _Pool) else 1
 
-    def attach(self, factory: Callable[[], Any]) -> None:
-        """Each worker process builds ``factory()`` (picklable), which then answers
-        :meth:`post_workers`'s requests: how the update's parts are computed there
-        (:mod:`dcsim.learn.shards`). Nothing to do without workers."""
-        if isinstance(self.envs, _Pool):
-            self.envs.attach(factory)
+    @property
+    def local(self) -> Local:
+        """The environments in this process (the first block)."""
+        return self.envs.local if isinstance(self.envs, _Pool) else self.envs
 
-    def post_workers(self, what: str, args: dict[int, tuple]) -> Callable[[], dict[int, Any]]:
-        """Request ``what`` with ``args[w]`` sent to the attached object of worker ``w``
-        (1 .. processes - 1); returns a function that waits for their answers (by worker),
-        so that this process can work meanwhile."""
+    @property
+    def blocks(self) -> list[list[int]]:
+        """The environments of each process, this one's first."""
+        return self.envs.blocks if isinstance(self.envs, _Pool) else [list(range(self.n))]
+
+    def attach(self, name: str, factory: Callable[[Local], Any]
+               | dict[int, Callable[[Local], Any]]) -> None:
+        """Each worker process builds ``factory(its environments)`` (picklable; a dict:
+        worker ``w``'s own ``factory[w]``) under ``name``, which then answers
+        :meth:`post_workers`'s requests to that name: how the update's parts
+        (:mod:`dcsim.learn.shards`) or the rollout's groups
+        (:mod:`dcsim.learn.group_rollout`) are computed there. Nothing to do without
+        workers."""
+        if isinstance(self.envs, _Pool):
+            self.envs.attach(name, factory if isinstance(factory, dict)
+                             else dict.fromkeys(self.envs.conns, factory))
+
+    def post_workers(self, name: str, what: str, args: dict[int, tuple]
+                     ) -> Callable[[], dict[int, Any]]:
+        """Request ``what`` with ``args[w]`` sent to worker ``w``'s object ``name`` (``w``
+        in 1 .. processes - 1); returns a function that waits for their answers (by
+        worker), so that this process can work meanwhile."""
         if not args:
             return dict
-        return self.envs.post_attached({w: (what, a) for w, a in args.items()})
+        return self.envs.post_attached({w: (name, what, a) for w, a in args.items()})
 
-    def each_worker(self, what: str, args: tuple) -> dict[int, Any]:
-        """Request ``what`` with the same ``args`` to every worker's attached object."""
-        return self.post_workers(what, {w: args for w in range(1, self.processes)})()
+    def each_worker(self, name: str, what: str, args: tuple) -> dict[int, Any]:
+        """Request ``what`` with the same ``args`` to every worker's object ``name``."""
+        return self.post_workers(name, what, {w: args for w in range(1, self.processes)})()
 
 
 # --------------------------------------------------------------------------- workers
 class _Pool:
-    """The environments in contiguous blocks, one per process: the first in the trainer's
-    process (stepped while the others' workers step theirs), each other in a spawned
-    worker (``workers - 1`` of them)."""
+    """The environments in contiguous blocks, one per process (``blocks``, or ``workers``
+    even ones): the first in the trainer's process (stepped while the others' workers step
+    theirs), each other in a spawned worker."""
 
-    def __init__(self, make: Callable[[], Any], n: int, workers: int):
+    def __init__(self, make: Callable[[], Any], n: int, workers: int,
+                 blocks: list[list[int]] | None = None):
         ctx = mp.get_context("spawn")  # not fork: the trainer holds torch's threads
-        self.blocks = [[int(i) for i in b] for b in np.array_split(np.arange(n), workers)]
+        self.blocks = blocks or [[int(i) for i in b]
+                                 for b in np.array_split(np.arange(n), workers)]
         self.conns: dict[int, Any] = {}
         self.procs: dict[int, Any] = {}
         self.local = Local([make() for _ in self.blocks[0]])  # a bad config fails here
@@ -219,15 +275,15 @@ class _Pool:
         out = {0: self.local.handle(*requests[0])} if 0 in requests else {}
         return {**out, **gather()}
 
-    def attach(self, factory: Callable[[], Any]) -> None:
-        """Each worker builds ``factory()`` (picklable), which then answers
-        :meth:`post_attached`'s requests (:mod:`dcsim.learn.shards`)."""
-        self._post({w: ("attach", factory) for w in self.conns})()
+    def attach(self, name: str, factories: dict[int, Callable[[Local], Any]]) -> None:
+        """Worker ``w`` builds ``factories[w](its environments)`` (picklable) under
+        ``name``, which then answers :meth:`post_attached`'s requests."""
+        self._post({w: ("attach", (name, f)) for w, f in factories.items()})()
 
-    def post_attached(self, requests: dict[int, tuple[str, Any]]
+    def post_attached(self, requests: dict[int, tuple[str, str, Any]]
                       ) -> Callable[[], dict[int, Any]]:
-        """Requests ``(what, args)`` to the workers' attached objects; a function that
-        gathers their answers."""
+        """Requests ``(name, what, args)`` to the workers' attached objects; a function
+        that gathers their answers."""
         return self._post({w: ("attached", msg) for w, msg in requests.items()})
 
     def _scatter(self, what: str, per_env: list[Any], extra: tuple = ()) -> list[Any]:

@@ -74,6 +74,10 @@ class TrainConfig:
     # each minibatch's gradient as the sum of this many parts, computed in the num_workers
     # processes (see dcsim.learn.shards): the update scales with cores; 1: in one pass
     update_shards: int = Field(1, ge=1)
+    # the rollout in this many groups of environments, each run whole by one of the
+    # num_workers processes, its policy forward there (see dcsim.learn.group_rollout): the
+    # rollout scales with cores; 1: the trainer computes every forward (CPU only when > 1)
+    rollout_groups: int = Field(1, ge=1)
     update_epochs: int = Field(4, ge=1)
     lr: float = Field(1e-3, gt=0.0)               # paper: 5e-3 (RLlib)
     anneal_lr: bool = True
@@ -105,6 +109,12 @@ class TrainConfig:
     # iterations at the start that train only the critic (the policy is frozen): a fresh
     # critic's advantages would otherwise push a trained policy around at random
     critic_warmup: int = Field(0, ge=0)
+
+    def __post_init__(self):
+        if self.rollout_groups > self.num_envs:
+            raise ValueError(f"rollout_groups: {self.rollout_groups} groups of "
+                             f"num_envs: {self.num_envs} environments; at most one group "
+                             f"per environment")
 
     def env_config(self, requests: int | None = None) -> NaraEnvConfig:
         return NaraEnvConfig(topology=self.topology, topologies=self.topologies,

@@ -64,9 +64,11 @@ import numpy as np
 import torch
 
 from dcsim.allocators.multi.learned import save_checkpoint
+from dcsim.errors import ConfigError
 from dcsim.greedy import greedy_argmax_torch
 from dcsim.learn import ppo_core as core
 from dcsim.learn.gnn import NaraPolicy, NaraValue, graph_batch, stack_obs
+from dcsim.learn.group_rollout import Groups, Policy, sample
 from dcsim.learn.lockstep import LockstepEnvs
 from dcsim.learn.nara_config import (  # noqa: F401  (TrainConfig, load_train_config: re-exported)
     TrainConfig,
@@ -81,14 +83,20 @@ __all__ = ["TrainConfig", "evaluate", "load_train_config", "train"]
 
 
 # --------------------------------------------------------------------------- rollouts
-def _sample(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One action per row from softmax(logits) by inverse CDF (float64)."""
-    z = logits - logits.max(axis=1, keepdims=True)
-    p = np.exp(z)
-    c = np.cumsum(p, axis=1)
-    u = rng.random(len(c)) * c[:, -1]
-    a = (c < u[:, None]).sum(axis=1)
-    return np.minimum(a, logits.shape[1] - 1)
+class _GroupPolicy(Policy):
+    """The policy a process runs its rollout groups with (:mod:`dcsim.learn.group_rollout`):
+    a copy of the trainer's, on the CPU."""
+
+    def __init__(self, arch: Any, threads: int):
+        torch.set_num_threads(threads)
+        self.policy = NaraPolicy(arch)
+
+    def load(self, weights: dict[str, np.ndarray]) -> None:
+        self.policy.load_numpy(weights)
+
+    def logp(self, obs: list[Any]) -> np.ndarray:
+        with torch.no_grad():
+            return torch.log_softmax(self.policy(graph_batch(stack_obs(obs))), dim=1).numpy()
 
 
 def _networks(arch: Any, value_hidden: int) -> dict[str, torch.nn.Module]:
@@ -136,6 +144,10 @@ def train(cfg: TrainConfig, out: str | Path, *, command: str | None = None,
 
 def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
     out, command, say, device, state = ctx.out, ctx.command, ctx.say, ctx.device, ctx.state
+    if cfg.rollout_groups > 1 and device.type != "cpu":
+        raise ConfigError(f"rollout_groups: {cfg.rollout_groups} computes the rollout's "
+                          f"forward passes in the worker processes, on the CPU; with device "
+                          f"{device.type} set device: cpu or rollout_groups: 1")
     env_cfg = cfg.env_config()
     resources = tuple(NaraEnv(env_cfg).topology.resources)
     arch = cfg.architecture(len(resources))
@@ -177,8 +189,11 @@ def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
 
     B, T = cfg.num_envs, cfg.num_steps
     envs = ctx.closing.enter_context(LockstepEnvs(
-        partial(NaraEnv, env_cfg), B, run.rngs["episodes"], workers=cfg.num_workers))
+        partial(NaraEnv, env_cfg), B, run.rngs["episodes"], workers=cfg.num_workers,
+        groups=cfg.rollout_groups))
     obs = run.start(envs, state, say)
+    groups = None if cfg.rollout_groups == 1 else Groups(
+        envs, partial(_GroupPolicy, arch, cfg.threads))
     shards = None if cfg.update_shards == 1 else Shards(
         cfg.update_shards, nets, Replica(partial(_networks, arch, cfg.value_hidden),
                                          _evaluate, cfg.threads), envs, device)
@@ -201,12 +216,19 @@ def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
     for it, stop, lr in run.iterations():
         ro = core.Rollout(T, B, _acceptance)
         actions = np.zeros((T, B), dtype=np.int64)
-        for t in range(T):
+        if groups is not None:  # every process rolls out its own groups
+            rolled = groups.run(policy.numpy_weights(), obs, act_rng.random((T, B)),
+                                run.rngs["episodes"].integers(2**62, size=(T, B)))
+            ro.observe(rolled.flat)
+            actions[:], ro.logp[:] = rolled.actions, rolled.logp
+            for t, step in enumerate(rolled.steps):
+                obs = ro.stepped(t, step)
+        for t in range(T if groups is None else 0):
             batch = ro.observe(stack_obs(obs))
             with torch.no_grad():
                 logits = policy(graph_batch(batch, device))
                 logp_all = torch.log_softmax(logits, dim=1).cpu().numpy()
-            a = _sample(logp_all.astype(np.float64), act_rng)
+            a = sample(logp_all.astype(np.float64), act_rng.random(B))
             actions[t] = a
             ro.logp[t] = logp_all[np.arange(B), a]
             obs = ro.stepped(t, envs.step([int(x) for x in a]))

@@ -59,8 +59,9 @@ class Replica:
     evaluate: Evaluate
     threads: int
 
-    def __call__(self) -> PartServer:
-        """The worker's side (built in the worker when the trainer attaches it)."""
+    def __call__(self, local: Any = None) -> PartServer:
+        """The worker's side (built in the worker when the trainer attaches it; its
+        environments, ``local``, are not needed)."""
         torch.set_num_threads(self.threads)
         return PartServer(self)
 
@@ -135,7 +136,7 @@ class Shards:
         self.evaluate = replica.evaluate
         self.envs = envs if device.type == "cpu" and envs.processes > 1 else None
         if self.envs is not None:
-            self.envs.attach(replica)
+            self.envs.attach("parts", replica)
         self.data: dict[str, np.ndarray] = {}
         self.old: dict[str, np.ndarray] = {}
 
@@ -146,7 +147,7 @@ class Shards:
         self.old = {"logp": logp.reshape(-1), "ret": ret.reshape(-1),
                     "value": value.reshape(-1)}
         if self.envs is not None:
-            self.envs.each_worker("begin", (self.data, self.old))
+            self.envs.each_worker("parts", "begin", (self.data, self.old))
 
     def gradient(self, mb: np.ndarray, adv: np.ndarray, settings: Any, critic_only: bool
                  ) -> Stats:
@@ -158,7 +159,7 @@ class Shards:
         P = 1 if self.envs is None else self.envs.processes
         if self.envs is not None:
             weights = [p.detach().numpy() for p in self.params]
-            theirs = self.envs.post_workers("parts", {
+            theirs = self.envs.post_workers("parts", "parts", {
                 w: (weights, parts[w::P], len(mb), settings, critic_only) for w in range(1, P)
                 if parts[w::P]})
         got: dict[int, tuple[list[Any], Stats]] = {}

@@ -1,0 +1,178 @@
+"""A PPO iteration's rollout computed where the environments are, in ``rollout_groups``
+fixed groups of environments, so that the rollout scales with worker processes.
+
+With ``rollout_groups: 1`` (the default) the trainer's process computes the policy's
+forward pass for every environment at every lock-step and the workers only step theirs
+(:mod:`dcsim.learn.lockstep`): every shipped checkpoint was trained so. That forward and a
+round trip per lock-step stay serial, which bounds the gain from more processes.
+
+With ``rollout_groups: G`` the environments are split into ``G`` contiguous groups and
+each process (the trainer's and each worker's) runs whole groups for the iteration's
+``num_steps`` steps on its own: the forward pass of each group on its own (one batch per
+group), the action drawn by inverse CDF from a uniform variate the trainer drew for that
+environment and step, and an ended episode's environment reset with the seed the trainer
+drew for that environment and step. The trainer sends each process the weights, the
+environments' observations and those variates and seeds at the start of the iteration,
+and gathers the observations, actions, log-probabilities, rewards and episode ends at its
+end. A group is computed the same way whichever process runs it, so for a given
+``rollout_groups`` the rollout, hence the weights, are the same, bit for bit, at any
+``num_workers``; groups are assigned to processes in contiguous runs (at most one process
+per group). ``rollout_groups`` is a training setting (as ``update_shards`` is): the forward
+of a group is not bit-equal to its rows of a forward over all environments, and the
+episodes' seeds are drawn per step, so ``G`` = 1 and ``G`` = 2 train different weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from dcsim.learn.env_worker import Local, pack, unpack
+
+#: log-probabilities ``(len(obs), actions)`` of the policy for a list of observations
+LogProbs = Callable[[list[Any]], np.ndarray]
+
+
+def sample(logp: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """One action per row from softmax(``logp``) by inverse CDF (float64), row ``i``
+    drawn with the uniform variate ``u[i]`` in [0, 1)."""
+    z = logp - logp.max(axis=1, keepdims=True)
+    c = np.cumsum(np.exp(z), axis=1)
+    a = (c < (u * c[:, -1])[:, None]).sum(axis=1)
+    return np.minimum(a, logp.shape[1] - 1)
+
+
+class Policy:
+    """What a process runs groups with: ``load(weights)`` sets the policy's weights,
+    ``logp(obs)`` is :data:`LogProbs`."""
+
+    def load(self, weights: dict[str, np.ndarray]) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def logp(self, obs: list[Any]) -> np.ndarray:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+@dataclasses.dataclass(frozen=True)
+class Runner:
+    """A process's side, picklable: ``groups`` (the process's groups, as indices into its
+    environments) and ``policy()``, which builds its :class:`Policy`. Called with the
+    process's environments (a worker's, when the trainer attaches it; the trainer's own)."""
+
+    groups: list[list[int]]
+    policy: Callable[[], Policy]
+
+    def __call__(self, local: Local) -> GroupRunner:
+        return GroupRunner(local, self.groups, self.policy())
+
+
+class GroupRunner:
+    """One process's groups of environments, rolled out on request (:meth:`rollout`)."""
+
+    def __init__(self, local: Local, groups: list[list[int]], policy: Policy):
+        self.local, self.groups, self.policy = local, groups, policy
+
+    def handle(self, what: str, args: tuple) -> Any:
+        if what != "rollout":
+            raise ValueError(f"unknown request {what!r}")
+        weights, obs, u, seeds = args
+        return self.rollout(weights, unpack(obs), u, seeds)
+
+    def rollout(self, weights: dict[str, np.ndarray], obs: list[Any], u: np.ndarray,
+                seeds: np.ndarray) -> tuple[Any, ...]:
+        """``len(u)`` steps of this process's environments, starting from their
+        observations ``obs``, with the policy's ``weights``; ``u``, ``seeds``: ``(steps,
+        environments)`` uniform variates and episode seeds. Returns the observations
+        acted on (packed, step-major), the actions, their log-probabilities, the rewards,
+        the episode ends, ``(step, environment, info)`` of each ended episode and the
+        observations the environments end on (packed)."""
+        self.policy.load(weights)
+        T, n = u.shape
+        obs = list(obs)
+        seen: list[Any] = []
+        actions = np.zeros((T, n), dtype=np.int64)
+        logp = np.zeros((T, n), dtype=np.float32)
+        rewards = np.zeros((T, n))
+        dones = np.zeros((T, n), dtype=bool)
+        ended: list[tuple[int, int, dict[str, Any]]] = []
+        for t in range(T):
+            seen.extend(obs)
+            for g in self.groups:
+                lp = self.policy.logp([obs[j] for j in g])
+                a = sample(lp.astype(np.float64), u[t, g])
+                actions[t, g] = a
+                logp[t, g] = lp[np.arange(len(g)), a]
+            for j, (o, r, done, info) in enumerate(self.local.step(list(actions[t]))):
+                rewards[t, j] = r
+                if done:
+                    dones[t, j] = True
+                    ended.append((t, j, info))
+                    o = self.local.reset([(j, int(seeds[t, j]))])[0]
+                obs[j] = o
+        return pack(seen), actions, logp, rewards, dones, ended, pack(obs)
+
+
+@dataclasses.dataclass
+class Rolled:
+    """An iteration's rollout gathered from every process: the observations acted on (one
+    batch, ``steps × environments`` rows, step-major), the actions and their
+    log-probabilities ``(steps, environments)``, and each step as the lock-step
+    environments record it (:meth:`~dcsim.learn.lockstep.LockstepEnvs.recorded`: the
+    last holds the observations the environments end on)."""
+
+    flat: dict[str, np.ndarray]
+    actions: np.ndarray
+    logp: np.ndarray
+    steps: list[Any]
+
+
+class Groups:
+    """The trainer's side: ``envs``' environments (a
+    :class:`~dcsim.learn.lockstep.LockstepEnvs` built with ``groups``) rolled out in their
+    groups, each process running its own (``policy``: builds a :class:`Policy`,
+    picklable)."""
+
+    def __init__(self, envs: Any, policy: Callable[[], Policy]):
+        self.envs = envs
+        runners = {w: Runner([[i - b[0] for i in g] for g in envs.groups if g[0] in b],
+                             policy) for w, b in enumerate(envs.blocks)}
+        self.mine = runners.pop(0)(envs.local)
+        envs.attach("groups", runners)
+
+    def run(self, weights: dict[str, np.ndarray], obs: list[Any], u: np.ndarray,
+            seeds: np.ndarray) -> Rolled:
+        """Every group rolled out for ``len(u)`` steps from observations ``obs`` (``u``,
+        ``seeds``: ``(steps, environments)``), the workers' meanwhile."""
+        blocks = self.envs.blocks
+        theirs = self.envs.post_workers("groups", "rollout", {
+            w: (weights, pack([obs[i] for i in b]), u[:, b], seeds[:, b])
+            for w, b in enumerate(blocks) if w})
+        got = {0: self.mine.rollout(weights, [obs[i] for i in blocks[0]], u[:, blocks[0]],
+                                    seeds[:, blocks[0]])}
+        got.update(theirs())
+        return self._joined([got[w] for w in range(len(blocks))], seeds)
+
+    def _joined(self, parts: list[tuple[Any, ...]], seeds: np.ndarray) -> Rolled:
+        """The processes' results (in process order) as one rollout."""
+        T = len(seeds)
+        blocks = self.envs.blocks
+        if all(p[0][0] == "stacked" for p in parts):  # (steps x block) rows per key
+            flat = {k: np.concatenate([p[0][1][k].reshape(T, len(b), *p[0][1][k].shape[1:])
+                                       for p, b in zip(parts, blocks, strict=True)],
+                                      axis=1).reshape(T * self.envs.n, *v.shape[1:])
+                    for k, v in parts[0][0][1].items()}
+        else:
+            seen = [unpack(p[0]) for p in parts]
+            flat = {k: np.stack([seen[w][t * len(b) + j][k]
+                                 for t in range(T) for w, b in enumerate(blocks)
+                                 for j in range(len(b))])
+                    for k in seen[0][0]}
+        actions, logp, rewards, dones = (np.concatenate([p[k] for p in parts], axis=1)
+                                         for k in range(1, 5))
+        ended = [(t, blocks[w][j], info) for w, p in enumerate(parts) for t, j, info in p[5]]
+        steps = self.envs.recorded(actions, rewards, dones, ended, seeds,
+                                   [o for p in parts for o in unpack(p[6])])
+        return Rolled(flat, actions, logp, steps)
