@@ -14,7 +14,7 @@ pytest.importorskip("torch")
 pytest.importorskip("gymnasium")
 
 from dcsim.errors import ConfigError  # noqa: E402
-from dcsim.learn.group_rollout import Groups, Policy, sample  # noqa: E402
+from dcsim.learn.group_rollout import Groups, sample  # noqa: E402
 from dcsim.learn.lockstep import LockstepEnvs  # noqa: E402
 from tests.helpers.toy_env import CountingEnv  # noqa: E402
 from tests.helpers.training import NARA, same, trained  # noqa: E402
@@ -35,7 +35,7 @@ def test_sample_is_the_inverse_cdf_at_each_variate(logp, u):
 
 
 # ------------------------------------------------------------------------------ machinery
-class RowPolicy(Policy):
+class RowPolicy:
     """Log-probabilities that are a function of each observation alone (a row's result
     does not depend on the batch), so that groups and one batch agree exactly."""
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -45,15 +45,13 @@ def sample(logp: np.ndarray, u: np.ndarray) -> np.ndarray:
     return np.minimum(a, logp.shape[1] - 1)
 
 
-class Policy:
+class Policy(Protocol):
     """What a process runs groups with: ``load(weights)`` sets the policy's weights,
     ``logp(obs)`` is :data:`LogProbs`."""
 
-    def load(self, weights: dict[str, np.ndarray]) -> None:  # pragma: no cover - interface
-        raise NotImplementedError
+    def load(self, weights: dict[str, np.ndarray]) -> None: ...
 
-    def logp(self, obs: list[Any]) -> np.ndarray:  # pragma: no cover - interface
-        raise NotImplementedError
+    def logp(self, obs: list[Any]) -> np.ndarray: ...
 
 
 @dataclasses.dataclass(frozen=True)

@@ -68,7 +68,7 @@ from dcsim.errors import ConfigError
 from dcsim.greedy import greedy_argmax_torch
 from dcsim.learn import ppo_core as core
 from dcsim.learn.gnn import NaraPolicy, NaraValue, graph_batch, stack_obs
-from dcsim.learn.group_rollout import Groups, Policy, sample
+from dcsim.learn.group_rollout import Groups, sample
 from dcsim.learn.lockstep import LockstepEnvs
 from dcsim.learn.nara_config import (  # noqa: F401  (TrainConfig, load_train_config: re-exported)
     TrainConfig,
@@ -83,7 +83,7 @@ __all__ = ["TrainConfig", "evaluate", "load_train_config", "train"]
 
 
 # --------------------------------------------------------------------------- rollouts
-class _GroupPolicy(Policy):
+class _GroupPolicy:
     """The policy a process runs its rollout groups with (:mod:`dcsim.learn.group_rollout`):
     a copy of the trainer's, on the CPU."""
 
