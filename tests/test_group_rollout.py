@@ -4,6 +4,8 @@ same weights at any worker count, resumable, and refused where it cannot run."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -17,7 +19,7 @@ from dcsim.errors import ConfigError  # noqa: E402
 from dcsim.learn.group_rollout import Groups, sample  # noqa: E402
 from dcsim.learn.lockstep import LockstepEnvs  # noqa: E402
 from tests.helpers.toy_env import CountingEnv  # noqa: E402
-from tests.helpers.training import NARA, same, trained  # noqa: E402
+from tests.helpers.training import same, trained  # noqa: E402
 
 
 # ------------------------------------------------------------------------------ sampling
@@ -132,13 +134,19 @@ def test_more_groups_than_environments_is_refused():
         TrainConfig(num_envs=3, rollout_groups=4)
 
 
-def test_rollout_groups_on_cuda_is_refused_before_cuda_is_used(tmp_path):
-    from dcsim.learn import ppo
+def test_rollout_groups_run_on_the_cpu():
+    """The groups' forward passes run in the workers, which have no GPU: ``device: auto``
+    picks the CPU (the checkpoint records it), an explicit ``cuda`` is refused."""
+    from dcsim.learn.ppo import TrainConfig, load_train_config
 
-    cfg = ppo.TrainConfig(**{**NARA, "rollout_groups": 2, "device": "cuda",
-                             "deterministic": False})
-    with pytest.raises(ConfigError, match="rollout_groups: 2 .* set device: cpu"):
-        ppo.train(cfg, tmp_path, log=None)
+    assert TrainConfig(rollout_groups=2).device == "cpu"
+    assert TrainConfig(rollout_groups=1).device == "auto"
+    with pytest.raises(ValueError, match="rollout_groups: 2 runs .* set device: cpu"):
+        TrainConfig(rollout_groups=2, device="cuda")
+    root = Path(__file__).resolve().parents[1]
+    with pytest.raises(ConfigError, match="rollout_groups"):
+        load_train_config(root / "experiments" / "nara_train.yaml", rollout_groups=2,
+                          device="cuda")
 
 
 def test_the_runner_refuses_unknown_requests():

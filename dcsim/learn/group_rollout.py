@@ -20,6 +20,8 @@ end. A group is computed the same way whichever process runs it, so for a given
 per group). ``rollout_groups`` is a training setting (as ``update_shards`` is): the forward
 of a group is not bit-equal to its rows of a forward over all environments, and the
 episodes' seeds are drawn per step, so ``G`` = 1 and ``G`` = 2 train different weights.
+The workers have no GPU, so a training with ``G`` > 1 runs on the CPU (``device: auto``
+picks it; ``cuda`` is refused when the config is read).
 """
 
 from __future__ import annotations

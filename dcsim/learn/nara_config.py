@@ -76,7 +76,8 @@ class TrainConfig:
     update_shards: int = Field(1, ge=1)
     # the rollout in this many groups of environments, each run whole by one of the
     # num_workers processes, its policy forward there (see dcsim.learn.group_rollout): the
-    # rollout scales with cores; 1: the trainer computes every forward (CPU only when > 1)
+    # rollout scales with cores; 1: the trainer computes every forward (> 1: on the CPU,
+    # device auto picks it)
     rollout_groups: int = Field(1, ge=1)
     update_epochs: int = Field(4, ge=1)
     lr: float = Field(1e-3, gt=0.0)               # paper: 5e-3 (RLlib)
@@ -115,6 +116,12 @@ class TrainConfig:
             raise ValueError(f"rollout_groups: {self.rollout_groups} groups of "
                              f"num_envs: {self.num_envs} environments; at most one group "
                              f"per environment")
+        if self.rollout_groups > 1:  # the groups' forward passes run in the workers, on CPU
+            if self.device == "cuda":
+                raise ValueError(f"rollout_groups: {self.rollout_groups} runs the rollout's "
+                                 f"forward passes in the worker processes, on the CPU; set "
+                                 f"device: cpu (or auto) or rollout_groups: 1")
+            self.device = "cpu"
 
     def env_config(self, requests: int | None = None) -> NaraEnvConfig:
         return NaraEnvConfig(topology=self.topology, topologies=self.topologies,

@@ -64,7 +64,6 @@ import numpy as np
 import torch
 
 from dcsim.allocators.multi.learned import save_checkpoint
-from dcsim.errors import ConfigError
 from dcsim.greedy import greedy_argmax_torch
 from dcsim.learn import ppo_core as core
 from dcsim.learn.gnn import NaraPolicy, NaraValue, graph_batch, stack_obs
@@ -144,10 +143,6 @@ def train(cfg: TrainConfig, out: str | Path, *, command: str | None = None,
 
 def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
     out, command, say, device, state = ctx.out, ctx.command, ctx.say, ctx.device, ctx.state
-    if cfg.rollout_groups > 1 and device.type != "cpu":
-        raise ConfigError(f"rollout_groups: {cfg.rollout_groups} computes the rollout's "
-                          f"forward passes in the worker processes, on the CPU; with device "
-                          f"{device.type} set device: cpu or rollout_groups: 1")
     env_cfg = cfg.env_config()
     resources = tuple(NaraEnv(env_cfg).topology.resources)
     arch = cfg.architecture(len(resources))
