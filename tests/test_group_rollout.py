@@ -51,6 +51,9 @@ class RowPolicy:
         z = np.stack([o["x"] for o in obs]) * self.w[None, :]
         return (z - np.log(np.exp(z).sum(axis=1, keepdims=True))).astype(np.float32)
 
+    def values(self, obs):
+        return np.stack([o["x"] for o in obs]).sum(axis=1).astype(np.float32)
+
 
 def _lockstep_reference(n, weights, u, seeds):
     """The same rollout by hand, one lock-step at a time in this process."""
@@ -96,6 +99,8 @@ def test_groups_give_the_lockstep_rollout_for_the_same_draws(n, groups, workers)
         rows, acts, rewards, dones, ended, last = _lockstep_reference(n, weights, u, seeds)
         assert np.array_equal(rolled.flat["x"], np.stack([o["x"] for o in rows]))
         assert np.array_equal(rolled.actions, acts)
+        assert np.array_equal(rolled.values.reshape(-1), RowPolicy().values(rows))
+        assert np.array_equal(rolled.next_values, RowPolicy().values(last))
         assert np.array_equal(np.stack([s.rewards for s in rolled.steps]), rewards)
         assert np.array_equal(np.stack([s.dones for s in rolled.steps]), dones)
         got_ended = [(t, i, info) for t, s in enumerate(rolled.steps) for i, info, _ in s.ended]

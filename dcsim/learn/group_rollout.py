@@ -48,12 +48,15 @@ def sample(logp: np.ndarray, u: np.ndarray) -> np.ndarray:
 
 
 class Policy(Protocol):
-    """What a process runs groups with: ``load(weights)`` sets the policy's weights,
-    ``logp(obs)`` is :data:`LogProbs`."""
+    """What a process runs groups with: ``load(weights)`` sets the networks' weights,
+    ``logp(obs)`` is :data:`LogProbs`, ``values(obs)`` the critic's values
+    ``(len(obs),)``."""
 
-    def load(self, weights: dict[str, np.ndarray]) -> None: ...
+    def load(self, weights: Any) -> None: ...
 
     def logp(self, obs: list[Any]) -> np.ndarray: ...
+
+    def values(self, obs: list[Any]) -> np.ndarray: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,14 +84,16 @@ class GroupRunner:
         weights, obs, u, seeds = args
         return self.rollout(weights, unpack(obs), u, seeds)
 
-    def rollout(self, weights: dict[str, np.ndarray], obs: list[Any], u: np.ndarray,
-                seeds: np.ndarray) -> tuple[Any, ...]:
+    def rollout(self, weights: Any, obs: list[Any], u: np.ndarray, seeds: np.ndarray
+                ) -> dict[str, Any]:
         """``len(u)`` steps of this process's environments, starting from their
-        observations ``obs``, with the policy's ``weights``; ``u``, ``seeds``: ``(steps,
+        observations ``obs``, with the networks' ``weights``; ``u``, ``seeds``: ``(steps,
         environments)`` uniform variates and episode seeds. Returns the observations
-        acted on (packed, step-major), the actions, their log-probabilities, the rewards,
-        the episode ends, ``(step, environment, info)`` of each ended episode and the
-        observations the environments end on (packed)."""
+        acted on (``seen``, packed, step-major), the ``actions``, their log-probabilities
+        (``logp``), the ``rewards``, the episode ends (``dones``), ``(step, environment,
+        info)`` of each ended episode (``ended``), the observations the environments end
+        on (``obs``, packed), and the critic's values of the observations acted on
+        (``values``) and of those (``next_values``), each group's in one batch."""
         self.policy.load(weights)
         T, n = u.shape
         obs = list(obs)
@@ -112,20 +117,31 @@ class GroupRunner:
                     ended.append((t, j, info))
                     o = self.local.reset([(j, int(seeds[t, j]))])[0]
                 obs[j] = o
-        return pack(seen), actions, logp, rewards, dones, ended, pack(obs)
+        values = np.zeros((T, n), dtype=np.float32)
+        next_values = np.zeros(n, dtype=np.float32)
+        for g in self.groups:
+            values[:, g] = self.policy.values([seen[t * n + j] for t in range(T)
+                                               for j in g]).reshape(T, len(g))
+            next_values[g] = self.policy.values([obs[j] for j in g])
+        return {"seen": pack(seen), "actions": actions, "logp": logp, "rewards": rewards,
+                "dones": dones, "ended": ended, "obs": pack(obs), "values": values,
+                "next_values": next_values}
 
 
 @dataclasses.dataclass
 class Rolled:
     """An iteration's rollout gathered from every process: the observations acted on (one
-    batch, ``steps × environments`` rows, step-major), the actions and their
-    log-probabilities ``(steps, environments)``, and each step as the lock-step
+    batch, ``steps × environments`` rows, step-major), the actions, their
+    log-probabilities and the critic's values ``(steps, environments)``, the values of
+    the observations the environments end on, and each step as the lock-step
     environments record it (:meth:`~dcsim.learn.lockstep.LockstepEnvs.recorded`: the
-    last holds the observations the environments end on)."""
+    last holds those observations)."""
 
     flat: dict[str, np.ndarray]
     actions: np.ndarray
     logp: np.ndarray
+    values: np.ndarray
+    next_values: np.ndarray
     steps: list[Any]
 
 
@@ -142,8 +158,7 @@ class Groups:
         self.mine = runners.pop(0)(envs.local)
         envs.attach("groups", runners)
 
-    def run(self, weights: dict[str, np.ndarray], obs: list[Any], u: np.ndarray,
-            seeds: np.ndarray) -> Rolled:
+    def run(self, weights: Any, obs: list[Any], u: np.ndarray, seeds: np.ndarray) -> Rolled:
         """Every group rolled out for ``len(u)`` steps from observations ``obs`` (``u``,
         ``seeds``: ``(steps, environments)``), the workers' meanwhile."""
         blocks = self.envs.blocks
@@ -155,24 +170,27 @@ class Groups:
         got.update(theirs())
         return self._joined([got[w] for w in range(len(blocks))], seeds)
 
-    def _joined(self, parts: list[tuple[Any, ...]], seeds: np.ndarray) -> Rolled:
+    def _joined(self, parts: list[dict[str, Any]], seeds: np.ndarray) -> Rolled:
         """The processes' results (in process order) as one rollout."""
         T = len(seeds)
         blocks = self.envs.blocks
-        if all(p[0][0] == "stacked" for p in parts):  # (steps x block) rows per key
-            flat = {k: np.concatenate([p[0][1][k].reshape(T, len(b), *p[0][1][k].shape[1:])
+        if all(p["seen"][0] == "stacked" for p in parts):  # (steps x block) rows per key
+            flat = {k: np.concatenate([p["seen"][1][k].reshape(T, len(b), *v.shape[1:])
                                        for p, b in zip(parts, blocks, strict=True)],
                                       axis=1).reshape(T * self.envs.n, *v.shape[1:])
-                    for k, v in parts[0][0][1].items()}
+                    for k, v in parts[0]["seen"][1].items()}
         else:
-            seen = [unpack(p[0]) for p in parts]
+            seen = [unpack(p["seen"]) for p in parts]
             flat = {k: np.stack([seen[w][t * len(b) + j][k]
                                  for t in range(T) for w, b in enumerate(blocks)
                                  for j in range(len(b))])
                     for k in seen[0][0]}
-        actions, logp, rewards, dones = (np.concatenate([p[k] for p in parts], axis=1)
-                                         for k in range(1, 5))
-        ended = [(t, blocks[w][j], info) for w, p in enumerate(parts) for t, j, info in p[5]]
+        actions, logp, rewards, dones, values = (
+            np.concatenate([p[k] for p in parts], axis=1)
+            for k in ("actions", "logp", "rewards", "dones", "values"))
+        ended = [(t, blocks[w][j], info) for w, p in enumerate(parts)
+                 for t, j, info in p["ended"]]
         steps = self.envs.recorded(actions, rewards, dones, ended, seeds,
-                                   [o for p in parts for o in unpack(p[6])])
-        return Rolled(flat, actions, logp, steps)
+                                   [o for p in parts for o in unpack(p["obs"])])
+        return Rolled(flat, actions, logp, values,
+                      np.concatenate([p["next_values"] for p in parts]), steps)

@@ -83,19 +83,24 @@ __all__ = ["TrainConfig", "evaluate", "load_train_config", "train"]
 
 # --------------------------------------------------------------------------- rollouts
 class _GroupPolicy:
-    """The policy a process runs its rollout groups with (:mod:`dcsim.learn.group_rollout`):
-    a copy of the trainer's, on the CPU."""
+    """The networks a process runs its rollout groups with (:mod:`dcsim.learn.group_rollout`):
+    copies of the trainer's, on the CPU."""
 
-    def __init__(self, arch: Any, threads: int):
+    def __init__(self, arch: Any, value_hidden: int, threads: int):
         torch.set_num_threads(threads)
-        self.policy = NaraPolicy(arch)
+        self.policy, self.value = NaraPolicy(arch), NaraValue(arch, value_hidden)
 
-    def load(self, weights: dict[str, np.ndarray]) -> None:
-        self.policy.load_numpy(weights)
+    def load(self, weights: tuple[dict[str, np.ndarray], dict[str, np.ndarray]]) -> None:
+        self.policy.load_numpy(weights[0])
+        self.value.load_state_dict({k: torch.from_numpy(v) for k, v in weights[1].items()})
 
     def logp(self, obs: list[Any]) -> np.ndarray:
         with torch.no_grad():
             return torch.log_softmax(self.policy(graph_batch(stack_obs(obs))), dim=1).numpy()
+
+    def values(self, obs: list[Any]) -> np.ndarray:
+        with torch.no_grad():
+            return self.value(graph_batch(stack_obs(obs))).numpy()
 
 
 def _networks(arch: Any, value_hidden: int) -> dict[str, torch.nn.Module]:
@@ -188,7 +193,7 @@ def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
         groups=cfg.rollout_groups))
     obs = run.start(envs, state, say)
     groups = None if cfg.rollout_groups == 1 else Groups(
-        envs, partial(_GroupPolicy, arch, cfg.threads))
+        envs, partial(_GroupPolicy, arch, cfg.value_hidden, cfg.threads))
     shards = None if cfg.update_shards == 1 else Shards(
         cfg.update_shards, nets, Replica(partial(_networks, arch, cfg.value_hidden),
                                          _evaluate, cfg.threads), envs, device)
@@ -212,7 +217,9 @@ def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
         ro = core.Rollout(T, B, _acceptance)
         actions = np.zeros((T, B), dtype=np.int64)
         if groups is not None:  # every process rolls out its own groups
-            rolled = groups.run(policy.numpy_weights(), obs, act_rng.random((T, B)),
+            weights = (policy.numpy_weights(),
+                       {k: v.detach().numpy().copy() for k, v in value.state_dict().items()})
+            rolled = groups.run(weights, obs, act_rng.random((T, B)),
                                 run.rngs["episodes"].integers(2**62, size=(T, B)))
             ro.observe(rolled.flat)
             actions[:], ro.logp[:] = rolled.actions, rolled.logp
@@ -228,11 +235,15 @@ def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
             ro.logp[t] = logp_all[np.arange(B), a]
             obs = ro.stepped(t, envs.step([int(x) for x in a]))
         run.env_steps += T * B
-        # ---- advantages (GAE), values of every stored state in one pass
+        # ---- advantages (GAE), values of every stored state in one pass (with rollout
+        # groups, each group's in the process that ran it)
         flat = ro.flat()
-        with torch.no_grad():
-            values = value(graph_batch(flat, device)).cpu().numpy().reshape(T, B)
-            next_value = value(graph_batch(stack_obs(obs), device)).cpu().numpy()
+        if groups is not None:
+            values, next_value = rolled.values, rolled.next_values
+        else:
+            with torch.no_grad():
+                values = value(graph_batch(flat, device)).cpu().numpy().reshape(T, B)
+                next_value = value(graph_batch(stack_obs(obs), device)).cpu().numpy()
         adv, returns = core.gae(ro.rewards, values, ro.dones, next_value, cfg.gamma,
                                 cfg.gae_lambda)
         # ---- update
