@@ -11,7 +11,8 @@ each process (the trainer's and each worker's) runs whole groups for the iterati
 ``num_steps`` steps on its own: the forward pass of each group on its own (one batch per
 group), the action drawn by inverse CDF from a uniform variate the trainer drew for that
 environment and step, and an ended episode's environment reset with the seed the trainer
-drew for that environment and step. The trainer sends each process the weights, the
+drew for that environment and step; at the end, each group's critic values (one batch per
+group). The trainer sends each process the weights, the
 environments' observations and those variates and seeds at the start of the iteration,
 and gathers the observations, actions, log-probabilities, rewards and episode ends at its
 end. A group is computed the same way whichever process runs it, so for a given
