@@ -46,7 +46,12 @@ import numpy as np
 import torch
 
 from dcsim.allocators.multi.baselines import Tetris, tetris_scores
-from dcsim.allocators.multi.learned import Architecture, policy_logits
+from dcsim.allocators.multi.learned import (
+    Architecture,
+    float64_weights,
+    greedy_server,
+    policy_logits,
+)
 from dcsim.greedy import greedy_argmax, greedy_argmax_torch
 from dcsim.learn.gnn import NaraPolicy, graph_batch, stack_obs
 from dcsim.learn.nara_env import NaraEnv
@@ -94,35 +99,43 @@ def bench_env(requests: int, seed: int = 0) -> tuple[float, float]:
 
 
 def bench_forward(topology: str, decisions: int, seed: int = 0) -> dict[str, float]:
-    """Mean seconds per decision: observation + numpy net, torch net, Tetris's choice."""
+    """Mean seconds per decision: observation + the ``nara`` allocator's greedy choice (numpy,
+    float64: ``greedy_server``), the same in float32 (``policy_logits``), the torch net,
+    Tetris's choice."""
     env = env_for(topology, 10_000)
     arch = Architecture.for_resources(2)
     torch.manual_seed(seed)
     pol = NaraPolicy(arch)
     w = pol.numpy_weights()
+    w64 = float64_weights(w)
     obs, _ = env.reset(seed=seed)
     inv = env.view.inv_capacity ** 2
-    t_np = t_torch = t_tetris = 0.0
+    t_np = t_np32 = t_torch = t_tetris = 0.0
     for _ in range(decisions):
         part, view = env.partial, env.view
         t0 = time.perf_counter()
         o = env.observer.observe(part, view)
-        z = policy_logits(w, arch, env.layout, o)
-        greedy_argmax(z)
+        t_obs = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        greedy_server(w64, arch, env.layout, o)
+        t_np += t_obs + time.perf_counter() - t0
+        t0 = time.perf_counter()
+        greedy_argmax(policy_logits(w, arch, env.layout, o))  # float32, the same observation
+        t_np32 += t_obs + time.perf_counter() - t0
         t1 = time.perf_counter()
         with torch.no_grad():
             int(greedy_argmax_torch(pol(graph_batch(stack_obs([obs])))[0]))
         t2 = time.perf_counter()
         a = int(tetris_scores(part, view, inv, 0.9).argmax())
         t3 = time.perf_counter()
-        t_np += t1 - t0
         t_torch += t2 - t1
         t_tetris += t3 - t2
         obs, _, done, _, _ = env.step(a)  # follow Tetris, so every policy sees one state
         if done:
             obs, _ = env.reset(seed=seed + 1)
     n = decisions
-    return {"numpy": t_np / n, "torch": t_torch / n, "tetris": t_tetris / n,
+    return {"numpy": t_np / n, "numpy32": t_np32 / n, "torch": t_torch / n,
+            "tetris": t_tetris / n,
             "servers": env.layout.n_servers, "nodes": env.layout.n_nodes}
 
 
@@ -272,13 +285,15 @@ def main() -> None:
           f"   ratio {env_rate / engine_rate:.2f}")
     print("\npolicy forward per decision (ms), ratio = time / Tetris's choice on the same "
           "states:")
-    print(f"  {'topology':<9}{'servers':>8}{'nodes':>7}{'numpy':>9}{'torch':>9}"
-          f"{'tetris':>9}{'numpy/tetris':>14}{'torch/tetris':>14}")
+    print("  (numpy: the allocator's float64 greedy choice; numpy32: the same in float32)")
+    print(f"  {'topology':<9}{'servers':>8}{'nodes':>7}{'numpy':>9}{'numpy32':>9}{'torch':>9}"
+          f"{'tetris':>9}{'numpy/tetris':>14}{'torch/tetris':>14}{'numpy/numpy32':>15}")
     for t in [x for x in args.topologies.split(",") if x]:
         r = bench_forward(t, args.decisions)
         print(f"  {t:<9}{r['servers']:>8}{r['nodes']:>7}{r['numpy'] * 1e3:>9.3f}"
-              f"{r['torch'] * 1e3:>9.3f}{r['tetris'] * 1e3:>9.3f}"
-              f"{r['numpy'] / r['tetris']:>14.1f}{r['torch'] / r['tetris']:>14.1f}")
+              f"{r['numpy32'] * 1e3:>9.3f}{r['torch'] * 1e3:>9.3f}{r['tetris'] * 1e3:>9.3f}"
+              f"{r['numpy'] / r['tetris']:>14.1f}{r['torch'] / r['tetris']:>14.1f}"
+              f"{r['numpy'] / r['numpy32']:>15.2f}")
     if not args.no_train:
         roll, overall = bench_train(args.iterations)
         print(f"\nPPO training (experiments/nara_train.yaml, {args.iterations} iterations, "
