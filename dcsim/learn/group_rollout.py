@@ -35,9 +35,6 @@ import numpy as np
 
 from dcsim.learn.env_worker import Local, pack, unpack
 
-#: log-probabilities ``(len(obs), actions)`` of the policy for a list of observations
-LogProbs = Callable[[list[Any]], np.ndarray]
-
 
 def sample(logp: np.ndarray, u: np.ndarray) -> np.ndarray:
     """One action per row from softmax(``logp``) by inverse CDF (float64), row ``i``
@@ -50,8 +47,8 @@ def sample(logp: np.ndarray, u: np.ndarray) -> np.ndarray:
 
 class Policy(Protocol):
     """What a process runs groups with: ``load(weights)`` sets the networks' weights,
-    ``logp(obs)`` is :data:`LogProbs`, ``values(obs)`` the critic's values
-    ``(len(obs),)``."""
+    ``logp(obs)`` gives the policy's log-probabilities ``(len(obs), actions)`` for a list
+    of observations, ``values(obs)`` the critic's values ``(len(obs),)``."""
 
     def load(self, weights: Any) -> None: ...
 
@@ -175,17 +172,12 @@ class Groups:
         """The processes' results (in process order) as one rollout."""
         T = len(seeds)
         blocks = self.envs.blocks
-        if all(p["seen"][0] == "stacked" for p in parts):  # (steps x block) rows per key
-            flat = {k: np.concatenate([p["seen"][1][k].reshape(T, len(b), *v.shape[1:])
-                                       for p, b in zip(parts, blocks, strict=True)],
-                                      axis=1).reshape(T * self.envs.n, *v.shape[1:])
-                    for k, v in parts[0]["seen"][1].items()}
-        else:
-            seen = [unpack(p["seen"]) for p in parts]
-            flat = {k: np.stack([seen[w][t * len(b) + j][k]
-                                 for t in range(T) for w, b in enumerate(blocks)
-                                 for j in range(len(b))])
-                    for k in seen[0][0]}
+        # the observations are dicts of same-shaped arrays (pack stacks them): each key's
+        # (steps x block) rows of every process, side by side
+        flat = {k: np.concatenate([p["seen"][1][k].reshape(T, len(b), *v.shape[1:])
+                                   for p, b in zip(parts, blocks, strict=True)],
+                                  axis=1).reshape(T * self.envs.n, *v.shape[1:])
+                for k, v in parts[0]["seen"][1].items()}
         actions, logp, rewards, dones, values = (
             np.concatenate([p[k] for p in parts], axis=1)
             for k in ("actions", "logp", "rewards", "dones", "values"))

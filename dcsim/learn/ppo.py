@@ -216,34 +216,32 @@ def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
     for it, stop, lr in run.iterations():
         ro = core.Rollout(T, B, _acceptance)
         actions = np.zeros((T, B), dtype=np.int64)
-        if groups is not None:  # every process rolls out its own groups
+        if groups is not None:  # every process rolls out its own groups, values included
             weights = (policy.numpy_weights(),
                        {k: v.detach().numpy().copy() for k, v in value.state_dict().items()})
             rolled = groups.run(weights, obs, act_rng.random((T, B)),
                                 run.rngs["episodes"].integers(2**62, size=(T, B)))
-            ro.observe(rolled.flat)
             actions[:], ro.logp[:] = rolled.actions, rolled.logp
             for t, step in enumerate(rolled.steps):
                 obs = ro.stepped(t, step)
-        for t in range(T if groups is None else 0):
-            batch = ro.observe(stack_obs(obs))
-            with torch.no_grad():
-                logits = policy(graph_batch(batch, device))
-                logp_all = torch.log_softmax(logits, dim=1).cpu().numpy()
-            a = sample(logp_all.astype(np.float64), act_rng.random(B))
-            actions[t] = a
-            ro.logp[t] = logp_all[np.arange(B), a]
-            obs = ro.stepped(t, envs.step([int(x) for x in a]))
-        run.env_steps += T * B
-        # ---- advantages (GAE), values of every stored state in one pass (with rollout
-        # groups, each group's in the process that ran it)
-        flat = ro.flat()
-        if groups is not None:
-            values, next_value = rolled.values, rolled.next_values
+            flat, values, next_value = rolled.flat, rolled.values, rolled.next_values
         else:
+            for t in range(T):
+                batch = ro.observe(stack_obs(obs))
+                with torch.no_grad():
+                    logits = policy(graph_batch(batch, device))
+                    logp_all = torch.log_softmax(logits, dim=1).cpu().numpy()
+                a = sample(logp_all.astype(np.float64), act_rng.random(B))
+                actions[t] = a
+                ro.logp[t] = logp_all[np.arange(B), a]
+                obs = ro.stepped(t, envs.step([int(x) for x in a]))
+            # values of every stored state in one pass
+            flat = ro.flat()
             with torch.no_grad():
                 values = value(graph_batch(flat, device)).cpu().numpy().reshape(T, B)
                 next_value = value(graph_batch(stack_obs(obs), device)).cpu().numpy()
+        run.env_steps += T * B
+        # ---- advantages (GAE)
         adv, returns = core.gae(ro.rewards, values, ro.dones, next_value, cfg.gamma,
                                 cfg.gae_lambda)
         # ---- update
