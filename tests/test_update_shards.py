@@ -15,6 +15,7 @@ pytest.importorskip("gymnasium")
 from dcsim.errors import ConfigError  # noqa: E402
 from dcsim.learn import ppo_core as core  # noqa: E402
 from dcsim.learn.shards import Replica, Shards, parameters  # noqa: E402
+from tests.helpers.training import same_weights, trained  # noqa: E402
 
 ROOT = Path(__file__).parents[1]
 
@@ -90,46 +91,29 @@ def test_a_frozen_policy_gets_no_gradient_from_any_part():
     assert not all(torch.equal(a, b) for a, b in zip(weights[pi:], before[pi:], strict=True))
 
 
-def _nara(tmp_path: Path, name: str, **kw):
-    from dcsim.allocators.multi.learned import load_checkpoint
-    from dcsim.learn import ppo
-    cfg = ppo.TrainConfig(**{"iterations": 3, "num_envs": 3, "num_steps": 10,
-                             "minibatch_size": 10, "update_epochs": 2, "eval_every": 2,
-                             "eval_episodes": 1, "eval_requests": 8, "episode_requests": 5,
-                             "critic_warmup": 1, **kw})
-    ppo.train(cfg, tmp_path / name, log=None)
-    return load_checkpoint(tmp_path / name / "last.npz").weights
-
-
-def _equal(a, b) -> bool:
-    return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+#: the tiny trainings' settings here: two epochs, and a first iteration that trains the critic
+#: alone (critic_warmup); VMR²L without dropout, which parts cannot share
+NARA_PARTS = {"num_steps": 10, "minibatch_size": 10, "update_epochs": 2, "critic_warmup": 1}
+VMR2L_PARTS = {"iterations": 2, "dropout": 0.0, "update_shards": 2}
 
 
 def test_nara_parts_give_the_same_weights_in_one_process_and_over_two(tmp_path):
     """3 parts over 2 processes: the trainer computes parts 0 and 2, the worker part 1;
     the first iteration trains the critic alone (critic_warmup)."""
-    here = _nara(tmp_path, "1", update_shards=3)
-    assert _equal(here, _nara(tmp_path, "2", update_shards=3, num_workers=2))
-    assert not _equal(here, _nara(tmp_path, "one_pass"))  # a setting, as minibatch_size
+    here = trained("nara", tmp_path / "1", **NARA_PARTS, update_shards=3)[0]
+    assert same_weights(here, trained("nara", tmp_path / "2", **NARA_PARTS, update_shards=3,
+                                      num_workers=2)[0])
+    # a setting, as minibatch_size
+    assert not same_weights(here, trained("nara", tmp_path / "one_pass", **NARA_PARTS)[0])
 
 
 @pytest.mark.slow  # workers start in fresh interpreters
 def test_vmr2l_parts_give_the_same_weights_at_any_worker_count(tmp_path):
-    from dcsim.learn import vmr2l_ppo
-    from dcsim.reschedulers.vmr2l import load_checkpoint
-
-    def trained(name, **kw):
-        cfg = vmr2l_ppo.TrainConfig(**{"iterations": 2, "hosts": [6, 8], "mnl": 3,
-                                       "num_envs": 3, "num_steps": 5, "minibatch_size": 5,
-                                       "update_epochs": 2, "eval_every": 2,
-                                       "eval_mappings": 2, "eval_hosts": 8,
-                                       "attention": "sparse", "update_shards": 2, **kw})
-        vmr2l_ppo.train(cfg, tmp_path / name, log=None)
-        return load_checkpoint(tmp_path / name / "last.npz").weights
-
-    one = trained("1")
-    assert _equal(one, trained("2", num_workers=2))
-    assert _equal(one, trained("3", num_workers=3))
+    one = trained("vmr2l", tmp_path / "1", **VMR2L_PARTS)[0]
+    assert same_weights(one, trained("vmr2l", tmp_path / "2", **VMR2L_PARTS,
+                                     num_workers=2)[0])
+    assert same_weights(one, trained("vmr2l", tmp_path / "3", **VMR2L_PARTS,
+                                     num_workers=3)[0])
 
 
 def test_parts_and_dropout_are_one_clear_error(tmp_path):

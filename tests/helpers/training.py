@@ -42,7 +42,11 @@ def trained(kind: str, out: Path, **kw):
     return load_checkpoint(out / "last.npz").weights, progress
 
 
+def same_weights(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
+    """Whether two checkpoints' weights are equal, bit for bit."""
+    return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
 def same(a, b) -> bool:
     """Whether two :func:`trained` results are equal, bit for bit."""
-    return (a[0].keys() == b[0].keys() and all(np.array_equal(a[0][k], b[0][k]) for k in a[0])
-            and a[1].equals(b[1]))
+    return same_weights(a[0], b[0]) and a[1].equals(b[1])
