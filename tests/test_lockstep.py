@@ -89,6 +89,42 @@ def test_a_bad_environment_config_is_the_config_error_and_no_worker_is_left():
     assert multiprocessing.active_children() == []
 
 
+def test_the_trainer_goes_on_while_a_worker_starts(tmp_path):
+    """Building the environments does not wait for the workers' (nor does an attachment):
+    the worker here builds its environment only once a file exists, which this process
+    writes after LockstepEnvs and attach returned."""
+    import multiprocessing
+
+    from tests.helpers.toy_env import waiting_in_a_worker
+
+    go = tmp_path / "go"
+    with LockstepEnvs(partial(waiting_in_a_worker, str(go)), 2, np.random.default_rng(0),
+                      workers=2) as envs:
+        envs.attach("parts", type)  # any picklable function of the environments
+        assert envs.envs.owed == {1: ["building its environments", "attaching parts"]}
+        go.touch()
+        assert len(envs.reset_all()) == 2
+        assert envs.envs.owed == {1: []}
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.parametrize("fails", ["build", "attach"])
+def test_a_worker_that_fails_to_start_is_named_at_the_next_request(fails):
+    import multiprocessing
+
+    from tests.helpers.toy_env import CountingEnv, broken_attachment, failing_in_a_worker
+
+    make = failing_in_a_worker if fails == "build" else CountingEnv
+    envs = LockstepEnvs(make, 2, np.random.default_rng(0), workers=2)
+    envs.attach("groups", broken_attachment)
+    doing = {"build": "building its environments", "attach": "attaching groups"}[fails]
+    with pytest.raises(EnvWorkerError, match=rf"^environment worker 1 \(envs 1\) failed "
+                       rf"{doing}: RuntimeError: "):
+        envs.reset_all()
+    assert multiprocessing.active_children() == []
+    envs.close()
+
+
 def _session_processes(sid: int) -> list[int]:
     pids = []
     for d in Path("/proc").iterdir():

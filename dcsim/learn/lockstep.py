@@ -9,9 +9,11 @@ EpisodeLog`: each episode's seed and the actions since) and each episode's retur
 
 **Workers.** With ``workers`` > 1 the environments are split into that many contiguous
 blocks, one per process: the first stays in the trainer's process, each other lives in a
-spawned worker and is stepped over a pipe. A lock-step sends each worker its block's
-actions, steps the first block meanwhile, gathers the workers' results, then resets (with
-the seeds drawn here) the environments whose episodes ended. Everything random stays in
+spawned worker and is stepped over a pipe. A worker's start (a fresh interpreter, its
+imports, its environments) is not waited for: the trainer goes on with its own set-up, and
+the first request that needs the worker waits for it. A lock-step sends each worker its
+block's actions, steps the first block meanwhile, gathers the workers' results, then
+resets (with the seeds drawn here) the environments whose episodes ended. Everything random stays in
 the trainer's process (the policy's forward, the sampled actions, the episode seeds), and
 an environment is a function of its seed and its actions, so the same seed gives the same
 rollouts, hence the same weights, whatever the number of workers. (With rollout groups,
@@ -191,8 +193,9 @@ class LockstepEnvs:
         worker ``w``'s own ``factory[w]``) under ``name``, which then answers
         :meth:`post_workers`'s requests to that name: how the update's parts
         (:mod:`dcsim.learn.shards`) or the rollout's groups
-        (:mod:`dcsim.learn.group_rollout`) are computed there. Nothing to do without
-        workers."""
+        (:mod:`dcsim.learn.group_rollout`) are computed there. Not waited for (a
+        failure is raised at the next request), so the workers build it while this
+        process goes on with its own set-up. Nothing to do without workers."""
         if isinstance(self.envs, _Pool):
             self.envs.attach(name, factory if isinstance(factory, dict)
                              else dict.fromkeys(self.envs.conns, factory))
@@ -224,6 +227,9 @@ class _Pool:
                                  for b in np.array_split(np.arange(n), workers)]
         self.conns: dict[int, Any] = {}
         self.procs: dict[int, Any] = {}
+        #: what each worker was asked and has not been waited for (its environments built,
+        #: an attachment): answered before its next request's answer, an error raised then
+        self.owed: dict[int, list[str]] = {}
         self.local = Local([make() for _ in self.blocks[0]])  # a bad config fails here
         try:
             for w, block in enumerate(self.blocks[1:], start=1):
@@ -233,8 +239,7 @@ class _Pool:
                 p.start()
                 child.close()
                 self.conns[w], self.procs[w] = parent, p
-            for w in self.conns:
-                self._receive(w)  # built its environments
+                self.owed[w] = ["building its environments"]
         except BaseException:
             self.close()
             raise
@@ -250,24 +255,35 @@ class _Pool:
                               + (f" (exit code {code})" if code is not None else ""))
 
     def _receive(self, w: int) -> Any:
+        """Worker ``w``'s answer to its latest request, after those it owes."""
+        owed = self.owed[w]
+        while owed:
+            self._answer(w, owed[0])
+            owed.pop(0)
+        return self._answer(w, None)
+
+    def _answer(self, w: int, doing: str | None) -> Any:
         try:
             status, result = self.conns[w].recv()
         except (EOFError, OSError):
             raise self._died(w) from None
         if status == "error":
             self.close()
-            raise EnvWorkerError(f"environment worker {w} (envs {self._span(w)}) failed: "
-                                 f"{result}")
+            raise EnvWorkerError(f"environment worker {w} (envs {self._span(w)}) failed"
+                                 + (f" {doing}" if doing else "") + f": {result}")
         return result
+
+    def _send(self, w: int, msg: tuple[str, Any]) -> None:
+        try:
+            self.conns[w].send(msg)
+        except (OSError, ValueError):  # its end of the pipe is closed
+            raise self._died(w) from None
 
     def _post(self, requests: dict[int, tuple[str, Any]]) -> Callable[[], dict[int, Any]]:
         """Workers' requests ``(what, payload)`` sent; a function that gathers their
         answers (call it once)."""
         for w, msg in requests.items():
-            try:
-                self.conns[w].send(msg)
-            except (OSError, ValueError):  # its end of the pipe is closed
-                raise self._died(w) from None
+            self._send(w, msg)
         return lambda: {w: unpacked(what, self._receive(w))
                         for w, (what, _) in requests.items()}
 
@@ -280,8 +296,12 @@ class _Pool:
 
     def attach(self, name: str, factories: dict[int, Callable[[Local], Any]]) -> None:
         """Worker ``w`` builds ``factories[w](its environments)`` (picklable) under
-        ``name``, which then answers :meth:`post_attached`'s requests."""
-        self._post({w: ("attach", (name, f)) for w, f in factories.items()})()
+        ``name``, which then answers :meth:`post_attached`'s requests. Not waited for:
+        the worker builds it (importing what it needs) while this process goes on, and a
+        failure is raised at the worker's next request."""
+        for w, f in factories.items():
+            self._send(w, ("attach", (name, f)))
+            self.owed[w].append(f"attaching {name}")
 
     def post_attached(self, requests: dict[int, tuple[str, str, Any]]
                       ) -> Callable[[], dict[int, Any]]:

@@ -160,9 +160,6 @@ def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
     opt = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5)
     eval_cfg = cfg.eval_configs()
     eval_seeds = [cfg.eval_seed + i for i in range(cfg.eval_episodes)]
-    eval_tetris = evaluate_tetris(eval_cfg, eval_seeds)
-    say(f"tetris on the eval episodes: acceptance_last20 {eval_tetris['acceptance']:.3f} "
-        f"(ratio {eval_tetris['acceptance_ratio']:.3f})")
 
     def meta(*, iteration, iterations, wall, env_steps, value, best_iteration, info):
         per_topo = (info or {}).get("per_topology")
@@ -188,15 +185,19 @@ def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
             return greedy_argmax_torch(policy(graph_batch(o, device))).cpu().numpy()
 
     B, T = cfg.num_envs, cfg.num_steps
+    # the workers start (and build what is attached to them) while Tetris is evaluated here
     envs = ctx.closing.enter_context(LockstepEnvs(
         partial(NaraEnv, env_cfg), B, run.rngs["episodes"], workers=cfg.num_workers,
         groups=cfg.rollout_groups))
-    obs = run.start(envs, state, say)
     groups = None if cfg.rollout_groups == 1 else Groups(
         envs, partial(_GroupPolicy, arch, cfg.value_hidden, cfg.threads))
     shards = None if cfg.update_shards == 1 else Shards(
         cfg.update_shards, nets, Replica(partial(_networks, arch, cfg.value_hidden),
                                          _evaluate, cfg.threads), envs, device)
+    eval_tetris = evaluate_tetris(eval_cfg, eval_seeds)
+    say(f"tetris on the eval episodes: acceptance_last20 {eval_tetris['acceptance']:.3f} "
+        f"(ratio {eval_tetris['acceptance_ratio']:.3f})")
+    obs = run.start(envs, state, say)  # the training's clock starts with the workers ready
     if state is None and cfg.init_from is not None:  # the start is iteration 0's candidate
         ev = evaluate(greedy, eval_cfg, eval_seeds)
         per_topo = ev.get("per_topology")

@@ -171,6 +171,14 @@ def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
     run = core.Learner("vmr2l", cfg, out, command, {"policy": policy}, opt, record)
     settings = core.Settings.of(cfg, value_clip=cfg.clip_coef, kl_stop="epoch")
     act_rng, mb_rng = run.rngs["actions"], run.rngs["minibatches"]
+    B, T = cfg.num_envs, cfg.num_steps
+    # the workers start (and build what is attached to them) during the warm start here
+    envs = ctx.closing.enter_context(LockstepEnvs(
+        partial(VMR2LEnv, env_cfg), B, run.rngs["episodes"], width=2,
+        workers=cfg.num_workers))
+    shards = None if cfg.update_shards == 1 else Shards(
+        cfg.update_shards, {"policy": policy},
+        Replica(partial(_networks, arch, cfg.dropout), _evaluate, cfg.threads), envs, device)
     if state is not None:
         pass  # the warm start or init_from policy is in the saved state
     elif cfg.init_from is not None:
@@ -192,14 +200,7 @@ def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
                     info=None)
         say(f"after the warm start ({time.perf_counter() - t_ws:.0f}s): eval FR {ev:.4f}")
 
-    B, T = cfg.num_envs, cfg.num_steps
-    envs = ctx.closing.enter_context(LockstepEnvs(
-        partial(VMR2LEnv, env_cfg), B, run.rngs["episodes"], width=2,
-        workers=cfg.num_workers))
-    obs = run.start(envs, state, say)
-    shards = None if cfg.update_shards == 1 else Shards(
-        cfg.update_shards, {"policy": policy},
-        Replica(partial(_networks, arch, cfg.dropout), _evaluate, cfg.threads), envs, device)
+    obs = run.start(envs, state, say)  # the training's clock starts with the workers ready
     H2 = 2 * env_cfg.max_hosts
     ctx.guard.arm()  # from here a first SIGINT/SIGTERM stops after the iteration under way
     for it, stop, lr in run.iterations():

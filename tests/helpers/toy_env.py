@@ -28,3 +28,35 @@ class CountingEnv:
         done = self.t >= 2 + self.seed % 4
         info = {"seed": self.seed, "length": self.t} if done else {}
         return {"x": self.x.copy()}, float(action), done, False, info
+
+
+def in_a_worker() -> bool:
+    """Whether this is an environment worker process (:mod:`dcsim.learn.lockstep`)."""
+    import multiprocessing
+
+    return multiprocessing.current_process().name.startswith("dcsim-env-worker")
+
+
+def failing_in_a_worker() -> CountingEnv:
+    """A CountingEnv here; an error in a worker (its environments cannot be built)."""
+    if in_a_worker():
+        raise RuntimeError("no environment in a worker")
+    return CountingEnv()
+
+
+def waiting_in_a_worker(path: str) -> CountingEnv:
+    """A CountingEnv, built in a worker only once ``path`` exists (20 s at most)."""
+    import os
+    import time
+
+    end = time.monotonic() + 20
+    while in_a_worker() and not os.path.exists(path):
+        if time.monotonic() > end:
+            raise TimeoutError(f"{path} never appeared")
+        time.sleep(0.01)
+    return CountingEnv()
+
+
+def broken_attachment(local) -> None:
+    """An attachment that cannot be built."""
+    raise RuntimeError("cannot attach this")
