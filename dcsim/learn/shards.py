@@ -167,7 +167,7 @@ class Shards:
             grads, stats = part_gradient(self.nets, self.params, self.evaluate, self.data,
                                          self.old, *parts[k], len(mb), settings, critic_only,
                                          self.device)
-            got[k] = ([None if g is None else g.clone() for g in grads], stats)
+            got[k] = (grads, stats)  # the next part's backward makes new .grad tensors
         if self.envs is not None:
             for w, results in theirs().items():
                 for j, (grads, stats) in enumerate(results):
@@ -177,7 +177,7 @@ class Shards:
         for k in range(1, len(parts)):
             for i, g in enumerate(got[k][0]):
                 if g is not None:
-                    total[i] = g.clone() if total[i] is None else total[i] + g
+                    total[i] = g if total[i] is None else total[i] + g
         for p, g in zip(self.params, total, strict=True):
             p.grad = g
         # each statistic summed left to right, in the parts' order
