@@ -5,6 +5,7 @@ and how training scales with the processes stepping its environments (issue #36)
                                      [--iterations 3] [--no-train]
                                      [--workers 1,2] [--update-shards 1,2] [--num-envs N]
                                      [--trainer nara|vmr2l] [--workers-only]
+                                     [--rollout-groups N] [--device D] [--repeat R]
 
 Each figure comes with a ratio against a baseline measured in the same run:
 
@@ -24,7 +25,10 @@ Each figure comes with a ratio against a baseline measured in the same run:
   ``--update-shards`` value (the parts of each minibatch's gradient, computed in those
   processes), env steps/s of the rollouts and overall (rollout + update), against the
   first row (ratio = steps/s ÷ the first row's, measured in the same run); the weights
-  are checked to be the same at every worker count of one ``update_shards``. Before and
+  are checked to be the same at every worker count of one ``update_shards``. With
+  ``--repeat R`` the rows run R times in rounds, each row's ratio against its round's
+  first row, then the median and range of each row's ratio over the rounds: a VM's speed
+  drifts by 10 % within minutes, so one pair of runs is not a measurement. Before and
   after, the machine's parallelism is probed: how much faster that many copies of a
   pure-Python loop run side by side than one after the other (2.00 on two free cores; a
   VM whose cores its host shares with other guests can give much less, and then no
@@ -223,29 +227,43 @@ def machine_parallelism(processes: int, n: int = 10_000_000) -> float:
 
 
 def print_workers(trainer: str, iterations: int, counts: list[int], shards: list[int],
-                  num_envs: int | None = None, device: str = "auto", groups: int = 1) -> None:
+                  num_envs: int | None = None, device: str = "auto", groups: int = 1,
+                  repeat: int = 1) -> None:
     cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
     print(f"\n{trainer} PPO training by worker count ({iterations} iterations, "
           f"{'CUDA' if cuda else 'CPU'}, {os.cpu_count()} cores, rollout_groups {groups}); "
-          "ratio = steps/s over the first row's:")
+          "ratio = steps/s over the first row's"
+          + (f" (of the same round; {repeat} rounds)" if repeat > 1 else "") + ":")
     print(f"  {'shards':>6}{'workers':>8}{'rollout steps/s':>17}{'ratio':>7}"
           f"{'overall steps/s':>17}{'ratio':>7}  weights")
     most = max(counts)
     probe = f"{most} copies of a Python loop side by side vs one after the other"
     if most > 1:
         print(f"  machine parallelism before: {machine_parallelism(most):.2f}x ({probe})")
-    base = None
-    for k in shards:
-        first = None
-        for w in counts:
-            r = bench_workers(trainer, iterations, w, k, num_envs, device, groups)
-            base, first = base or r, first or r
-            print(f"  {k:>6}{w:>8}{r['rollout']:>17,.0f}{r['rollout'] / base['rollout']:>7.2f}"
-                  f"{r['overall']:>17,.0f}{r['overall'] / base['overall']:>7.2f}  "
-                  f"{r['weights']}"
-                  + ("" if r["weights"] == first["weights"] else "  DIFFERENT WEIGHTS"))
+    ratios: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    weights: dict[int, str] = {}  # each update_shards' weights, the same at every count
+    for _round in range(repeat):
+        base = None
+        for k in shards:
+            for w in counts:
+                r = bench_workers(trainer, iterations, w, k, num_envs, device, groups)
+                base = base or r
+                weights.setdefault(k, r["weights"])
+                roll, overall = r["rollout"] / base["rollout"], r["overall"] / base["overall"]
+                if r is not base:
+                    ratios.setdefault((k, w), []).append((roll, overall))
+                print(f"  {k:>6}{w:>8}{r['rollout']:>17,.0f}{roll:>7.2f}"
+                      f"{r['overall']:>17,.0f}{overall:>7.2f}  {r['weights']}"
+                      + ("" if r["weights"] == weights[k] else "  DIFFERENT WEIGHTS"))
     if most > 1:
         print(f"  machine parallelism after:  {machine_parallelism(most):.2f}x")
+    if repeat > 1:
+        print(f"  over the {repeat} rounds, ratio to the round's first row: median (min-max)")
+        for (k, w), got in ratios.items():
+            roll, overall = np.array(got).T
+            print(f"  {k:>6}{w:>8}  rollout {np.median(roll):.2f} ({roll.min():.2f}-"
+                  f"{roll.max():.2f})  overall {np.median(overall):.2f} ({overall.min():.2f}-"
+                  f"{overall.max():.2f})")
 
 
 def main() -> None:
@@ -271,13 +289,16 @@ def main() -> None:
                     help="the trainers' device for the worker comparison")
     ap.add_argument("--workers-only", action="store_true",
                     help="only the worker-count comparison")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds of the --workers counts, each row's ratio against its "
+                         "round's first row, and the median and range over the rounds")
     args = ap.parse_args()
     torch.set_num_threads(1)
     counts = [int(x) for x in args.workers.split(",") if x]
     shards = [int(x) for x in args.update_shards.split(",") if x]
     if args.workers_only:
         print_workers(args.trainer, args.iterations, counts, shards, args.num_envs,
-                      args.device, args.rollout_groups)
+                      args.device, args.rollout_groups, args.repeat)
         return
     env_rate, engine_rate = bench_env(args.requests)
     print(f"environment (alpha, {args.requests} requests, scripted Tetris choice):")
@@ -303,7 +324,7 @@ def main() -> None:
               f"{overall / env_rate:.2f}  (rollout + PPO update)")
     if counts:
         print_workers(args.trainer, args.iterations, counts, shards, args.num_envs,
-                      args.device, args.rollout_groups)
+                      args.device, args.rollout_groups, args.repeat)
 
 
 if __name__ == "__main__":
