@@ -35,6 +35,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.helpers.pip import can_build_offline
+
 ROOT = Path(__file__).parents[1]
 FENCE = re.compile(r"(?:^<!-- doc-test: (.*?) -->\n\n?)?^```(\w*)\n(.*?)^```\n", re.S | re.M)
 #: what differs between two runs of the same commands: wall-clock durations
@@ -124,8 +126,10 @@ class Reader:
         """``pip install -e .`` of the plugin here, into a scratch folder only later blocks
         see (the environment running the tests never does)."""
         self.site = self.site or self.root / ".doc-test-site"
-        cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-               "--no-build-isolation", "--target", str(self.site), "."]
+        cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
+               str(self.site), "."]
+        if can_build_offline():
+            cmd.insert(-1, "--no-build-isolation")
         r = subprocess.run(cmd, cwd=self.cwd, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
 

@@ -12,9 +12,13 @@ from pathlib import Path
 def can_build_offline() -> bool:
     """Whether this environment's setuptools can build a wheel without fetching anything.
 
-    setuptools builds wheels by itself from 70.1; before that it needs the ``wheel`` package.
-    Otherwise pip builds in an isolated environment, fetching setuptools from the index.
+    A virtual environment of Python 3.12 or later has no setuptools unless installed (the
+    ``dev`` extra does); setuptools builds wheels by itself from 70.1, before that with the
+    ``wheel`` package. Otherwise pip builds in an isolated environment, fetching setuptools
+    from the index.
     """
+    if importlib.util.find_spec("setuptools") is None:
+        return False
     if importlib.util.find_spec("wheel") is not None:
         return True
     major, minor = (int(x) for x in version("setuptools").split(".")[:2])
