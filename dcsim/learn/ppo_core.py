@@ -427,9 +427,11 @@ class Rollout:
 
     def row(self, iteration: int, *, wall: float, env_steps: int, train: str,
             stats: dict[str, float], lr: float, evals: tuple[str, ...]) -> dict[str, Any]:
-        """The iteration's progress row: its counters, the means over the episodes that
-        ended in it (column ``train`` of the metric, and ``train_return``), the update's
-        statistics, the learning rate and the evaluation columns (NaN until evaluated)."""
+        """The iteration's progress row: its counters (``wall_s``: seconds since the first
+        iteration began; ``steps_per_s``: the rollout's decisions per second of rollout,
+        the update excluded), the means over the episodes that ended in it (column
+        ``train`` of the metric, and ``train_return``), the update's statistics, the
+        learning rate and the evaluation columns (NaN until evaluated)."""
         def mean(v: list[float]) -> float:
             return float(np.mean(v)) if v else float("nan")
         return {"iteration": iteration, "wall_s": wall, "env_steps": env_steps,
