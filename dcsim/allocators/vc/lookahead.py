@@ -219,7 +219,8 @@ def whole_numbers(x: np.ndarray) -> bool:
     in floating point, a multiple of 2**-10: it is ≥ -1e-9 iff it is ≥ 0, iff y ≤
     ⌊base / step⌋. So every VM count (``vm_counts``, ``_fit_count``) is an exact floor of
     the quotient, and ``x + 1e-9 >= y`` is ``x >= y`` for whole y."""
-    return bool((x.astype(np.int32) == x).all())  # NaN, inf and |x| > 2**31 fail
+    with np.errstate(invalid="ignore"):  # the cast of NaN, inf or |x| > 2**31 warns
+        return bool((x.astype(np.int32) == x).all())  # NaN, inf and |x| > 2**31 fail
 
 
 def integral_lookahead(free_cpu: np.ndarray, link_free: np.ndarray, s: np.ndarray,

@@ -128,6 +128,20 @@ def test_integral_hint_with_overdrawn_hosts(seed):
         assert check(levels, free, lf, n, s, b, opts, integral=True).all()
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf, 2.0**40, 0.5])
+def test_a_value_that_is_not_a_whole_int32_is_not_whole_and_warns_nothing(bad):
+    """NaN, inf and values past int32 are the cases the cast is there to catch: numpy 2.5
+    warns when casting them, which a user must not see."""
+    import warnings
+
+    from dcsim.allocators.vc.lookahead import whole_numbers
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not whole_numbers(np.array([3.0, bad]))
+        assert whole_numbers(np.array([3.0, -2.0**31]))
+
+
 def test_integral_hint_only_where_it_holds():
     topo, levels = fat_tree(2, 3, 3)
     from dcsim.allocators.vc.tetris import VCTetris
