@@ -13,10 +13,11 @@ spawned worker and is stepped over a pipe. A worker's start (a fresh interpreter
 imports, its environments) is not waited for: the trainer goes on with its own set-up, and
 the first request that needs the worker waits for it. A lock-step sends each worker its
 block's actions, steps the first block meanwhile, gathers the workers' results, then
-resets (with the seeds drawn here) the environments whose episodes ended. Everything random stays in
-the trainer's process (the policy's forward, the sampled actions, the episode seeds), and
-an environment is a function of its seed and its actions, so the same seed gives the same
-rollouts, hence the same weights, whatever the number of workers. (With rollout groups,
+resets (with the seeds drawn here) the environments whose episodes ended. Everything
+random stays in the trainer's process (the policy's forward, the sampled actions, the
+episode seeds), and an environment is a function of its seed and its actions, so the same
+seed gives the same rollouts, hence the same weights, whatever the number of workers.
+(With rollout groups,
 :mod:`dcsim.learn.group_rollout`, each process runs its groups' forward passes itself;
 the variates and seeds are still drawn in the trainer's process, and
 :meth:`LockstepEnvs.recorded` records the steps.) The workers ignore
