@@ -17,10 +17,9 @@ resets (with the seeds drawn here) the environments whose episodes ended. Everyt
 random stays in the trainer's process (the policy's forward, the sampled actions, the
 episode seeds), and an environment is a function of its seed and its actions, so the same
 seed gives the same rollouts, hence the same weights, whatever the number of workers.
-(With rollout groups,
-:mod:`dcsim.learn.group_rollout`, each process runs its groups' forward passes itself;
-the variates and seeds are still drawn in the trainer's process, and
-:meth:`LockstepEnvs.recorded` records the steps.) The workers ignore
+(With rollout groups, :mod:`dcsim.learn.group_rollout`, each process runs its groups'
+forward passes itself; the variates and seeds are still drawn in the trainer's process,
+and :meth:`LockstepEnvs.recorded` records the steps.) The workers ignore
 SIGINT/SIGTERM (Ctrl-C is the trainer's: it stops at the end of the iteration) and exit
 when their pipe closes, so none outlives the trainer; an error in one (an exception in an
 environment, a worker that died) is an :class:`EnvWorkerError` naming the worker and the
