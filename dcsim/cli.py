@@ -248,11 +248,12 @@ def import_trace_cmd(fmt: str, src: Path, out: Path, split: str | None,
 
 @main.command()
 def plugins() -> None:
-    """List registered plugins (allocators, schedulers, reschedulers, placers, power
-    models), the package providing each, and their options."""
+    """List registered plugins (allocators, schedulers, reschedulers, placers, GPU
+    allocators, power models), the package providing each, and their options."""
     from dcsim.plugins import broken, registered
 
-    for kind in ("allocator", "scheduler", "rescheduler", "placer", "power_model"):
+    for kind in ("allocator", "scheduler", "rescheduler", "placer", "gpu_allocator",
+                 "power_model"):
         found = registered(kind)
         click.echo(f"{kind}s:")
         for name in sorted(found):

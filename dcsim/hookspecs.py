@@ -34,6 +34,13 @@ def register_placers(register: Callable[[type], None]) -> None:
 
 
 @hookspec
+def register_gpu_allocators(register: Callable[[type], None]) -> None:
+    """Register GPU allocator classes (:class:`dcsim.gpu_allocators.GpuAllocator`
+    subclasses), which choose the node and GPU devices of an arriving pod in a GPU-sharing
+    cluster (``mode: gpu``), by calling ``register(cls)`` for each."""
+
+
+@hookspec
 def register_power_models(register: Callable[[type], None]) -> None:
     """Register server power models (:class:`dcsim.power.PowerModel` subclasses), which
     give a server's watts at a utilisation, by calling ``register(cls)`` for each."""

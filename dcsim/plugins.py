@@ -33,6 +33,7 @@ BUILTIN: dict[str, tuple[str, ...]] = {
     "scheduler": ("dcsim.schedulers.builtin", "dcsim.schedulers.deeprm"),
     "rescheduler": ("dcsim.reschedulers.builtin", "dcsim.reschedulers.vmr2l"),
     "placer": ("dcsim.placers.builtin",),
+    "gpu_allocator": ("dcsim.gpu_allocators.builtin",),
     "power_model": ("dcsim.power.builtin",),
 }
 BUILTIN_MODULES = tuple(m for mods in BUILTIN.values() for m in mods)
@@ -54,7 +55,8 @@ warn: Callable[[str], None] = _warn
 
 @dataclass(frozen=True)
 class Registered:
-    kind: str  # "allocator", "scheduler", "rescheduler", "placer" or "power_model"
+    kind: str  # "allocator", "scheduler", "rescheduler", "placer", "gpu_allocator" or
+    # "power_model"
     name: str
     cls: type
     package: str  # "dcsim" for built-ins, else the distribution name
@@ -129,6 +131,7 @@ def registered(kind: str = "allocator") -> dict[str, Registered]:
             "scheduler": pm.hook.register_schedulers,
             "rescheduler": pm.hook.register_reschedulers,
             "placer": pm.hook.register_placers,
+            "gpu_allocator": pm.hook.register_gpu_allocators,
             "power_model": pm.hook.register_power_models}[kind]
     # the built-ins first, in BUILTIN's order, then installed plugins as they loaded
     order = {m: i for i, m in enumerate(BUILTIN_MODULES)}

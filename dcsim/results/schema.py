@@ -422,6 +422,63 @@ VM_ONLINE_SUMMARY = Table("summary", (
         when="failures"),
 ), "one per run")
 
+_GPU_SHARE = "share of the cluster's milli-GPU"
+
+GPU_PODS = Table("pods", (
+    Col("id", "int64", "—", "arrival index, from 0"),
+    Col("name", "string", "—", "the pod's name in the pod list"),
+    Col("row", "int64", "—", "its row in the pod list, from 0 (inflated copies share it)"),
+    Col("inflated", "bool", "—", "added by gpu.inflate"),
+    Col("cpu", "int64", "milli-cores", "cpu asked"),
+    Col("mem", "int64", "MiB", "memory asked"),
+    Col("num_gpu", "int64", "GPUs", "GPUs asked (1 for a share of one GPU)"),
+    Col("gpu_milli", "int64", "milli-GPU", "share of each GPU asked (1000: whole GPUs)"),
+    Col("gpu_types", "string", "—", "the GPU models it accepts, |-separated; empty: any"),
+    Col("accepted", "bool", "—", "whether it was placed"),
+    Col("node", "int64", "—", "node index (the node list's row); −1 if rejected"),
+    Col("devices", "list<int64>", "—", "the GPU devices of its node it took"),
+    Col("arrived_gpu_share", "float64", _GPU_SHARE, "GPU asked by the pods offered so "
+        "far (this one included)", bounds=(0.0, float("inf"))),
+    Col("alloc_gpu_share", "float64", "fraction", "GPU placed after this pod"),
+    Col("frag_gpus", "float64", "GPUs", "the cluster's fragmented GPU after this pod"),
+    Col("decision_s", "float64", "wall-clock s", "the allocator's time"),
+), "one per offered pod")
+
+GPU_TIMESERIES = Table("timeseries", (
+    Col("arrived_pct", "int64", "%", "arrived GPU request, whole percent of the cluster's"),
+    Col("pods", "int64", "pods", "pods whose arrived share rounds to it (0: the mean is "
+        "over the pods within one percent)"),
+    Col("alloc_gpu_share", "float64", "fraction", "GPU placed (mean over those pods)"),
+    Col("frag_gpus", "float64", "GPUs", "fragmented GPU (mean)"),
+    Col("frag_ratio", "float64", "fraction", "fragmented share of the free GPU (mean)"),
+    Col("alloc_cpu_share", "float64", "fraction", "cpu placed (mean)"),
+    Col("alloc_mem_share", "float64", "fraction", "memory placed (mean)"),
+    Col("unalloc_gpus", "float64", "GPUs", "GPUs not placed: (1 − alloc_gpu_share) × GPUs"),
+), "one per whole percent of arrived GPU request")
+
+GPU_SUMMARY = Table("summary", (
+    Col("received", "int64", "pods", "pods offered"),
+    Col("accepted", "int64", "pods", "pods placed"),
+    Col("rejected", "int64", "pods", "pods that fit nowhere"),
+    Col("acceptance_ratio", "float64", "—", "accepted / received", bounds=(0, 1)),
+    Col("arrived_gpu_share", "float64", _GPU_SHARE, "GPU asked by all pods offered",
+        bounds=(0.0, float("inf"))),
+    Col("alloc_gpu_share", "float64", "fraction", "GPU placed, at the last arrived "
+        "percent (the paper's value at 130 %)"),
+    Col("final_alloc_gpu_share", "float64", "fraction", "GPU placed after the last pod"),
+    Col("unalloc_gpus", "float64", "GPUs", "GPUs not placed, at the last arrived percent"),
+    Col("frag_gpus", "float64", "GPUs", "fragmented GPU, at the last arrived percent"),
+    Col("frag_ratio", "float64", "fraction", "fragmented share of the free GPU, there"),
+    Col("alloc_cpu_share", "float64", "fraction", "cpu placed at the end"),
+    Col("alloc_mem_share", "float64", "fraction", "memory placed at the end"),
+    Col("used_nodes", "int64", "nodes", "nodes holding a pod at the end"),
+    Col("nodes", "int64", "nodes", "nodes of the cluster"),
+    Col("gpus", "int64", "GPUs", "GPUs of the cluster"),
+    Col("inflated", "int64", "pods", "pods added by gpu.inflate"),
+    Col("typical_pods", "int64", "—", "request classes among the typical pods"),
+    Col("mean_decision_s", "float64", "wall-clock s", "the allocator's mean time"),
+), "one per run")
+
 #: every mode's tables: the streamed ones, then ``summary``
 TABLES: dict[str, dict[str, Table]] = {
     "loss": {"requests": LOSS_REQUESTS, "timeseries": LOSS_TIMESERIES,
@@ -430,6 +487,7 @@ TABLES: dict[str, dict[str, Table]] = {
     "reschedule": {"migrations": VM_MIGRATIONS, "summary": VM_STATIC_SUMMARY},
     "vm_online": {"vms": VM_ONLINE_VMS, "timeseries": VM_ONLINE_TIMESERIES,
                   "component_failures": VM_ONLINE_FAILURES, "summary": VM_ONLINE_SUMMARY},
+    "gpu": {"pods": GPU_PODS, "timeseries": GPU_TIMESERIES, "summary": GPU_SUMMARY},
 }
 
 #: the folders a mode streams into (everything but ``summary``), over all modes

@@ -79,11 +79,13 @@ class ExperimentSpec(StrictModel):
     (``vm:``, :mod:`dcsim.sim.vm_static`) to lower its fragment rate (VMR²L).
     ``mode: vm_online``: VMs arrive and depart (``vm:``, :mod:`dcsim.sim.vm_online`); each of
     ``placers`` places them, with optional periodic rescheduling.
+    ``mode: gpu``: the pods of a GPU-sharing cluster (``gpu:``, :mod:`dcsim.sim.gpu`); each
+    of ``gpu_allocators`` places them (FGD, ATC'23).
     """
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]+$")]
     description: str = ""
-    mode: Literal["loss", "queue", "reschedule", "vm_online"] = "loss"
+    mode: Literal["loss", "queue", "reschedule", "vm_online", "gpu"] = "loss"
     seed: Annotated[int, Field(ge=0)] = 0
     seeds: Annotated[int, Field(ge=1)] = 1
     # the mode's sections: mappings in the file; in a sweep point, the mode's typed models
@@ -94,8 +96,10 @@ class ExperimentSpec(StrictModel):
     schedulers: list[str | AllocatorSpec] = Field(default_factory=list)
     reschedulers: list[str | AllocatorSpec] = Field(default_factory=list)
     placers: list[str | AllocatorSpec] = Field(default_factory=list)
+    gpu_allocators: list[str | AllocatorSpec] = Field(default_factory=list)
     queue: QueueSpec = Field(default_factory=QueueSpec)
     vm: dict[str, Any] | BaseModel | None = None
+    gpu: dict[str, Any] | BaseModel | None = None
     capacity: Literal["reject", "wait"] = "reject"  # lack of total cpu/mem: drop or hold
     # requests ending at t: released before the arrival at t, or after its first step
     departures: Literal["before_arrivals", "after_first_step"] = "before_arrivals"
@@ -124,6 +128,9 @@ class ExperimentSpec(StrictModel):
             raise ValueError(f"power: only mode loss accounts energy (mode {self.mode!r})")
         if self.mode in ("reschedule", "vm_online") and self.vm is None:
             raise ValueError(f"vm: Field required in mode {self.mode!r}")
+        if (self.mode == "gpu") != (self.gpu is not None):
+            raise ValueError("gpu: Field required in mode 'gpu'" if self.mode == "gpu" else
+                             f"gpu: only mode gpu reads it (mode {self.mode!r})")
         if self.topology is None:
             if self.mode == "loss":
                 raise ValueError("topology: Field required")

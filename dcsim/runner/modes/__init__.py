@@ -9,11 +9,13 @@ value and plugin list in the experiment spec, and its tables in
 * ``queue`` (:mod:`.queue`): jobs wait; ``schedulers`` pick which starts (DeepRM).
 * ``reschedule`` (:mod:`.reschedule`): ``reschedulers`` migrate at most MNL VMs (VMR²L).
 * ``vm_online`` (:mod:`.vm_online`): VMs arrive and depart; ``placers`` place them.
+* ``gpu`` (:mod:`.gpu`): pods of a GPU-sharing cluster; ``gpu_allocators`` place them (FGD).
 """
 
 from __future__ import annotations
 
 from dcsim.runner.modes.base import Built, Mode
+from dcsim.runner.modes.gpu import GpuMode
 from dcsim.runner.modes.loss import LossMode
 from dcsim.runner.modes.queue import QueueMode
 from dcsim.runner.modes.reschedule import RescheduleMode
@@ -21,6 +23,6 @@ from dcsim.runner.modes.vm_online import VMOnlineMode
 
 #: every mode by its ``mode:`` value
 MODES: dict[str, Mode] = {m.name: m for m in (LossMode(), QueueMode(), RescheduleMode(),
-                                              VMOnlineMode())}
+                                              VMOnlineMode(), GpuMode())}
 
 __all__ = ["MODES", "Built", "Mode"]

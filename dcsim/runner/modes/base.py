@@ -16,6 +16,7 @@ PLUGIN_LISTS: dict[str, tuple[str, str]] = {
     "queue": ("schedulers", "scheduler"),
     "reschedule": ("reschedulers", "rescheduler"),
     "vm_online": ("placers", "placer"),
+    "gpu": ("gpu_allocators", "gpu_allocator"),
 }
 
 

@@ -14,7 +14,7 @@ from dcsim.runner.modes.base import Built, Mode, plugin_instance, topology_famil
 
 class LossMode(Mode):
     name = "loss"
-    unused = frozenset({"queue", "vm"})
+    unused = frozenset({"queue", "vm", "gpu"})
 
     def sections(self, spec) -> dict[str, Any]:
         from dcsim.model.topologies import parse_topology_spec

@@ -23,7 +23,7 @@ def queue_config(spec, topology) -> QueueConfig:
 
 class QueueMode(Mode):
     name = "queue"
-    unused = frozenset({"vm"})
+    unused = frozenset({"vm", "gpu"})
 
     def sections(self, spec) -> dict[str, Any]:
         from dcsim.model.topologies import parse_topology_spec

@@ -8,7 +8,8 @@ from typing import Any
 from dcsim.runner.modes.base import Built, Mode, plugin_instance
 
 #: the loss/queue sections a VM mode does not read
-VM_UNUSED = frozenset({"queue", "topology", "workload", "capacity", "departures", "warmup"})
+VM_UNUSED = frozenset({"queue", "topology", "workload", "capacity", "departures", "warmup",
+                       "gpu"})
 
 
 class RescheduleMode(Mode):

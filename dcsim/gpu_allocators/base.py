@@ -1,0 +1,148 @@
+"""The GPU allocator interface (``mode: gpu``): choose the node and the GPU devices of each
+arriving pod, or reject it.
+
+A GPU allocator is a :class:`dcsim.plugin_base.Configurable` like every dcsim plugin:
+``name``, ``description``, a nested pydantic ``Options`` model, registered through the
+``register_gpu_allocators`` hook (plugin kind ``"gpu_allocator"``). :meth:`GpuAllocator.
+allocate` returns ``(node, devices)`` — the node index and a tuple of device indices (one
+for a GPU-sharing pod, k for a pod of k whole GPUs, none for a CPU-only pod) — or None. It
+reads the cluster through a :class:`~dcsim.gpu.cluster.GpuClusterView` (read-only arrays,
+``feasible(pod)``, ``copy()``); the engine validates the choice (an invalid one is a
+:class:`~dcsim.errors.PluginError` naming the allocator) and places the pod.
+
+:class:`ScoredAllocator` is the Kubernetes scheduling cycle the FGD authors' simulator runs:
+*filter* (the nodes where the pod fits: :meth:`~dcsim.gpu.cluster.GpuCluster.feasible`),
+*score* each feasible node (:meth:`ScoredAllocator.score`), pick the highest, then pick the
+devices inside it. Two behaviours of that simulator that the paper does not state are its
+options, with the authors' choice as the default:
+
+* ``integer_scores`` (default true): a Kubernetes score is an integer 0–100, so every score
+  is truncated (``int64(…)`` in Go) before the highest is taken; many nodes then tie.
+* ``tie_break``: ``node_order`` (default) — the authors' patched scheduler keeps the node
+  whose name sorts first, and their simulator prefixes every node's name with its place in
+  a seeded random permutation, so ties go to the first node of one random order fixed for
+  the run; ``random`` — upstream Kubernetes (a uniform choice among the tied nodes, anew
+  each time); ``first`` — the lowest node index.
+
+A pod of k whole GPUs always gets its node's first k fully free devices (the authors'
+``AllocateExclusiveGpuId``). A GPU-sharing pod's device is the allocator's ``device``
+option where it has one: ``best`` (the device with the least free that fits; the authors'
+default), ``worst``, ``random`` or ``first`` (lowest index); FGD chooses its own.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel
+
+from dcsim.gpu.cluster import MILLI, GpuClusterView, GpuPod
+from dcsim.gpu.frag import FragModel, TypicalPods
+from dcsim.gpu.trace import PodTable
+from dcsim.plugin_base import Configurable
+
+Choice = tuple[int, tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class GpuContext:
+    """What a run tells its allocator before the first pod: the pod list as read (before
+    ordering and inflation), its typical pods (the run's ``gpu.typical`` settings) and the
+    fragmentation model over them."""
+
+    pods: PodTable
+    typical: TypicalPods
+    frag: FragModel
+
+
+class GpuAllocator(Configurable, ABC):
+    """Choose the node and devices of each arriving pod, or reject it (see the module
+    docstring). ``self.rng`` is the run's plugin generator. :meth:`setup` is called once
+    before the first pod."""
+
+    kind = "gpu_allocator"
+
+    def __init__(self, options: BaseModel | None = None, *,
+                 rng: np.random.Generator | None = None):
+        self.options = options if options is not None else self.Options()
+        self.rng = rng if rng is not None else np.random.default_rng(0)
+
+    def setup(self, cluster: GpuClusterView, context: GpuContext) -> None:  # noqa: B027
+        """Called once before the first pod (default: nothing)."""
+
+    @abstractmethod
+    def allocate(self, cluster: GpuClusterView, pod: GpuPod) -> Choice | None:
+        """``(node, devices)`` for ``pod`` in the live cluster, or None to reject it."""
+
+
+def whole_devices(cluster: GpuClusterView, node: int, k: int) -> tuple[int, ...]:
+    """The first ``k`` fully free devices of ``node``, by index."""
+    return tuple(int(d) for d in np.flatnonzero(cluster.gpu_free[node] == MILLI)[:k])
+
+
+def share_device(cluster: GpuClusterView, node: int, milli: int, how: str,
+                 rng: np.random.Generator) -> int:
+    """The device of ``node`` a pod of ``milli`` milli-GPU gets under ``how``."""
+    free = cluster.gpu_free[node]
+    fits = free >= milli
+    idx = np.flatnonzero(fits)
+    if how == "best":
+        return int(idx[np.argmin(free[idx])])
+    if how == "worst":
+        return int(idx[np.argmax(free[idx])])
+    if how == "random":
+        return int(idx[rng.integers(len(idx))])
+    return int(idx[0])
+
+
+class ScoredAllocator(GpuAllocator):
+    """Filter, score, pick the best node, pick its devices (see the module docstring).
+    Subclasses implement :meth:`score`; one with its own device choice overrides
+    :meth:`devices`."""
+
+    class Options(GpuAllocator.Options):
+        integer_scores: bool = True
+        tie_break: Literal["node_order", "random", "first"] = "node_order"
+        device: Literal["best", "worst", "random", "first"] = "best"
+
+    def setup(self, cluster: GpuClusterView, context: GpuContext) -> None:
+        # the authors' node names carry a seeded random rank; ties go to the lowest
+        self.rank = self.rng.permutation(cluster.n_nodes)
+        self.context = context
+
+    @abstractmethod
+    def score(self, cluster: GpuClusterView, pod: GpuPod, idx: np.ndarray) -> np.ndarray:
+        """The score (higher is better) of each feasible node ``idx``, as a float; with
+        ``integer_scores`` it is truncated to an integer before the highest is taken."""
+
+    def devices(self, cluster: GpuClusterView, pod: GpuPod, node: int) -> tuple[int, ...]:
+        """The devices ``pod`` gets on ``node``."""
+        if pod.num_gpu == 0:
+            return ()
+        if pod.gpu_milli >= MILLI:
+            return whole_devices(cluster, node, pod.num_gpu)
+        return (share_device(cluster, node, pod.gpu_milli, self.options.device, self.rng),)
+
+    def pick(self, idx: np.ndarray, scores: np.ndarray) -> int:
+        """The node of ``idx`` with the highest score, ties broken by ``tie_break``."""
+        if self.options.integer_scores:
+            scores = np.trunc(scores)
+        tied = idx[scores == scores.max()]
+        if len(tied) == 1:
+            return int(tied[0])
+        how = self.options.tie_break
+        if how == "node_order":
+            return int(tied[np.argmin(self.rank[tied])])
+        if how == "random":
+            return int(tied[self.rng.integers(len(tied))])
+        return int(tied[0])
+
+    def allocate(self, cluster: GpuClusterView, pod: GpuPod) -> Choice | None:
+        idx = np.flatnonzero(cluster.feasible(pod))
+        if len(idx) == 0:
+            return None
+        node = self.pick(idx, np.asarray(self.score(cluster, pod, idx), dtype=np.float64))
+        return node, self.devices(cluster, pod, node)
