@@ -24,10 +24,15 @@ options, with the authors' choice as the default:
   the run; ``random`` — upstream Kubernetes (a uniform choice among the tied nodes, anew
   each time); ``first`` — the lowest node index.
 
+* ``cpu_pods``: ``score`` (default) — a CPU-only pod is scored like any other (each
+  policy's own formula; GPU packing and GPU clustering give every node 0, so the node order
+  decides); ``tie`` — every feasible node ties for a CPU-only pod, so it goes where the
+  tie-break puts it.
+
 A pod of k whole GPUs always gets its node's first k fully free devices (the authors'
-``AllocateExclusiveGpuId``). A GPU-sharing pod's device is the allocator's ``device``
-option where it has one: ``best`` (the device with the least free that fits; the authors'
-default), ``worst``, ``random`` or ``first`` (lowest index); FGD chooses its own.
+``AllocateExclusiveGpuId``). A GPU-sharing pod's device is the ``device`` option: ``best``
+(the device with the least free that fits; the authors' default), ``worst``, ``random`` or
+``first`` (lowest index); FGD's default is its own (``frag``).
 """
 
 from __future__ import annotations
@@ -86,16 +91,24 @@ def whole_devices(cluster: GpuClusterView, node: int, k: int) -> tuple[int, ...]
 def share_device(cluster: GpuClusterView, node: int, milli: int, how: str,
                  rng: np.random.Generator) -> int:
     """The device of ``node`` a pod of ``milli`` milli-GPU gets under ``how``."""
-    free = cluster.gpu_free[node]
+    return int(share_devices(cluster.gpu_free[[node]], milli, how, rng)[0])
+
+
+def share_devices(free: np.ndarray, milli: int, how: str,
+                  rng: np.random.Generator) -> np.ndarray:
+    """Per row of ``free`` (``[B, G]`` free milli-GPU; each row with a device that fits),
+    the device a pod of ``milli`` gets under ``how``: ``best`` the least free that fits,
+    ``worst`` the most, ``random`` a uniform one, ``first`` the lowest index (ties: the
+    lowest index)."""
     fits = free >= milli
-    idx = np.flatnonzero(fits)
+    big = np.iinfo(np.int64).max
     if how == "best":
-        return int(idx[np.argmin(free[idx])])
+        return np.where(fits, free, big).argmin(axis=1)
     if how == "worst":
-        return int(idx[np.argmax(free[idx])])
+        return np.where(fits, free, -1).argmax(axis=1)
     if how == "random":
-        return int(idx[rng.integers(len(idx))])
-    return int(idx[0])
+        return np.where(fits, rng.random(free.shape), -1.0).argmax(axis=1)
+    return fits.argmax(axis=1)
 
 
 class ScoredAllocator(GpuAllocator):
@@ -107,6 +120,7 @@ class ScoredAllocator(GpuAllocator):
         integer_scores: bool = True
         tie_break: Literal["node_order", "random", "first"] = "node_order"
         device: Literal["best", "worst", "random", "first"] = "best"
+        cpu_pods: Literal["score", "tie"] = "score"
 
     def setup(self, cluster: GpuClusterView, context: GpuContext) -> None:
         # the authors' node names carry a seeded random rank; ties go to the lowest
@@ -144,5 +158,9 @@ class ScoredAllocator(GpuAllocator):
         idx = np.flatnonzero(cluster.feasible(pod))
         if len(idx) == 0:
             return None
-        node = self.pick(idx, np.asarray(self.score(cluster, pod, idx), dtype=np.float64))
+        if pod.num_gpu == 0 and self.options.cpu_pods == "tie":
+            scores = np.zeros(len(idx))
+        else:
+            scores = np.asarray(self.score(cluster, pod, idx), dtype=np.float64)
+        node = self.pick(idx, scores)
         return node, self.devices(cluster, pod, node)

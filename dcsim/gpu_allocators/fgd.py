@@ -6,7 +6,8 @@ node's fragmentation (:mod:`dcsim.gpu.frag`; milli-GPU, negative when it rises) 
 went there; with ``integer_scores`` (the authors') it is truncated to an integer before the
 highest is taken, ties broken by the seeded node order. A GPU-sharing pod tries every
 device with enough free and keeps the one with the highest (integer) score, the lowest
-index among equals; a pod of k whole GPUs takes the node's first k fully free devices; a
+index among equals (``device: frag``; ``best``, ``worst``, ``random`` or ``first`` score
+each node by the device that rule picks instead); a pod of k whole GPUs takes the node's first k fully free devices; a
 CPU-only pod changes only the node's free cpu (it can still raise the node's fragmentation:
 typical pods that no longer find enough cpu cannot use its GPUs).
 
@@ -17,8 +18,8 @@ CPU-only pods included).
 number of GPUs) and the node's state, and a placement changes one node. So the scores of
 each request class are kept per node, with the node's :attr:`~dcsim.gpu.cluster.GpuCluster.
 version` when they were computed, and only the nodes changed since are computed again:
-the same choices as computing every node every time (``cache: false``, which
-``tests/test_gpu_fgd.py`` compares), far fewer numpy elements.
+the same choices as computing every node every time (``cache: false``), far fewer numpy
+elements. (With ``device: random`` nothing is kept: the device is drawn for every pod.)
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from __future__ import annotations
 import numpy as np
 
 from dcsim.gpu.cluster import MILLI, GpuClusterView, GpuPod
-from dcsim.gpu_allocators.base import GpuContext, ScoredAllocator, whole_devices
+from typing import Literal
+
+from dcsim.gpu_allocators.base import GpuContext, ScoredAllocator, share_devices, whole_devices
 
 
 def fgd_score(delta: np.ndarray) -> np.ndarray:
@@ -53,12 +56,17 @@ class Fgd(ScoredAllocator):
     description = "the node and device that raise GPU fragmentation least (FGD, ATC'23)"
 
     class Options(ScoredAllocator.Options):
+        #: ``frag``: the device that raises fragmentation least (the authors'); the others
+        #: score each node by the device that rule picks (the baselines' rules)
+        device: Literal["frag", "best", "worst", "random", "first"] = "frag"
         cache: bool = True
 
     def setup(self, cluster: GpuClusterView, context: GpuContext) -> None:
         super().setup(cluster, context)
         self.frag = context.frag
         self.cache: dict[tuple[int, int, int], _Scores] = {}
+        # a random device is drawn anew for every pod, so its scores are not kept
+        self._cached = self.options.cache and self.options.device != "random"
 
     def node_scores(self, cluster: GpuClusterView, pod: GpuPod, idx: np.ndarray):
         """Scores and devices (−1: none chosen) of the nodes ``idx`` for ``pod``,
@@ -67,13 +75,17 @@ class Fgd(ScoredAllocator):
         raw = fgd_score(delta)
         if pod.num_gpu == 0 or pod.gpu_milli >= MILLI:
             return raw[:, 0], np.full(len(idx), -1, dtype=np.int64)
-        scored = np.trunc(raw) if self.options.integer_scores else raw
-        scored = np.where(np.isnan(scored), -np.inf, scored)
-        device = scored.argmax(axis=1)       # the lowest index among equal scores
+        if self.options.device != "frag":
+            device = share_devices(cluster.gpu_free[idx], pod.gpu_milli, self.options.device,
+                                   self.rng)
+        else:
+            scored = np.trunc(raw) if self.options.integer_scores else raw
+            scored = np.where(np.isnan(scored), -np.inf, scored)
+            device = scored.argmax(axis=1)       # the lowest index among equal scores
         return raw[np.arange(len(idx)), device], device
 
     def score(self, cluster: GpuClusterView, pod: GpuPod, idx: np.ndarray) -> np.ndarray:
-        if not self.options.cache:
+        if not self._cached:
             score, self._device = self.node_scores(cluster, pod, idx)
             self._idx = idx
             return score
@@ -96,6 +108,6 @@ class Fgd(ScoredAllocator):
             return ()
         if pod.gpu_milli >= MILLI:
             return whole_devices(cluster, node, pod.num_gpu)
-        if not self.options.cache:
+        if not self._cached:
             return (int(self._device[np.searchsorted(self._idx, node)]),)
         return (int(self._entry.device[node]),)

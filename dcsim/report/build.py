@@ -37,9 +37,13 @@ CDF_COLUMNS = {"queue": ("slowdown", "completion_time"),
                "loss": ("footprint", "n_servers", "wait"),
                "vm_online": ("migrations",)}
 #: per mode: the time-series column drawn
-TIMESERIES = {"loss": "util_cpu", "queue": "util_cpu", "vm_online": "fragment_rate"}
+TIMESERIES = {"loss": "util_cpu", "queue": "util_cpu", "vm_online": "fragment_rate",
+              "gpu": "alloc_gpu_share"}
 #: per mode: the time-series columns drawn too when the run has them
-TIMESERIES_MORE = {"loss": ("power_w",)}
+TIMESERIES_MORE = {"loss": ("power_w",), "gpu": ("frag_gpus",)}
+#: per mode whose time series is not over simulated time: its x column and axis label
+#: (gpu: the FGD paper's Fig. 9a, against the arrived GPU request)
+TIMESERIES_X = {"gpu": ("arrived_pct", "arrived GPU request (% of the cluster's GPUs)")}
 NOT_METRICS = {"seed", "wall_time_s", "window_start", "window_end", "sim_time"}
 
 
@@ -220,10 +224,15 @@ def _draw(rep: Report, out: Path) -> None:
     cols = [c for c in (col, *TIMESERIES_MORE.get(r.mode, ())) if c in ts.columns]
     if cols and len(ts):
         ts, where = _last_point(r, ts)
+        x, xlabel = TIMESERIES_X.get(r.mode, ("time", "simulated time"))
+        if x not in ts.columns:  # gpu mode with pods that come and go: over time
+            x, xlabel = "time", "simulated time"
+        over = "over time" if x == "time" else f"against {x}"
         for c in cols:
-            rep.figures.append((f"{c} over time {where}",
+            rep.figures.append((f"{c} {over} {where}",
                                 figs.timeseries_figure(ts, c, rep.label(c, "timeseries"), out,
                                                        where, bounds=metric_range(
-                                                           c, r.mode, "timeseries"))))
+                                                           c, r.mode, "timeseries"),
+                                                       x=x, xlabel=xlabel)))
     for _, paths in rep.figures:
         rep.files += paths

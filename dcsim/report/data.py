@@ -21,7 +21,7 @@ from dcsim.results.schema import STREAMED
 
 #: the per-request (per-job, per-VM) table of each mode
 ITEM_TABLE = {"loss": "requests", "queue": "jobs", "vm_online": "vms",
-              "reschedule": "migrations"}
+              "reschedule": "migrations", "gpu": "pods"}
 
 
 @dataclass

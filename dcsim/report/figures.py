@@ -226,23 +226,24 @@ def cdf_figure(items: pd.DataFrame, column: str, label: str, out: Path,
 
 
 def timeseries_figure(ts: pd.DataFrame, column: str, label: str, out: Path, where: str,
-                      bins: int = 50, bounds: tuple[float, float] | None = None
-                      ) -> list[Path]:
-    """A time-series column over simulated time: per allocator, each seed's samples
-    averaged in equal time bins (at most ``bins``, and no more than a run has samples, so
-    each bin holds a sample of most seeds), then the mean over seeds with its 95 % band,
-    clipped to ``bounds`` (the column's range)."""
+                      bins: int = 50, bounds: tuple[float, float] | None = None,
+                      x: str = "time", xlabel: str = "simulated time") -> list[Path]:
+    """A time-series column over simulated time (or over another column ``x``, e.g. the
+    gpu mode's arrived percent): per allocator, each seed's samples averaged in equal bins
+    of ``x`` (at most ``bins``, and no more than a run has samples, so each bin holds a
+    sample of most seeds), then the mean over seeds with its 95 % band, clipped to
+    ``bounds`` (the column's range)."""
     plt = _plt()
     per_run = ts.groupby(["allocator", "seed"], sort=False).size()
     bins = max(2, min(bins, int(per_run.median()) if len(per_run) else bins))
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    t = ts["time"].to_numpy(float)
+    t = ts[x].to_numpy(float)
     edges = np.linspace(np.nanmin(t), np.nanmax(t), bins + 1) if t.size else np.zeros(2)
     if edges[-1] <= edges[0]:
         edges = np.array([edges[0], edges[0] + 1.0])
     mids = (edges[:-1] + edges[1:]) / 2
     for i, (alloc, g) in enumerate(ts.groupby("allocator", sort=False)):
-        b = np.clip(np.searchsorted(edges, g["time"].to_numpy(float), side="right") - 1,
+        b = np.clip(np.searchsorted(edges, g[x].to_numpy(float), side="right") - 1,
                     0, len(mids) - 1)
         per = g.assign(_bin=b).groupby(["seed", "_bin"])[column].mean().unstack("_bin")
         stats = [mean_ci(per[c]) if c in per.columns else (np.nan, np.nan, 0)
@@ -259,10 +260,11 @@ def timeseries_figure(ts: pd.DataFrame, column: str, label: str, out: Path, wher
             lo, hi = np.clip(lo, *bounds), np.clip(hi, *bounds)
         ax.fill_between(mids[band], lo[band], hi[band], color=st["color"], alpha=0.15,
                         linewidth=0)
-    ax.set_xlabel("simulated time")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(label)
     _legend(ax)
-    ax.set_title(f"{column} over time {where} (mean over seeds, 95 % band)", fontsize=10)
+    over = "over time" if x == "time" else f"against {x}"
+    ax.set_title(f"{column} {over} {where} (mean over seeds, 95 % band)", fontsize=10)
     return _save(fig, out, f"timeseries_{column}")
 
 

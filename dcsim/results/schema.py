@@ -442,19 +442,25 @@ GPU_PODS = Table("pods", (
     Col("alloc_gpu_share", "float64", "fraction", "GPU placed after this pod"),
     Col("frag_gpus", "float64", "GPUs", "the cluster's fragmented GPU after this pod"),
     Col("decision_s", "float64", "wall-clock s", "the allocator's time"),
+    Col("arrival", "float64", "s", "arrival time", when="departures"),
+    Col("duration", "float64", "s", "holding time (released then if placed)",
+        when="departures"),
 ), "one per offered pod")
 
 GPU_TIMESERIES = Table("timeseries", (
-    Col("arrived_pct", "int64", "%", "arrived GPU request, whole percent of the cluster's"),
+    Col("arrived_pct", "int64", "%", "arrived GPU request, whole percent of the cluster's",
+        when="arrived"),
     Col("pods", "int64", "pods", "pods whose arrived share rounds to it (0: the mean is "
-        "over the pods within one percent)"),
+        "over the pods within one percent)", when="arrived"),
+    Col("time", "float64", "s", "when the sample was taken", when="departures"),
+    Col("active", "int64", "pods", "pods placed and not yet released", when="departures"),
     Col("alloc_gpu_share", "float64", "fraction", "GPU placed (mean over those pods)"),
     Col("frag_gpus", "float64", "GPUs", "fragmented GPU (mean)"),
     Col("frag_ratio", "float64", "fraction", "fragmented share of the free GPU (mean)"),
     Col("alloc_cpu_share", "float64", "fraction", "cpu placed (mean)"),
     Col("alloc_mem_share", "float64", "fraction", "memory placed (mean)"),
     Col("unalloc_gpus", "float64", "GPUs", "GPUs not placed: (1 − alloc_gpu_share) × GPUs"),
-), "one per whole percent of arrived GPU request")
+), "one per whole percent of arrived GPU request (with gpu.arrivals: one per sample)")
 
 GPU_SUMMARY = Table("summary", (
     Col("received", "int64", "pods", "pods offered"),
@@ -464,11 +470,13 @@ GPU_SUMMARY = Table("summary", (
     Col("arrived_gpu_share", "float64", _GPU_SHARE, "GPU asked by all pods offered",
         bounds=(0.0, float("inf"))),
     Col("alloc_gpu_share", "float64", "fraction", "GPU placed, at the last arrived "
-        "percent (the paper's value at 130 %)"),
+        "percent (the paper's value at 130 %); with gpu.arrivals its time average"),
     Col("final_alloc_gpu_share", "float64", "fraction", "GPU placed after the last pod"),
     Col("unalloc_gpus", "float64", "GPUs", "GPUs not placed, at the last arrived percent"),
-    Col("frag_gpus", "float64", "GPUs", "fragmented GPU, at the last arrived percent"),
-    Col("frag_ratio", "float64", "fraction", "fragmented share of the free GPU, there"),
+    Col("frag_gpus", "float64", "GPUs", "fragmented GPU, at the last arrived percent "
+        "(with gpu.arrivals: time average)"),
+    Col("frag_ratio", "float64", "fraction", "fragmented share of the free GPU, there "
+        "(with gpu.arrivals: time average)"),
     Col("alloc_cpu_share", "float64", "fraction", "cpu placed at the end"),
     Col("alloc_mem_share", "float64", "fraction", "memory placed at the end"),
     Col("used_nodes", "int64", "nodes", "nodes holding a pod at the end"),
@@ -477,6 +485,11 @@ GPU_SUMMARY = Table("summary", (
     Col("inflated", "int64", "pods", "pods added by gpu.inflate"),
     Col("typical_pods", "int64", "—", "request classes among the typical pods"),
     Col("mean_decision_s", "float64", "wall-clock s", "the allocator's mean time"),
+    Col("gpu_acceptance", "float64", "fraction", "GPU request placed over GPU request "
+        "offered, in the window", when="departures"),
+    Col("window_start", "float64", "s", "the measured window's start", when="departures"),
+    Col("window_end", "float64", "s", "the measured window's end", when="departures"),
+    Col("sim_time", "float64", "s", "simulated time at the end", when="departures"),
 ), "one per run")
 
 #: every mode's tables: the streamed ones, then ``summary``

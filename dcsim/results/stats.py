@@ -36,7 +36,8 @@ STAT_COLUMNS = ["mean", "half_width", "ci_low", "ci_high", "n", "identical", "cl
 
 #: the metrics a finished `dcsim run` shows first, in this order, when its summary has them
 HEADLINE = ("acceptance_ratio", "util_cpu", "util_mem", "mean_footprint", "mean_slowdown",
-            "fr_after", "mean_fragment_rate", "migrations", "energy_j", "carbon_g")
+            "fr_after", "mean_fragment_rate", "migrations", "energy_j", "carbon_g",
+            "alloc_gpu_share", "frag_gpus", "unalloc_gpus")
 
 
 # ------------------------------------------------------------------------------ declarations

@@ -23,23 +23,36 @@ its last row (130 % for the paper's inflation).
 **Fragmentation** is :mod:`dcsim.gpu.frag` over the run's typical pods (``gpu.typical``),
 kept per node and updated where a pod lands.
 
+**Pods that come and go** (``gpu.arrivals``, beyond the paper; :mod:`dcsim.sim.gpu_spec`):
+a SimPy run (:class:`~dcsim.sim.core.SimCore`) in which the pods drawn from the list arrive
+in a Poisson process and each placed pod is released after its holding time (a departure
+at the same instant as an arrival comes first). Nothing waits: a pod that fits nowhere is
+lost. The measured window runs from the first measured arrival (after ``warmup``) to the
+last arrival; ``alloc_gpu_share``, ``frag_gpus`` and ``frag_ratio`` of the summary are then
+time averages over it, and the ``timeseries`` rows are samples over time.
+
 **Records.** ``sink("pods", columns)``: one row per offered pod; ``sink("timeseries",
-columns)``: one row per arrived percent; the summary is :func:`run_gpu`'s return. Columns
-and units: ``docs/reference/outputs.md`` (declared in :mod:`dcsim.results.schema`).
+columns)``: one row per arrived percent (one per sample with ``arrivals``); the summary is
+:func:`run_gpu`'s return. Columns and units: ``docs/reference/outputs.md`` (declared in
+:mod:`dcsim.results.schema`).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import time
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from dcsim.errors import ConfigError, DcsimError, PluginError
-from dcsim.gpu.cluster import MILLI, GpuCluster, GpuPod
+from dcsim.gpu.cluster import MILLI, GpuCluster, GpuPlacement, GpuPod
 from dcsim.gpu.frag import FragModel, typical_pods
-from dcsim.gpu.workload import arrival_order, inflate
+from dcsim.gpu.trace import PodTable
+from dcsim.gpu.workload import arrival_order, by_name, inflate
+from dcsim.sim.core import SimCore, TimeAverage
 from dcsim.sim.gpu_spec import GpuSpec, load_lists, parse_gpu
 from dcsim.sim.vm_static import Sink
 
@@ -84,6 +97,273 @@ def curve(arrived: np.ndarray, values: dict[str, np.ndarray]) -> dict[str, np.nd
     return {k: np.asarray(v) for k, v in out.items()}
 
 
+class GpuRun:
+    """What both protocols share: the cluster, the allocator, the fragmentation kept per
+    node, the totals placed, and the per-pod records of the ``n`` pods to be offered
+    (``rows``: their rows of the pod list)."""
+
+    def __init__(self, s: GpuSpec, cluster: GpuCluster, pods: PodTable, frag: FragModel,
+                 allocator, rows: np.ndarray, inflated: np.ndarray):
+        self.spec = s
+        self.cluster = cluster
+        self.pods = pods
+        self.frag = frag
+        self.allocator = allocator
+        self.view = cluster.view()
+        self.rows = rows
+        self.inflated = inflated
+        n = len(rows)
+        self.n = n
+        self.cap_gpu = float(cluster.total_gpu_milli)
+        self.cap_cpu = float(cluster.cpu_cap.sum()) or 1.0
+        self.cap_mem = float(cluster.mem_cap.sum()) or 1.0
+        self.node_frag = frag.node_frag(cluster)
+        self.frag_total = float(self.node_frag.sum())
+        self.accepted = np.zeros(n, dtype=bool)
+        self.node_of = np.full(n, -1, dtype=np.int64)
+        self.devices_of: list[list[int]] = [[] for _ in range(n)]
+        self.arrived = np.zeros(n)
+        self.alloc = np.zeros(n)
+        self.frag_after = np.zeros(n)
+        self.decision = np.zeros(n)
+        self.asked = self.used = self.used_cpu = self.used_mem = 0
+
+    # -- one pod ----------------------------------------------------------------------------
+    def offer(self, i: int) -> GpuPlacement | None:
+        """Offer pod ``i`` to the allocator; place it if it chose a node."""
+        pod = self.pods.pod(int(self.rows[i]), i)
+        self.asked += pod.total_gpu_milli
+        alloc = self.allocator
+        t0 = time.perf_counter()
+        try:
+            raw = alloc.allocate(self.view, pod)
+        except DcsimError:
+            raise
+        except Exception as e:  # a plugin's own bug: name it, no traceback for the user
+            raise PluginError(f"GPU allocator {alloc.label!r} failed on pod {i} "
+                              f"({pod.name}): {type(e).__name__}: {e}") from e
+        self.decision[i] = time.perf_counter() - t0
+        placement = None
+        if raw is not None:
+            node, devs = _choice(alloc, raw, pod, self.cluster)
+            placement = self.cluster.reserve(pod, node, devs)
+            self.accepted[i] = True
+            self.node_of[i] = node
+            self.devices_of[i] = list(devs)
+            self._moved(pod, node, +1)
+        self.arrived[i] = self.asked / self.cap_gpu
+        self.alloc[i] = self.used / self.cap_gpu
+        self.frag_after[i] = self.frag_total
+        return placement
+
+    def release(self, p: GpuPlacement) -> None:
+        self.cluster.release(p)
+        self._moved(p.pod, p.node, -1)
+
+    def _moved(self, pod: GpuPod, node: int, sign: int) -> None:
+        self.used += sign * pod.total_gpu_milli
+        self.used_cpu += sign * pod.cpu
+        self.used_mem += sign * pod.mem
+        new = float(self.frag.node_frag(self.cluster, [node])[0])
+        self.frag_total += new - self.node_frag[node]
+        self.node_frag[node] = new
+        if self.spec.check_invariants:
+            self.cluster.check()
+
+    def now(self) -> np.ndarray:
+        """alloc_gpu_share, frag_gpus, frag_ratio, alloc_cpu_share, alloc_mem_share now."""
+        idle = self.cap_gpu - self.used
+        return np.array([self.used / self.cap_gpu, self.frag_total / MILLI,
+                         self.frag_total / idle if idle > 0 else 0.0,
+                         self.used_cpu / self.cap_cpu, self.used_mem / self.cap_mem])
+
+    def check_end(self) -> None:
+        if not self.spec.check_invariants:
+            return
+        total = float(self.frag.node_frag(self.cluster).sum())
+        if abs(self.frag_total - total) > 1e-6 * max(self.cap_gpu, 1):
+            raise AssertionError("the kept fragmentation drifted from a recomputation")
+        if self.used != self.cluster.used_gpu_milli():
+            raise AssertionError("GPU accounting drifted")
+
+    # -- records ----------------------------------------------------------------------------
+    def pod_columns(self) -> dict[str, list]:
+        pods, rows = self.pods, self.rows
+        r = rows.tolist()
+        return {
+            "id": list(range(self.n)), "name": [pods.names[x] for x in r], "row": r,
+            "inflated": self.inflated.tolist(), "cpu": pods.cpu[rows].tolist(),
+            "mem": pods.mem[rows].tolist(), "num_gpu": pods.num_gpu[rows].tolist(),
+            "gpu_milli": pods.gpu_milli[rows].tolist(),
+            "gpu_types": ["|".join(pods.types[x]) for x in r],
+            "accepted": self.accepted.tolist(), "node": self.node_of.tolist(),
+            "devices": self.devices_of, "arrived_gpu_share": self.arrived.tolist(),
+            "alloc_gpu_share": self.alloc.tolist(),
+            "frag_gpus": (self.frag_after / MILLI).tolist(),
+            "decision_s": self.decision.tolist()}
+
+    def summary(self, at: dict[str, float]) -> dict[str, Any]:
+        """The summary, with ``at`` the values of alloc_gpu_share, frag_gpus and
+        frag_ratio the protocol reports."""
+        c = self.cluster
+        full = c.gpu_free == c.gpu_cap
+        n, n_acc = self.n, int(self.accepted.sum())
+        return {
+            "received": n, "accepted": n_acc, "rejected": n - n_acc,
+            "acceptance_ratio": n_acc / n if n else math.nan,
+            "arrived_gpu_share": float(self.arrived[-1]) if n else 0.0,
+            "alloc_gpu_share": at["alloc_gpu_share"],
+            "final_alloc_gpu_share": self.used / self.cap_gpu,
+            "unalloc_gpus": (1.0 - at["alloc_gpu_share"]) * c.total_gpus,
+            "frag_gpus": at["frag_gpus"], "frag_ratio": at["frag_ratio"],
+            "alloc_cpu_share": self.used_cpu / self.cap_cpu,
+            "alloc_mem_share": self.used_mem / self.cap_mem,
+            "used_nodes": int(((~full.all(axis=1)) | (c.cpu_free < c.cpu_cap)).sum()),
+            "nodes": c.n_nodes, "gpus": c.total_gpus,
+            "inflated": int(self.inflated.sum()), "typical_pods": len(self.frag.typical),
+            "mean_decision_s": float(self.decision.mean()) if n else 0.0,
+        }
+
+
+def _one_pass(run: GpuRun, sink: Sink | None) -> dict[str, Any]:
+    """The paper's protocol: every pod offered once, in order, none released."""
+    n = run.n
+    cpu = np.zeros(n)
+    mem = np.zeros(n)
+    idle = np.zeros(n)
+    for i in range(n):
+        run.offer(i)
+        cpu[i] = run.used_cpu / run.cap_cpu
+        mem[i] = run.used_mem / run.cap_mem
+        idle[i] = run.cap_gpu - run.used
+    run.check_end()
+    ratio = np.divide(run.frag_after, idle, out=np.zeros(n), where=idle > 0)
+    series = curve(run.arrived, {"alloc_gpu_share": run.alloc,
+                                 "frag_gpus": run.frag_after / MILLI, "frag_ratio": ratio,
+                                 "alloc_cpu_share": cpu, "alloc_mem_share": mem})
+    series["unalloc_gpus"] = (1.0 - series["alloc_gpu_share"]) * run.cluster.total_gpus
+    if sink is not None:
+        sink("pods", run.pod_columns())
+        sink("timeseries", {k: v.tolist() for k, v in series.items()})
+    last = {k: float(v[-1]) if len(v) else math.nan for k, v in series.items()}
+    return run.summary(last)
+
+
+#: the columns of :meth:`GpuRun.now`, in order
+NOW = ("alloc_gpu_share", "frag_gpus", "frag_ratio", "alloc_cpu_share", "alloc_mem_share")
+
+
+class GpuOnline(SimCore):
+    """Pods that arrive and leave (``gpu.arrivals``; see the module docstring)."""
+
+    def __init__(self, run: GpuRun, times: np.ndarray, holding: np.ndarray, warmup: int,
+                 sample_every: float):
+        SimCore.__init__(self)
+        self.run = run
+        self.times = times
+        self.holding = holding
+        self.warmup = warmup
+        self.sample_every = sample_every
+        self.end = float(times[-1]) if len(times) else 0.0
+        self.start = float(times[warmup]) if warmup < len(times) else self.end
+        self.avg = TimeAverage(len(NOW))
+        self.opened = False
+        self.active = 0
+        self.samples: dict[str, list] = {k: [] for k in ("time", "active", *NOW)}
+        self.asked_window = self.placed_window = 0
+
+    def _tick(self, t: float) -> None:
+        if not self.opened and t >= self.start:
+            self.avg.open(self.start)
+            self.opened = True
+        self.avg.advance(t, self.run.now())
+
+    def _sample(self, t: float) -> None:
+        self._tick(t)
+        row = self.samples
+        row["time"].append(float(t))
+        row["active"].append(self.active)
+        for k, v in zip(NOW, self.run.now().tolist(), strict=True):
+            row[k].append(v)
+
+    def _arrive(self, i: int, t: float) -> None:
+        p = self.run.offer(i)
+        measured = i >= self.warmup
+        g = self.run.pods.total_gpu_milli[self.run.rows[i]]
+        if measured:
+            self.asked_window += int(g)
+        if p is None:
+            return
+        if measured:
+            self.placed_window += int(g)
+        self.active += 1
+        self.depart_after(float(self.holding[i]), partial(self._depart, p))
+
+    def _depart(self, p: GpuPlacement, _event) -> None:
+        self._tick(self.env.now)
+        self.run.release(p)
+        self.active -= 1
+
+    def _main(self):
+        self._sample(0.0)
+        yield from self.walk(self.times.tolist(), self._arrive,
+                             periodic=[(self.sample_every, self._sample)], end=self.end,
+                             tick=self._tick)
+        self._tick(self.end)
+        self.avg.close(self.end, self.run.now())
+        self._sample(self.end)
+
+    def simulate_all(self, sink: Sink | None) -> dict[str, Any]:
+        main = self.env.process(self._main())
+        self.simulate(until=main)
+        self.run.check_end()
+        mean = self.avg.mean() if self.avg.end > self.avg.start else self.run.now()
+        at = dict(zip(NOW, (float(x) for x in mean), strict=True))
+        gpus = self.run.cluster.total_gpus
+        if sink is not None:
+            cols = self.run.pod_columns()
+            cols["arrival"] = self.times.tolist()
+            cols["duration"] = self.holding.tolist()
+            sink("pods", cols)
+            series = dict(self.samples)
+            series["unalloc_gpus"] = [(1.0 - a) * gpus for a in series["alloc_gpu_share"]]
+            sink("timeseries", series)
+        out = self.run.summary(at)
+        out.update({
+            "gpu_acceptance": (self.placed_window / self.asked_window if self.asked_window
+                               else math.nan),
+            "window_start": self.start, "window_end": self.end, "sim_time": self.end})
+        return out
+
+
+def _online_workload(s: GpuSpec, pods: PodTable, cap_gpu: float, rng: np.random.Generator,
+                     where: str):
+    """Rows, arrival times and holding times of the ``gpu.arrivals`` pods."""
+    a = s.arrivals
+    rows = by_name(pods)[rng.integers(len(pods), size=a.pods)]
+    g = pods.total_gpu_milli.astype(np.float64)
+    if a.holding == "trace":
+        d = pods.deletion - pods.creation
+        bad = np.flatnonzero(~np.isfinite(d) | (d < 0))
+        if len(bad):
+            i = int(bad[0])
+            line = pods.lines[i] if pods.lines else i + 2
+            raise ConfigError(f"{pods.source}: line {line}: deletion: holding: trace needs "
+                              "a creation and a deletion time (deletion ≥ creation) for "
+                              "every pod")
+        work = float((g * d).mean())
+        holding = d[rows]
+    else:
+        work = float(g.mean()) * a.mean_holding
+        holding = rng.exponential(a.mean_holding, size=a.pods)
+    if work <= 0:
+        raise ConfigError(f"{where}.arrivals: the pods ask for no GPU time, so no arrival "
+                          "rate gives a GPU load")
+    rate = a.load * cap_gpu / work
+    times = np.cumsum(rng.exponential(1.0 / rate, size=a.pods))
+    return rows, times, holding
+
+
 def run_gpu(spec: dict[str, Any] | GpuSpec, allocator, rng: np.random.Generator,
             sink: Sink | None, base_dir: str | os.PathLike | None = None, *,
             where: str = "gpu") -> dict[str, Any]:
@@ -101,105 +381,23 @@ def run_gpu(spec: dict[str, Any] | GpuSpec, allocator, rng: np.random.Generator,
     except ValueError as e:
         raise ConfigError(f"{where}.typical: {e}") from None
     frag = FragModel(typical, cluster.models)
-    rows = arrival_order(pods, s.order, rng)
-    inflated = np.zeros(len(rows), dtype=bool)
-    if s.inflate is not None:
-        rows, inflated = inflate(pods, rows, s.inflate.target * cluster.total_gpu_milli, rng,
-                                 s.inflate.stop)
+    if s.arrivals is not None:
+        rows, times, holding = _online_workload(s, pods, cluster.total_gpu_milli, rng, where)
+        inflated = np.zeros(len(rows), dtype=bool)
+    else:
+        rows = arrival_order(pods, s.order, rng)
+        inflated = np.zeros(len(rows), dtype=bool)
+        if s.inflate is not None:
+            rows, inflated = inflate(pods, rows, s.inflate.target * cluster.total_gpu_milli,
+                                     rng, s.inflate.stop)
     from dcsim.gpu_allocators.base import GpuContext
 
-    view = cluster.view()
-    allocator.setup(view, GpuContext(pods, typical, frag))
-
-    n = len(rows)
-    cap_gpu = float(cluster.total_gpu_milli)
-    cap_cpu = float(cluster.cpu_cap.sum())
-    cap_mem = float(cluster.mem_cap.sum()) or 1.0
-    node_frag = frag.node_frag(cluster)
-    frag_total = float(node_frag.sum())
-    accepted = np.zeros(n, dtype=bool)
-    node_of = np.full(n, -1, dtype=np.int64)
-    devices_of: list[list[int]] = [[] for _ in range(n)]
-    arrived = np.zeros(n)
-    alloc = np.zeros(n)
-    frag_after = np.zeros(n)
-    idle_after = np.zeros(n)
-    cpu_after = np.zeros(n)
-    mem_after = np.zeros(n)
-    decision = np.zeros(n)
-    asked = used = used_cpu = used_mem = 0
-    check = s.check_invariants
-    for i in range(n):
-        pod = pods.pod(int(rows[i]), i)
-        asked += pod.total_gpu_milli
-        t0 = time.perf_counter()
-        try:
-            raw = allocator.allocate(view, pod)
-        except DcsimError:
-            raise
-        except Exception as e:  # a plugin's own bug: name it, no traceback for the user
-            raise PluginError(f"GPU allocator {allocator.label!r} failed on pod {i} "
-                              f"({pod.name}): {type(e).__name__}: {e}") from e
-        decision[i] = time.perf_counter() - t0
-        if raw is not None:
-            node, devs = _choice(allocator, raw, pod, cluster)
-            cluster.reserve(pod, node, devs)
-            accepted[i] = True
-            node_of[i] = node
-            devices_of[i] = list(devs)
-            used += pod.total_gpu_milli
-            used_cpu += pod.cpu
-            used_mem += pod.mem
-            new = float(frag.node_frag(cluster, [node])[0])
-            frag_total += new - node_frag[node]
-            node_frag[node] = new
-            if check:
-                cluster.check()
-        arrived[i] = asked / cap_gpu
-        alloc[i] = used / cap_gpu
-        frag_after[i] = frag_total
-        idle_after[i] = cap_gpu - used
-        cpu_after[i] = used_cpu / cap_cpu
-        mem_after[i] = used_mem / cap_mem
-    if check:
-        if abs(frag_total - float(frag.node_frag(cluster).sum())) > 1e-6 * max(cap_gpu, 1):
-            raise AssertionError("the kept fragmentation drifted from a recomputation")
-        if used != cluster.used_gpu_milli():
-            raise AssertionError("GPU accounting drifted")
-
-    ratio = np.divide(frag_after, idle_after, out=np.zeros(n), where=idle_after > 0)
-    series = curve(arrived, {"alloc_gpu_share": alloc, "frag_gpus": frag_after / MILLI,
-                             "frag_ratio": ratio, "alloc_cpu_share": cpu_after,
-                             "alloc_mem_share": mem_after})
-    gpus = cluster.total_gpus
-    series["unalloc_gpus"] = (1.0 - series["alloc_gpu_share"]) * gpus
-    full = cluster.gpu_free == cluster.gpu_cap
-    used_nodes = int(((~full.all(axis=1)) | (cluster.cpu_free < cluster.cpu_cap)).sum())
-    if sink is not None:
-        sink("pods", {
-            "id": list(range(n)), "name": [pods.names[r] for r in rows.tolist()],
-            "row": rows.tolist(), "inflated": inflated.tolist(),
-            "cpu": pods.cpu[rows].tolist(), "mem": pods.mem[rows].tolist(),
-            "num_gpu": pods.num_gpu[rows].tolist(),
-            "gpu_milli": pods.gpu_milli[rows].tolist(),
-            "gpu_types": ["|".join(pods.types[r]) for r in rows.tolist()],
-            "accepted": accepted.tolist(), "node": node_of.tolist(), "devices": devices_of,
-            "arrived_gpu_share": arrived.tolist(), "alloc_gpu_share": alloc.tolist(),
-            "frag_gpus": (frag_after / MILLI).tolist(), "decision_s": decision.tolist()})
-        sink("timeseries", {k: v.tolist() for k, v in series.items()})
-    last = {k: float(v[-1]) if len(v) else float("nan") for k, v in series.items()}
-    n_acc = int(accepted.sum())
-    return {
-        "received": n, "accepted": n_acc, "rejected": n - n_acc,
-        "acceptance_ratio": n_acc / n if n else float("nan"),
-        "arrived_gpu_share": float(arrived[-1]) if n else 0.0,
-        "alloc_gpu_share": last["alloc_gpu_share"],
-        "final_alloc_gpu_share": float(alloc[-1]) if n else 0.0,
-        "unalloc_gpus": last["unalloc_gpus"],
-        "frag_gpus": last["frag_gpus"], "frag_ratio": last["frag_ratio"],
-        "alloc_cpu_share": float(cpu_after[-1]) if n else 0.0,
-        "alloc_mem_share": float(mem_after[-1]) if n else 0.0,
-        "used_nodes": used_nodes, "nodes": cluster.n_nodes, "gpus": gpus,
-        "inflated": int(inflated.sum()), "typical_pods": len(typical),
-        "mean_decision_s": float(decision.mean()) if n else 0.0,
-    }
+    allocator.setup(cluster.view(), GpuContext(pods, typical, frag))
+    run = GpuRun(s, cluster, pods, frag, allocator, rows, inflated)
+    if s.arrivals is None:
+        return _one_pass(run, sink)
+    a = s.arrivals
+    every = a.sample_every or (float(times[-1]) / 200 if len(times) and times[-1] > 0
+                               else 1.0)
+    warm = int(math.floor(a.warmup * len(rows)))
+    return GpuOnline(run, times, holding, warm, every).simulate_all(sink)

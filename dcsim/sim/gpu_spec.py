@@ -11,9 +11,25 @@ process, then shared by the runs that name it).
       inflate: {target: 1.3}      # to 1.3 × the cluster's GPUs (the paper); null: as listed
       typical: {threshold: 0.95, step: 1, cpu_pods: true}   # the authors' typical pods
 
+With ``arrivals:`` the run is a discrete-event simulation instead (beyond the paper, whose
+pods never leave): ``pods`` arrivals drawn uniformly with replacement from the pod list, in a
+Poisson process whose rate makes the offered GPU load ``load`` (arrival rate × mean GPU ×
+holding time ÷ the cluster's GPUs), each held for an exponential time of mean
+``mean_holding`` seconds (``holding: exponential``) or for its own ``deletion_time −
+creation_time`` (``holding: trace``), then released; a pod that fits nowhere is lost. The
+first ``warmup`` share of the arrivals is not measured; the cluster is sampled every
+``sample_every`` seconds (default: 200 samples over the run). ``inflate`` must then be
+null and ``order`` plays no part::
+
+    gpu:
+      ...
+      inflate: null
+      arrivals: {pods: 20000, load: 1.0, holding: exponential, mean_holding: 3600}
+
 ``nodes`` and ``pods`` take ``columns:`` (dcsim field → the file's column, for another
 trace's names; :mod:`dcsim.gpu.trace`) and ``limit:`` (the first rows only, for a quick
-look). Paths are relative to the experiment file.
+look) and ``name:`` (a label: a ``matrix:`` sweep over whole lists records it as the sweep
+column). Paths are relative to the experiment file.
 """
 
 from __future__ import annotations
@@ -24,7 +40,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from dcsim.errors import ConfigError
 from dcsim.gpu.cluster import GpuNodes
@@ -35,6 +51,7 @@ from dcsim.validation import StrictModel
 
 class ListSpec(StrictModel):
     path: str
+    name: str | None = None   # a label (a sweep over lists records it)
     columns: dict[str, str] = Field(default_factory=dict)
     limit: Annotated[int, Field(ge=1)] | None = None
 
@@ -50,6 +67,15 @@ class TypicalSpec(StrictModel):
     cpu_pods: bool = True
 
 
+class ArrivalsSpec(StrictModel):
+    pods: Annotated[int, Field(ge=1)]
+    load: Annotated[float, Field(gt=0, le=100)] = 1.0
+    holding: Literal["exponential", "trace"] = "exponential"
+    mean_holding: Annotated[float, Field(gt=0)] = 3600.0
+    warmup: Annotated[float, Field(ge=0, lt=1)] = 0.2
+    sample_every: Annotated[float, Field(gt=0)] | None = None
+
+
 class GpuSpec(StrictModel):
     """The ``gpu:`` section (see the module docstring)."""
 
@@ -58,7 +84,15 @@ class GpuSpec(StrictModel):
     order: Literal["shuffle", "creation_time", "file"] = "shuffle"
     inflate: InflateSpec | None = Field(default_factory=InflateSpec)
     typical: TypicalSpec = Field(default_factory=TypicalSpec)
+    arrivals: ArrivalsSpec | None = None
     check_invariants: bool = False  # check the state after every pod (tests)
+
+    @model_validator(mode="after")
+    def _one_protocol(self) -> GpuSpec:
+        if self.arrivals is not None and self.inflate is not None:
+            raise ValueError("inflate: the pods of gpu.arrivals come and go; set inflate: "
+                             "null (inflation is the one-pass protocol's)")
+        return self
 
 
 def parse_gpu(spec: dict[str, Any] | None, where: str = "gpu") -> GpuSpec:

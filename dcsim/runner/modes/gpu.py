@@ -35,5 +35,6 @@ class GpuMode(Mode):
         from dcsim.sim.gpu import run_gpu
 
         alloc = plugin_instance(plan, "gpu_allocator", plugin_rng)
+        flags = ["arrived"] if spec.gpu.arrivals is None else ["departures"]
         return Built(lambda sink: run_gpu(spec.gpu, alloc, workload_rng, sink,
-                                          plan.base_dir))
+                                          plan.base_dir), flags=flags)
