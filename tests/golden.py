@@ -55,6 +55,12 @@ REDUCE: dict[str, dict[str, Any]] = {
     "vmr_static": {"keep": 2},
     "vmr2l_static": {"keep": 1, "sets": ["vm.mapping.synthetic=production_small",
                                          "vm.mapping.hosts=12"]},
+    "fgd_default": {"sets": ["gpu.nodes.limit=60", "gpu.pods.limit=400"]},
+    "fgd_variants": {"keep": 2, "sets": ["gpu.nodes.limit=60", "gpu.pods.limit=400"]},
+    "fgd_ablation": {"sets": ["gpu.nodes.limit=60", "gpu.pods.limit=400"]},
+    "fgd_ablation_workload": {"keep": 2, "sets": ["gpu.nodes.limit=60",
+                                                  "gpu.pods.limit=400"]},
+    "fgd_departures": {"keep": 1, "sets": ["gpu.nodes.limit=60", "gpu.arrivals.pods=600"]},
 }
 
 #: columns that measure the machine, not the simulation (and the run's id and the
@@ -70,7 +76,8 @@ def shipped() -> list[str]:
     for p in sorted(EXPERIMENTS.glob("*.yaml")):
         raw = yaml.safe_load(p.read_text())
         if isinstance(raw, dict) and any(k in raw for k in ("allocators", "schedulers",
-                                                            "reschedulers", "placers")):
+                                                            "reschedulers", "placers",
+                                                            "gpu_allocators")):
             names.append(p.stem)
     return names
 
@@ -102,7 +109,8 @@ def stable(df: pd.DataFrame) -> pd.DataFrame:
             df[c] = df[c].astype(df[c].cat.categories.dtype)
     if "info" in df.columns:
         df["info"] = df["info"].map(_strip_times)
-    keys = [c for c in ("allocator", "seed", "id", "time", "step", "jobset") if c in df.columns]
+    keys = [c for c in ("allocator", "seed", "id", "time", "step", "jobset", "arrived_pct")
+            if c in df.columns]
     rest = [c for c in df.columns if c not in keys]
     return df[keys + rest].sort_values(keys, kind="stable").reset_index(drop=True)
 
@@ -128,7 +136,8 @@ def run_reduced(name: str, folder: Path) -> dict[str, pd.DataFrame]:
     out = folder / "out"
     run_experiment(exp, out=out)
     tables = {"summary": stable(pd.read_parquet(out / "summary.parquet"))}
-    for kind in ("requests", "timeseries", "migrations", "vms", "jobs", "component_failures"):
+    for kind in ("requests", "timeseries", "migrations", "vms", "jobs", "component_failures",
+                 "pods"):
         if (out / kind).is_dir() and any((out / kind).rglob("*.parquet")):
             tables[kind] = stable(read_files(out / kind))
     return tables

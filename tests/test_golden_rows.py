@@ -13,7 +13,8 @@ from tests import golden
 
 #: reduced runs that take under ~1 s on the 2-core machine
 QUICK = {"quickstart", "ahab_lookahead", "deeprm_load_sweep", "nara_clock_ablation",
-         "nara_seed_spread", "vm_online_azure", "vmr2l_static"}
+         "nara_seed_spread", "vm_online_azure", "vmr2l_static", "fgd_default",
+         "fgd_departures"}
 
 
 def _param(name: str):

@@ -7,9 +7,10 @@ went there; with ``integer_scores`` (the authors') it is truncated to an integer
 highest is taken, ties broken by the seeded node order. A GPU-sharing pod tries every
 device with enough free and keeps the one with the highest (integer) score, the lowest
 index among equals (``device: frag``; ``best``, ``worst``, ``random`` or ``first`` score
-each node by the device that rule picks instead); a pod of k whole GPUs takes the node's first k fully free devices; a
-CPU-only pod changes only the node's free cpu (it can still raise the node's fragmentation:
-typical pods that no longer find enough cpu cannot use its GPUs).
+each node by the device that rule picks instead); a pod of k whole GPUs takes the node's
+first k fully free devices; a CPU-only pod changes only the node's free cpu (it can still
+raise the node's fragmentation: typical pods that no longer find enough cpu cannot use its
+GPUs).
 
 The typical pods are the run's (``gpu.typical``: the authors' 95 % of the pod list's pods,
 CPU-only pods included).
@@ -24,11 +25,11 @@ elements. (With ``device: random`` nothing is kept: the device is drawn for ever
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from dcsim.gpu.cluster import MILLI, GpuClusterView, GpuPod
-from typing import Literal
-
 from dcsim.gpu_allocators.base import GpuContext, ScoredAllocator, share_devices, whole_devices
 
 

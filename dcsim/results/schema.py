@@ -463,9 +463,9 @@ GPU_TIMESERIES = Table("timeseries", (
 ), "one per whole percent of arrived GPU request (with gpu.arrivals: one per sample)")
 
 GPU_SUMMARY = Table("summary", (
-    Col("received", "int64", "pods", "pods offered"),
-    Col("accepted", "int64", "pods", "pods placed"),
-    Col("rejected", "int64", "pods", "pods that fit nowhere"),
+    Col("received", "int64", "pods", "pods offered (with gpu.arrivals: in the window)"),
+    Col("accepted", "int64", "pods", "of them, placed"),
+    Col("rejected", "int64", "pods", "of them, fitting nowhere"),
     Col("acceptance_ratio", "float64", "—", "accepted / received", bounds=(0, 1)),
     Col("arrived_gpu_share", "float64", _GPU_SHARE, "GPU asked by all pods offered",
         bounds=(0.0, float("inf"))),

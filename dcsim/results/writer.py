@@ -95,6 +95,9 @@ class _Stream:
                 arr = arr.cast(pa.float64())
             arrays[name] = arr
         for k, (v, typ) in self.constants.items():
+            if k in arrays:  # a sweep column would silently replace the table's own
+                raise SchemaError(f"{self.table.table}: the sweep column {k!r} is also one "
+                                  f"of the table's own columns")
             arrays[k] = pa.array([v] * n, type=typ)
         if self.schema is None:
             self.schema = pa.schema([pa.field(k, a.type) for k, a in arrays.items()])

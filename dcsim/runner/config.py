@@ -195,6 +195,12 @@ RESERVED_COLUMNS = frozenset({
     # the statistics' columns (dcsim.results.stats.STAT_COLUMNS, beside the swept keys in
     # the tables of `dcsim run` and `dcsim report`)
     "mean", "half_width", "ci_low", "ci_high", "n", "identical", "clipped",
+    # gpu mode (its pods/ and timeseries/ tables and its summary; not its pods' "name",
+    # which a sweep of some `name` key keeps: the writer refuses that clash)
+    "row", "inflated", "num_gpu", "gpu_milli", "gpu_types", "node", "devices",
+    "arrived_gpu_share", "alloc_gpu_share", "frag_gpus", "arrived_pct", "pods", "frag_ratio",
+    "alloc_cpu_share", "alloc_mem_share", "unalloc_gpus", "rejected", "final_alloc_gpu_share",
+    "used_nodes", "nodes", "gpus", "typical_pods", "gpu_acceptance",
 })
 #: Keys that ``matrix:`` may not sweep (use ``seeds:`` / ``--seeds`` for replications).
 UNSWEEPABLE = ("name", "seed", "seeds", "matrix")

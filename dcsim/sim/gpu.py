@@ -329,7 +329,11 @@ class GpuOnline(SimCore):
             series["unalloc_gpus"] = [(1.0 - a) * gpus for a in series["alloc_gpu_share"]]
             sink("timeseries", series)
         out = self.run.summary(at)
-        out.update({
+        acc = self.run.accepted[self.warmup:]
+        n = len(acc)
+        out.update({   # counted over the measured window, like loss mode's
+            "received": n, "accepted": int(acc.sum()), "rejected": n - int(acc.sum()),
+            "acceptance_ratio": float(acc.mean()) if n else math.nan,
             "gpu_acceptance": (self.placed_window / self.asked_window if self.asked_window
                                else math.nan),
             "window_start": self.start, "window_end": self.end, "sim_time": self.end})
@@ -343,14 +347,7 @@ def _online_workload(s: GpuSpec, pods: PodTable, cap_gpu: float, rng: np.random.
     rows = by_name(pods)[rng.integers(len(pods), size=a.pods)]
     g = pods.total_gpu_milli.astype(np.float64)
     if a.holding == "trace":
-        d = pods.deletion - pods.creation
-        bad = np.flatnonzero(~np.isfinite(d) | (d < 0))
-        if len(bad):
-            i = int(bad[0])
-            line = pods.lines[i] if pods.lines else i + 2
-            raise ConfigError(f"{pods.source}: line {line}: deletion: holding: trace needs "
-                              "a creation and a deletion time (deletion ≥ creation) for "
-                              "every pod")
+        d = pods.deletion - pods.creation     # checked by load_lists
         work = float((g * d).mean())
         holding = d[rows]
     else:
@@ -372,8 +369,6 @@ def run_gpu(spec: dict[str, Any] | GpuSpec, allocator, rng: np.random.Generator,
     s = parse_gpu(spec, where) if not isinstance(spec, GpuSpec) else spec
     nodes, pods = load_lists(s, base_dir, where)
     cluster = GpuCluster(nodes)
-    if cluster.total_gpu_milli == 0:
-        raise ConfigError(f"{where}.nodes: the nodes have no GPU")
     t = s.typical
     try:
         typical = typical_pods(pods.cpu, pods.gpu_milli, pods.num_gpu, pods.types,

@@ -40,6 +40,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import numpy as np
 from pydantic import Field, model_validator
 
 from dcsim.errors import ConfigError
@@ -134,8 +135,33 @@ def load_lists(s: GpuSpec, base_dir: str | os.PathLike | None,
             table = _head(table, ls.limit)
         out.append(table)
     nodes, pods = out
+    if not nodes.gpus.any():
+        raise ConfigError(f"{where}.nodes: {nodes_path(s, base_dir)}: no node has a GPU")
     check_against(pods, nodes, f"{where}.pods")
+    need = []
+    if s.arrivals is None and s.order == "creation_time":
+        need.append(("creation", "order: creation_time"))
+    if s.arrivals is not None and s.arrivals.holding == "trace":
+        need += [("creation", "arrivals.holding: trace"), ("deletion", "arrivals.holding: trace")]
+    for field, why in need:
+        bad = np.flatnonzero(np.isnan(getattr(pods, field)))
+        if len(bad):
+            i = int(bad[0])
+            line = pods.lines[i] if pods.lines else i + 2
+            raise ConfigError(f"{pods.source}: line {line}: {field}: missing; {where}.{why} "
+                              f"needs every pod's {field} time")
+    if s.arrivals is not None and s.arrivals.holding == "trace":
+        bad = np.flatnonzero(pods.deletion < pods.creation)
+        if len(bad):
+            i = int(bad[0])
+            line = pods.lines[i] if pods.lines else i + 2
+            raise ConfigError(f"{pods.source}: line {line}: deletion: before its creation "
+                              f"time ({where}.arrivals.holding: trace)")
     return nodes, pods
+
+
+def nodes_path(s: GpuSpec, base_dir) -> Path:
+    return resolve_path(s.nodes.path, base_dir)
 
 
 def _head(table, n: int):
