@@ -13,7 +13,7 @@ reads the cluster through a :class:`~dcsim.gpu.cluster.GpuClusterView` (read-onl
 :class:`ScoredAllocator` is the Kubernetes scheduling cycle the FGD authors' simulator runs:
 *filter* (the nodes where the pod fits: :meth:`~dcsim.gpu.cluster.GpuCluster.feasible`),
 *score* each feasible node (:meth:`ScoredAllocator.score`), pick the highest, then pick the
-devices inside it. Two behaviours of that simulator that the paper does not state are its
+devices inside it. The behaviours of that simulator that the paper does not state are its
 options, with the authors' choice as the default:
 
 * ``integer_scores`` (default true): a Kubernetes score is an integer 0–100, so every score

@@ -14,35 +14,42 @@ from typing import Literal
 
 import numpy as np
 
-from dcsim.gpu.cluster import GpuClusterView, GpuPod
-from dcsim.gpu_allocators.base import Choice, ScoredAllocator
+from dcsim.gpu.cluster import MILLI, GpuClusterView, GpuPod
+from dcsim.gpu_allocators.base import (
+    Choice,
+    GpuAllocator,
+    ScoredAllocator,
+    share_device,
+    whole_devices,
+)
 
 #: the authors' MaxSpecCpu and MaxSpecGpu
 MAX_CPU = 128_000
 MAX_GPU = 8_000
 
 
-class RandomGpu(ScoredAllocator):
+class RandomGpu(GpuAllocator):
     """A feasible node drawn uniformly at random, and a random device that fits (the
-    authors' ``RandomScore`` with ``gpuSelMethod: random``)."""
+    authors' ``RandomScore`` with ``gpuSelMethod: random``; it scores nothing, so the
+    scoring options do not apply). ``device`` as for the scored allocators."""
 
     name = "random"
     description = "a feasible node uniformly at random; a random device that fits"
 
-    class Options(ScoredAllocator.Options):
+    class Options(GpuAllocator.Options):
         device: Literal["best", "worst", "random", "first"] = "random"
-
-    def score(self, cluster, pod, idx):  # one node gets 1, the others 0
-        out = np.zeros(len(idx))
-        out[self.rng.integers(len(idx))] = 1.0
-        return out
 
     def allocate(self, cluster: GpuClusterView, pod: GpuPod) -> Choice | None:
         idx = np.flatnonzero(cluster.feasible(pod))
         if len(idx) == 0:
             return None
         node = int(idx[self.rng.integers(len(idx))])
-        return node, self.devices(cluster, pod, node)
+        if pod.num_gpu == 0:
+            return node, ()
+        if pod.gpu_milli >= MILLI:
+            return node, whole_devices(cluster, node, pod.num_gpu)
+        return node, (share_device(cluster, node, pod.gpu_milli, self.options.device,
+                                   self.rng),)
 
 
 class BestFitGpu(ScoredAllocator):
@@ -78,7 +85,7 @@ class DotProductGpu(ScoredAllocator):
 class GpuPacking(ScoredAllocator):
     """Pack onto GPUs already in use (the authors' ``GpuPackingScore``): a sharing pod
     that fits a partly used device scores ``100 − ⌊free/100⌋`` of the tightest such
-    device (75–100); a pod that needs a fully free device of a node already in use scores
+    device (91–100); a pod that needs a fully free device of a node already in use scores
     ``max(50 − devices, 33)``; a node whose GPUs are all free scores
     ``max(33 − free GPUs, free GPUs)``; a CPU-only pod scores 0 everywhere (ties)."""
 
