@@ -119,8 +119,8 @@ class GpuCluster:
     Arrays (one row per node): ``cpu_cap``/``cpu_free`` (milli-cores), ``mem_cap``/
     ``mem_free`` (MiB), ``gpu_count``, ``gpu_cap``/``gpu_free`` (``nodes × G`` milli-GPU),
     ``model_code`` (index into ``models``; −1 for a CPU-only node), ``tag_count``
-    (``nodes × 9`` pods present by GPU affinity: column 0 sharing pods, k pods of k whole
-    GPUs; GPU clustering reads it), ``pods_on`` and ``version`` (changes so far).
+    (``nodes × max(9, G + 1)`` pods present by GPU affinity: column 0 sharing pods, k pods
+    of k whole GPUs; GPU clustering reads it), ``pods_on`` and ``version`` (changes so far).
     """
 
     def __init__(self, nodes: GpuNodes):
@@ -141,7 +141,8 @@ class GpuCluster:
         self.cpu_free = self.cpu_cap.copy()
         self.mem_free = self.mem_cap.copy()
         self.gpu_free = self.gpu_cap.copy()
-        self.tag_count = np.zeros((n, N_TAGS), dtype=np.int64)
+        # a column per whole-GPU count a node can hold (nodes of more than 8 GPUs too)
+        self.tag_count = np.zeros((n, max(N_TAGS, g + 1)), dtype=np.int64)
         self.pods_on = np.zeros(n, dtype=np.int64)
         #: per node, how many times it changed (a cache of per-node values is stale where
         #: this differs from when it was filled)

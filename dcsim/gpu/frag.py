@@ -75,9 +75,9 @@ def typical_pods(cpu, gpu_milli, num_gpu, types, *, threshold: float = 0.95, ste
     # most frequent first; ties: the larger (cpu, milli, num, types) first (frag.go sorts
     # by sort.Reverse of (count, cpu, milli, num, type))
     order = sorted(counts, key=lambda k: (counts[k], k), reverse=True)
-    need = threshold * total
     kept, cum = 0, 0
-    while cum < need and kept < len(order):
+    # cum / total, not threshold × total: 0.07 × 100 is 7.000000000000001 in floating point
+    while cum / total < threshold and kept < len(order):
         for key in order[kept:kept + step]:
             cum += counts[key]
         kept = min(kept + step, len(order))

@@ -172,7 +172,9 @@ def read_pods(path: str | os.PathLike, columns: dict[str, str] | None = None,
     cols = _columns(columns, POD_COLUMNS, where)
     names, cpu, mem, num, milli, types, created, deleted = [], [], [], [], [], [], [], []
     lines: list[int] = []
-    for line, r in _rows(path, cols, _OPTIONAL_POD):
+    # an optional column the mapping names explicitly must be there (a typo is no "absent")
+    optional = tuple(k for k in _OPTIONAL_POD if k not in (columns or {}))
+    for line, r in _rows(path, cols, optional):
         name = r["name"] or f"row-{len(names)}"
         c = _count(path, line, "cpu", r["cpu"])
         m = _count(path, line, "mem", r["mem"])

@@ -49,11 +49,11 @@ import numpy as np
 
 from dcsim.errors import ConfigError, DcsimError, PluginError
 from dcsim.gpu.cluster import MILLI, GpuCluster, GpuPlacement, GpuPod
-from dcsim.gpu.frag import FragModel, typical_pods
+from dcsim.gpu.frag import FragModel
 from dcsim.gpu.trace import PodTable
 from dcsim.gpu.workload import arrival_order, by_name, inflate
 from dcsim.sim.core import SimCore, TimeAverage
-from dcsim.sim.gpu_spec import GpuSpec, load_lists, parse_gpu
+from dcsim.sim.gpu_spec import GpuSpec, load_lists, parse_gpu, typical_of
 from dcsim.sim.vm_static import Sink
 
 
@@ -369,12 +369,7 @@ def run_gpu(spec: dict[str, Any] | GpuSpec, allocator, rng: np.random.Generator,
     s = parse_gpu(spec, where) if not isinstance(spec, GpuSpec) else spec
     nodes, pods = load_lists(s, base_dir, where)
     cluster = GpuCluster(nodes)
-    t = s.typical
-    try:
-        typical = typical_pods(pods.cpu, pods.gpu_milli, pods.num_gpu, pods.types,
-                               threshold=t.threshold, step=t.step, cpu_pods=t.cpu_pods)
-    except ValueError as e:
-        raise ConfigError(f"{where}.typical: {e}") from None
+    typical = typical_of(s, pods, where)
     frag = FragModel(typical, cluster.models)
     if s.arrivals is not None:
         rows, times, holding = _online_workload(s, pods, cluster.total_gpu_milli, rng, where)

@@ -160,6 +160,21 @@ def load_lists(s: GpuSpec, base_dir: str | os.PathLike | None,
     return nodes, pods
 
 
+def typical_of(s: GpuSpec, pods: PodTable, where: str = "gpu"):
+    """The run's typical pods (``gpu.typical`` over the pod list as read); a ConfigError
+    naming the pod file when the settings leave none."""
+    from dcsim.gpu.frag import typical_pods
+
+    t = s.typical
+    try:
+        return typical_pods(pods.cpu, pods.gpu_milli, pods.num_gpu, pods.types,
+                            threshold=t.threshold, step=t.step, cpu_pods=t.cpu_pods)
+    except ValueError as e:
+        raise ConfigError(f"{where}.typical: {pods.source}: {e}"
+                          + (" (cpu_pods: false leaves out the CPU-only pods)"
+                             if not t.cpu_pods else "")) from None
+
+
 def nodes_path(s: GpuSpec, base_dir) -> Path:
     return resolve_path(s.nodes.path, base_dir)
 
@@ -176,5 +191,6 @@ def check_gpu(spec: dict[str, Any] | None, base_dir: str | os.PathLike | None = 
               where: str = "gpu") -> GpuSpec:
     """Validate a ``gpu:`` section without running it: its fields and its files."""
     s = parse_gpu(spec, where)
-    load_lists(s, base_dir, where)
+    _, pods = load_lists(s, base_dir, where)
+    typical_of(s, pods, where)
     return s
