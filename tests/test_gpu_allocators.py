@@ -7,7 +7,6 @@ placement released exactly once back to the empty cluster."""
 
 from __future__ import annotations
 
-import itertools
 import typing
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dcsim.errors import PluginError, StateError
-from dcsim.gpu import MILLI, FragModel, GpuCluster, GpuNodes, GpuPod, PodTable, typical_pods
+from dcsim.gpu import MILLI, FragModel, GpuCluster, GpuPod, typical_pods
 from dcsim.gpu_allocators import GpuAllocator, GpuContext
 from dcsim.gpu_allocators.baselines import (
     BestFitGpu,
@@ -29,54 +28,11 @@ from dcsim.gpu_allocators.baselines import (
 from dcsim.gpu_allocators.fgd import Fgd
 from dcsim.plugins import registered
 from dcsim.sim.gpu import run_gpu
+from tests.helpers.gpu import gpu_nodes, make_cluster, pod_table, typical_of
 
 TRACE = str(Path(__file__).resolve().parents[1] / "traces" / "alibaba_gpu_2023_openb") + "/"
-BIG_MEM = 1 << 20
 
-
-# -- builders (as in test_gpu_model.py: test modules do not import each other) ---------------
-def gpu_nodes(specs, mem: int = BIG_MEM) -> GpuNodes:
-    """Nodes from ``(gpus, model, cpu)`` per node (model ignored for ``gpus`` 0)."""
-    return GpuNodes(tuple(f"n{i}" for i in range(len(specs))),
-                    np.array([s[2] for s in specs]), np.full(len(specs), mem),
-                    np.array([s[0] for s in specs]),
-                    tuple(s[1] if s[0] else "" for s in specs))
-
-
-def make_cluster(specs, free=None, cpu_free=None) -> GpuCluster:
-    """A cluster of ``gpu_nodes(specs)`` where device d of node i has ``free[i][d]``
-    milli-GPU free (a filler pod takes the rest) and node i ``cpu_free[i]`` milli-cpu."""
-    c = GpuCluster(gpu_nodes(specs))
-    fid = itertools.count(-1, -1)
-    for i, row in enumerate(free or []):
-        for d, f in enumerate(row):
-            if f < MILLI:
-                c.reserve(GpuPod(next(fid), 0, 0, 1, MILLI - f if f else MILLI), i, (d,))
-    for i, f in enumerate(cpu_free or []):
-        if f < specs[i][2]:
-            c.reserve(GpuPod(next(fid), specs[i][2] - f, 0, 0, 0), i, ())
-    return c
-
-
-def pod_table(rows) -> PodTable:
-    """A pod list from ``(cpu, num_gpu, gpu_milli, types)`` rows."""
-    n = len(rows)
-    return PodTable(tuple(f"p{i:04d}" for i in range(n)),
-                    np.array([r[0] for r in rows], dtype=np.int64), np.zeros(n, dtype=np.int64),
-                    np.array([r[1] for r in rows], dtype=np.int64),
-                    np.array([r[2] for r in rows], dtype=np.int64),
-                    tuple(tuple(r[3]) for r in rows), np.full(n, np.nan), np.full(n, np.nan),
-                    source="test.csv")
-
-
-def typical_of(classes):
-    """Typical pods (threshold 1) of ``count`` copies of each ``(count, cpu, num_gpu,
-    gpu_milli, types)``, and the rows."""
-    rows = [(c, k, m, t) for count, c, k, m, t in classes for _ in range(count)]
-    return typical_pods([r[0] for r in rows], [r[2] for r in rows], [r[1] for r in rows],
-                        [r[3] for r in rows], threshold=1.0), rows
-
-
+# -- random pod streams ---------------------------------------------------------------------------
 TYPES = st.sampled_from([(), (), ("A",), ("B",), ("A", "B"), ("C",)])
 MILLIS = st.sampled_from([1, 100, 250, 300, 460, 500, 700, 999]) | st.integers(1, 999)
 CPUS = st.sampled_from([0, 1000, 2000, 4000, 8000, 12000])

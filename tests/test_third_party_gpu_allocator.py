@@ -6,16 +6,14 @@ here put on ``PYTHONPATH``, so the environment running the tests never sees it.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from tests.helpers.pip import install_into
+from tests.helpers.pip import install_into, run_with
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "plugins" / "dcsim-gpu-first-fit"
@@ -35,12 +33,7 @@ def site(tmp_path_factory) -> Path:
 
 def run(site: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     """``python *args`` in the repo root with the plugin's folder first on PYTHONPATH."""
-    environ = {k: v for k, v in os.environ.items() if k != "DCSIM_PLUGINS"}
-    environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
-    environ.update(env)
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=environ, capture_output=True,
-                          text=True, timeout=120)
+    return run_with(site, ROOT, *args, **env)
 
 
 def gpu_allocators(listing: str) -> list[str]:

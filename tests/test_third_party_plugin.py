@@ -6,17 +6,15 @@ pip installs it (not editable) into a temporary folder that only the subprocesse
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from tests.helpers.pip import install_into
+from tests.helpers.pip import install_into, run_with
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "plugins" / "dcsim-power-of-d"
@@ -34,12 +32,7 @@ def site(tmp_path_factory) -> Path:
 
 def run(site: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     """``python *args`` in the repo root with the plugin's folder first on PYTHONPATH."""
-    environ = {k: v for k, v in os.environ.items() if k != "DCSIM_PLUGINS"}
-    environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
-    environ.update(env)
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=environ, capture_output=True,
-                          text=True, timeout=120)
+    return run_with(site, ROOT, *args, **env)
 
 
 def test_installed_plugin_is_listed_with_its_package(site):

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dcsim.errors import StateError
+from dcsim.readonly import ReadOnlyView
 
 #: milli-GPU of one device
 MILLI = 1000
@@ -292,28 +293,12 @@ _READABLE = frozenset({"n_nodes", "models", "max_gpus", "nodes", "total_gpus",
                        "type_codes", "accessible", "feasible", "reason"})
 
 
-class GpuClusterView:
+class GpuClusterView(ReadOnlyView):
     """A read-only window on the live :class:`GpuCluster`: its arrays as read-only numpy
     views and its queries; :meth:`copy` gives a private, mutable state."""
 
-    __slots__ = ("_state",)
-
-    def __init__(self, state: GpuCluster):
-        object.__setattr__(self, "_state", state)
-
-    def __getattr__(self, name: str):
-        state = object.__getattribute__(self, "_state")
-        if name in _ARRAYS:
-            arr = getattr(state, name).view()
-            arr.flags.writeable = False
-            return arr
-        if name in _READABLE:
-            return getattr(state, name)
-        raise AttributeError(f"a GPU allocator reads the cluster through a read-only view: "
-                             f"{name!r} is not available (copy() gives a private state)")
-
-    def __setattr__(self, name: str, value) -> None:
-        raise AttributeError(f"the cluster view is read-only (cannot set {name!r})")
-
-    def copy(self) -> GpuCluster:
-        return object.__getattribute__(self, "_state").copy()
+    __slots__ = ()
+    ARRAYS = _ARRAYS
+    READABLE = _READABLE
+    READER = "a GPU allocator"
+    STATE = "the cluster"

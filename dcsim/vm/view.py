@@ -12,9 +12,7 @@ for a private, mutable state.
 
 from __future__ import annotations
 
-from typing import Any
-
-from dcsim.vm.model import MappingState
+from dcsim.readonly import ReadOnlyView
 
 #: array attributes, handed out as read-only views
 _ARRAYS = frozenset({"cap_cpu", "cap_mem", "free_cpu", "free_mem", "vm_host", "vm_numa",
@@ -26,28 +24,11 @@ _READABLE = frozenset({"n_hosts", "n_vms", "hosts", "vms", "host_ids", "vm_ids",
                        "reason", "placement", "describe", "same_as"})
 
 
-class MappingView:
+class MappingView(ReadOnlyView):
     """A read-only view of ``state`` (see the module docstring)."""
 
-    __slots__ = ("_state",)
-
-    def __init__(self, state: MappingState):
-        object.__setattr__(self, "_state", state)
-
-    def __getattr__(self, name: str) -> Any:
-        state = object.__getattribute__(self, "_state")
-        if name in _ARRAYS:
-            arr = getattr(state, name).view()
-            arr.flags.writeable = False
-            return arr
-        if name in _READABLE:
-            return getattr(state, name)
-        raise AttributeError(f"a placer reads the mapping through a read-only view: "
-                             f"{name!r} is not available (copy() gives a private state)")
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"the mapping view is read-only (cannot set {name!r})")
-
-    def copy(self) -> MappingState:
-        """A private, mutable copy of the live mapping (for trying moves ahead)."""
-        return object.__getattribute__(self, "_state").copy()
+    __slots__ = ()
+    ARRAYS = _ARRAYS
+    READABLE = _READABLE
+    READER = "a placer"
+    STATE = "the mapping"

@@ -35,3 +35,16 @@ def install_into(src: Path, target: Path) -> Path:
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     return target
+
+
+def run_with(site: Path, cwd: Path, *args: str, **env: str):
+    """``python *args`` in ``cwd`` with the folder ``site`` (an installed plugin) first on
+    PYTHONPATH and ``DCSIM_PLUGINS`` unset unless ``env`` sets it."""
+    import os
+
+    environ = {k: v for k, v in os.environ.items() if k != "DCSIM_PLUGINS"}
+    environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    environ.update(env)
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=environ, capture_output=True,
+                          text=True, timeout=120)
