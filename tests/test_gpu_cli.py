@@ -193,11 +193,11 @@ def setitems(**at):
 BAD = {
     "share above one GPU": ("pods", 7, setitems(c3="1", c4="1500"), "gpu_milli",
                             "1500 is more than one GPU"),
-    "negative node count": ("nodes", 12, setitems(c3="-4"), "gpus", "-4 is negative"),
+    "negative node count": ("nodes", 12, setitems(c3="-4"), "gpu", "-4 is negative"),
     "more GPUs than any node": ("pods", 150, setitems(c3="16", c4="1000"), "num_gpu",
                                 "16 GPUs, but no node has more than 8"),
     "a GPU model no node has": ("pods", 301, setitems(c3="1", c4="500", c5="H100"),
-                                "gpu_types", "'H100': no node has that GPU model"),
+                                "gpu_spec", "'H100': no node has that GPU model"),
 }
 
 

@@ -599,15 +599,15 @@ def write(tmp_path, name, text):
 
 
 @pytest.mark.parametrize("text, line, field, what", [
-    (NODE_HEAD + GOOD_NODES + "n4,-8000,1024,1,T4\n", 5, "cpu", "-8000 is negative"),
-    (NODE_HEAD + "n1,64000,262144,-2,T4\n", 2, "gpus", "-2 is negative"),
-    (NODE_HEAD + GOOD_NODES + "n4,,1024,1,T4\n", 5, "cpu", "missing"),
-    (NODE_HEAD + "n1,64000,262144,,T4\n", 2, "gpus", "missing"),
-    (NODE_HEAD + "n1,64000,lots,2,T4\n", 2, "mem", "'lots' is not a number"),
-    (NODE_HEAD + "n1,64000,262144,1.5,T4\n", 2, "gpus", "'1.5' is not a whole number"),
+    (NODE_HEAD + GOOD_NODES + "n4,-8000,1024,1,T4\n", 5, "cpu_milli", "-8000 is negative"),
+    (NODE_HEAD + "n1,64000,262144,-2,T4\n", 2, "gpu", "-2 is negative"),
+    (NODE_HEAD + GOOD_NODES + "n4,,1024,1,T4\n", 5, "cpu_milli", "missing"),
+    (NODE_HEAD + "n1,64000,262144,,T4\n", 2, "gpu", "missing"),
+    (NODE_HEAD + "n1,64000,lots,2,T4\n", 2, "memory_mib", "'lots' is not a number"),
+    (NODE_HEAD + "n1,64000,262144,1.5,T4\n", 2, "gpu", "'1.5' is not a whole number"),
     (NODE_HEAD + GOOD_NODES + "n4,8000,1024,2,\n", 5, "model", "missing for a node with 2 GPUs"),
-    (NODE_HEAD + GOOD_NODES + "n2,8000,1024,2,T4\n", 5, "name", "'n2' is also on line 3"),
-    (NODE_HEAD + ",8000,1024,2,T4\n", 2, "name", "missing"),
+    (NODE_HEAD + GOOD_NODES + "n2,8000,1024,2,T4\n", 5, "sn", "'n2' is also on line 3"),
+    (NODE_HEAD + ",8000,1024,2,T4\n", 2, "sn", "missing"),
 ])
 def test_bad_node_lists_name_file_line_and_field(tmp_path, text, line, field, what):
     path = write(tmp_path, "nodes.csv", text)
@@ -629,12 +629,12 @@ def test_a_node_list_missing_a_column(tmp_path):
     ("p4,4000,8192,1,1500,,3", "gpu_milli", "1500 is more than one GPU (1000)"),
     ("p4,4000,8192,2,500,,3", "gpu_milli", "500 with num_gpu 2; a share of a GPU is for one GPU"),
     ("p4,4000,8192,1,0,,3", "gpu_milli", "0 for a pod of 1 GPU(s)"),
-    ("p4,4000,8192,0,300,,3", "num_gpu", "0, but gpu_milli/gpu_types ask for a GPU"),
-    ("p4,4000,8192,0,0,T4,3", "num_gpu", "0, but gpu_milli/gpu_types ask for a GPU"),
-    ("p4,-1,8192,1,300,,3", "cpu", "-1 is negative"),
-    ("p4,4000,,1,300,,3", "mem", "missing"),
+    ("p4,4000,8192,0,300,,3", "num_gpu", "0, but gpu_milli/gpu_spec ask for a GPU"),
+    ("p4,4000,8192,0,0,T4,3", "num_gpu", "0, but gpu_milli/gpu_spec ask for a GPU"),
+    ("p4,-1,8192,1,300,,3", "cpu_milli", "-1 is negative"),
+    ("p4,4000,,1,300,,3", "memory_mib", "missing"),
     ("p4,4000,8192,x,300,,3", "num_gpu", "'x' is not a number"),
-    ("p4,4000,8192,1,300,,-3", "creation", "'-3' is not a time"),
+    ("p4,4000,8192,1,300,,-3", "creation_time", "'-3' is not a time"),
 ])
 def test_bad_pod_lists_name_file_line_and_field(tmp_path, row, field, what):
     path = write(tmp_path, "pods.csv", POD_HEAD + GOOD_PODS + row + "\n")
@@ -687,9 +687,9 @@ def test_good_lists_and_the_check_against_the_nodes(tmp_path):
     ("p4,4000,8192,4,1000,T4,3", "num_gpu", "4 GPUs, but no node of model T4 has more than 2"),
     ("p4,4000,8192,4,1000,T4|P100,3", "num_gpu", "4 GPUs, but no node of model T4|P100 has "
      "more than 2"),
-    ("p4,4000,8192,1,500,H100,3", "gpu_types", "'H100': no node has that GPU model (the nodes "
+    ("p4,4000,8192,1,500,H100,3", "gpu_spec", "'H100': no node has that GPU model (the nodes "
      "have G2, T4)"),
-    ("p4,4000,8192,1,500,H100|A100,3", "gpu_types", "'H100|A100': no node has that GPU model"),
+    ("p4,4000,8192,1,500,H100|A100,3", "gpu_spec", "'H100|A100': no node has that GPU model"),
 ])
 def test_pods_no_node_could_hold_name_file_line_and_field(tmp_path, row, field, what):
     nodes = read_nodes(write(tmp_path, "nodes.csv", NODE_HEAD + GOOD_NODES))

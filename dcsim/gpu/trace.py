@@ -12,8 +12,8 @@ any), ``creation`` ← ``creation_time`` and ``deletion`` ← ``deletion_time`` 
 optional, needed only for runs with departures).
 
 Every value is checked as it is read; a bad one is a :class:`~dcsim.errors.ConfigError`
-naming the file, the line and the field (``pods.csv: line 7: gpu_milli: 1500 is more than
-one GPU (1000) ...``). :func:`check_against` then checks the pods against the nodes (a pod
+naming the file, the line and the file's column (``pods.csv: line 7: gpu_milli: 1500 is
+more than one GPU (1000) ...``). :func:`check_against` then checks the pods against the nodes (a pod
 asking for more GPUs than any node of a model it accepts has, or only for models no node
 has).
 """
@@ -54,6 +54,11 @@ class PodTable:
     deletion: np.ndarray   # NaN where the file has none
     source: str = ""
     lines: tuple[int, ...] = ()   # each row's line in the file (messages)
+    columns: tuple[tuple[str, str], ...] = tuple(POD_COLUMNS.items())  # field -> file column
+
+    def column(self, field: str) -> str:
+        """The file's column holding ``field`` (for messages)."""
+        return dict(self.columns)[field]
 
     def __len__(self) -> int:
         return len(self.names)
@@ -142,17 +147,18 @@ def read_nodes(path: str | os.PathLike, columns: dict[str, str] | None = None,
     for line, r in _rows(path, cols, ()):
         name = r["name"]
         if not name:
-            raise ConfigError(f"{path}: line {line}: name: missing")
+            raise ConfigError(f"{path}: line {line}: {cols['name']}: missing")
         if name in seen:
-            raise ConfigError(f"{path}: line {line}: name: {name!r} is also on line "
+            raise ConfigError(f"{path}: line {line}: {cols['name']}: {name!r} is also on line "
                               f"{seen[name]}")
         seen[name] = line
-        c = _count(path, line, "cpu", r["cpu"])
-        m = _count(path, line, "mem", r["mem"])
-        g = _count(path, line, "gpus", r["gpus"])
+        c = _count(path, line, cols["cpu"], r["cpu"])
+        m = _count(path, line, cols["mem"], r["mem"])
+        g = _count(path, line, cols["gpus"], r["gpus"])
         mdl = r["model"]
         if g > 0 and not mdl:
-            raise ConfigError(f"{path}: line {line}: model: missing for a node with {g} GPUs")
+            raise ConfigError(f"{path}: line {line}: {cols['model']}: missing for a node with "
+                              f"{g} GPUs")
         names.append(name)
         cpu.append(c)
         mem.append(m)
@@ -176,23 +182,23 @@ def read_pods(path: str | os.PathLike, columns: dict[str, str] | None = None,
     optional = tuple(k for k in _OPTIONAL_POD if k not in (columns or {}))
     for line, r in _rows(path, cols, optional):
         name = r["name"] or f"row-{len(names)}"
-        c = _count(path, line, "cpu", r["cpu"])
-        m = _count(path, line, "mem", r["mem"])
-        k = _count(path, line, "num_gpu", r["num_gpu"])
-        g = _count(path, line, "gpu_milli", r["gpu_milli"] or "0")
+        c = _count(path, line, cols["cpu"], r["cpu"])
+        m = _count(path, line, cols["mem"], r["mem"])
+        k = _count(path, line, cols["num_gpu"], r["num_gpu"])
+        g = _count(path, line, cols["gpu_milli"], r["gpu_milli"] or "0")
+        km, gm, tm = cols["num_gpu"], cols["gpu_milli"], cols["gpu_types"]
         t = tuple(x.strip() for x in r.get("gpu_types", "").split("|") if x.strip())
         if g > MILLI:
-            raise ConfigError(f"{path}: line {line}: gpu_milli: {g} is more than one GPU "
+            raise ConfigError(f"{path}: line {line}: {gm}: {g} is more than one GPU "
                               f"({MILLI}); a pod needing more asks for whole GPUs (num_gpu "
-                              f"k, gpu_milli {MILLI})")
+                              f"k, {gm} {MILLI})")
         if k == 0 and (g or t):
-            raise ConfigError(f"{path}: line {line}: num_gpu: 0, but gpu_milli/gpu_types "
-                              "ask for a GPU")
+            raise ConfigError(f"{path}: line {line}: {km}: 0, but {gm}/{tm} ask for a GPU")
         if k > 0 and g == 0:
-            raise ConfigError(f"{path}: line {line}: gpu_milli: 0 for a pod of {k} GPU(s); "
+            raise ConfigError(f"{path}: line {line}: {gm}: 0 for a pod of {k} GPU(s); "
                               f"give its share of one GPU (1-{MILLI})")
         if k > 1 and g < MILLI:
-            raise ConfigError(f"{path}: line {line}: gpu_milli: {g} with num_gpu {k}; a "
+            raise ConfigError(f"{path}: line {line}: {gm}: {g} with {km} {k}; a "
                               f"share of a GPU is for one GPU (num_gpu 1), several GPUs are "
                               f"whole ({MILLI})")
         lines.append(line)
@@ -202,14 +208,14 @@ def read_pods(path: str | os.PathLike, columns: dict[str, str] | None = None,
         num.append(k)
         milli.append(g)
         types.append(t)
-        created.append(_time(path, line, "creation", r.get("creation", "")))
-        deleted.append(_time(path, line, "deletion", r.get("deletion", "")))
+        created.append(_time(path, line, cols["creation"], r.get("creation", "")))
+        deleted.append(_time(path, line, cols["deletion"], r.get("deletion", "")))
     if not names:
         raise ConfigError(f"{path}: no pods")
     return PodTable(tuple(names), np.array(cpu, dtype=np.int64), np.array(mem, dtype=np.int64),
                     np.array(num, dtype=np.int64), np.array(milli, dtype=np.int64),
                     tuple(types), np.array(created), np.array(deleted), source=str(path),
-                    lines=tuple(lines))
+                    lines=tuple(lines), columns=tuple(cols.items()))
 
 
 def check_against(pods: PodTable, nodes: GpuNodes, where: str = "gpu.pods") -> None:
@@ -225,11 +231,13 @@ def check_against(pods: PodTable, nodes: GpuNodes, where: str = "gpu.pods") -> N
         k, t = int(pods.num_gpu[i]), pods.types[i]
         line = pods.lines[i] if pods.lines else i + 2
         if t and not set(t) & models:
-            raise ConfigError(f"{pods.source}: line {line}: gpu_types: {'|'.join(t)!r}: no "
+            raise ConfigError(f"{pods.source}: line {line}: {pods.column('gpu_types')}: "
+                              f"{'|'.join(t)!r}: no "
                               f"node has that GPU model (the nodes have "
                               f"{', '.join(sorted(models)) or 'no GPUs'})")
         cap = max((most[m] for m in t if m in most), default=0) if t else any_most
         if k > cap:
             which = f" of model {'|'.join(t)}" if t else ""
-            raise ConfigError(f"{pods.source}: line {line}: num_gpu: {k} GPUs, but no node"
+            raise ConfigError(f"{pods.source}: line {line}: {pods.column('num_gpu')}: {k} GPUs, "
+                              f"but no node"
                               f"{which} has more than {cap}")

@@ -148,14 +148,16 @@ def load_lists(s: GpuSpec, base_dir: str | os.PathLike | None,
         if len(bad):
             i = int(bad[0])
             line = pods.lines[i] if pods.lines else i + 2
-            raise ConfigError(f"{pods.source}: line {line}: {field}: missing; {where}.{why} "
+            raise ConfigError(f"{pods.source}: line {line}: {pods.column(field)}: missing; "
+                              f"{where}.{why} "
                               f"needs every pod's {field} time")
     if s.arrivals is not None and s.arrivals.holding == "trace":
         bad = np.flatnonzero(pods.deletion < pods.creation)
         if len(bad):
             i = int(bad[0])
             line = pods.lines[i] if pods.lines else i + 2
-            raise ConfigError(f"{pods.source}: line {line}: deletion: before its creation "
+            raise ConfigError(f"{pods.source}: line {line}: {pods.column('deletion')}: before "
+                              f"its creation "
                               f"time ({where}.arrivals.holding: trace)")
     return nodes, pods
 
@@ -184,7 +186,7 @@ def _head(table, n: int):
         return table.take(slice(0, n))
     return PodTable(table.names[:n], table.cpu[:n], table.mem[:n], table.num_gpu[:n],
                     table.gpu_milli[:n], table.types[:n], table.creation[:n],
-                    table.deletion[:n], table.source, table.lines[:n])
+                    table.deletion[:n], table.source, table.lines[:n], table.columns)
 
 
 def check_gpu(spec: dict[str, Any] | None, base_dir: str | os.PathLike | None = None,
