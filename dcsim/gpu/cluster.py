@@ -119,7 +119,9 @@ class GpuCluster:
 
     Arrays (one row per node): ``cpu_cap``/``cpu_free`` (milli-cores), ``mem_cap``/
     ``mem_free`` (MiB), ``gpu_count``, ``gpu_cap``/``gpu_free`` (``nodes × G`` milli-GPU),
-    ``model_code`` (index into ``models``; −1 for a CPU-only node), ``tag_count``
+    ``max_free`` and ``full_count`` (per node, the most free milli-GPU on one device and the
+    fully free devices), ``model_code`` (index into ``models``; −1 for a CPU-only node),
+    ``tag_count``
     (``nodes × max(9, G + 1)`` pods present by GPU affinity: column 0 sharing pods, k pods
     of k whole GPUs; GPU clustering reads it), ``pods_on`` and ``version`` (changes so far).
     """
@@ -143,6 +145,10 @@ class GpuCluster:
         self.mem_free = self.mem_cap.copy()
         self.gpu_free = self.gpu_cap.copy()
         # a column per whole-GPU count a node can hold (nodes of more than 8 GPUs too)
+        #: per node, the most free milli-GPU on one device and the fully free devices (kept
+        #: with gpu_free, so that the filter reads one value per node)
+        self.max_free = self.gpu_free.max(axis=1, initial=0)
+        self.full_count = (self.gpu_free == MILLI).sum(axis=1)
         self.tag_count = np.zeros((n, max(N_TAGS, g + 1)), dtype=np.int64)
         self.pods_on = np.zeros(n, dtype=np.int64)
         #: per node, how many times it changed (a cache of per-node values is stale where
@@ -167,7 +173,7 @@ class GpuCluster:
 
     def full_free(self) -> np.ndarray:
         """Fully free devices per node."""
-        return (self.gpu_free == MILLI).sum(axis=1)
+        return self.full_count.copy()
 
     # -- queries -------------------------------------------------------------------------
     def type_codes(self, types: tuple[str, ...]) -> np.ndarray | None:
@@ -193,8 +199,8 @@ class GpuCluster:
             return ok
         ok &= self.accessible(pod)
         if pod.gpu_milli < MILLI:
-            return ok & (self.gpu_free >= pod.gpu_milli).any(axis=1)
-        return ok & ((self.gpu_free == MILLI).sum(axis=1) >= pod.num_gpu)
+            return ok & (self.max_free >= pod.gpu_milli)
+        return ok & (self.full_count >= pod.num_gpu)
 
     def reason(self, pod: GpuPod, node: int, devices: tuple[int, ...]) -> str | None:
         """Why placing ``pod`` on ``node``'s ``devices`` is invalid, or None when it is
@@ -238,6 +244,7 @@ class GpuCluster:
         self.mem_free[node] -= pod.mem
         for d in devices:
             self.gpu_free[node, d] -= pod.gpu_milli
+        self._devices_changed(node)
         if pod.tag >= 0:
             self.tag_count[node, pod.tag] += 1
         self.pods_on[node] += 1
@@ -259,25 +266,36 @@ class GpuCluster:
         self.mem_free[n] += p.pod.mem
         for d in p.devices:
             self.gpu_free[n, d] += p.per_device
+        self._devices_changed(n)
         if p.pod.tag >= 0:
             self.tag_count[n, p.pod.tag] -= 1
         self.pods_on[n] -= 1
         self.version[n] += 1
         p.active = False
 
+    def _devices_changed(self, node: int) -> None:
+        row = self.gpu_free[node]
+        self.max_free[node] = row.max(initial=0)
+        self.full_count[node] = int((row == MILLI).sum())
+
     def check(self) -> None:
-        """Raise StateError if any free amount is negative or above its capacity."""
+        """Raise StateError if any free amount is negative or above its capacity, or the
+        per-node summaries of the devices drifted from them."""
         for name, free, cap in (("cpu", self.cpu_free, self.cpu_cap),
                                 ("mem", self.mem_free, self.mem_cap),
                                 ("gpu", self.gpu_free, self.gpu_cap)):
             if (free < 0).any() or (free > cap).any():
                 raise StateError(f"{name}: a free amount is outside [0, capacity]")
+        if (self.max_free != self.gpu_free.max(axis=1, initial=0)).any() or (
+                self.full_count != (self.gpu_free == MILLI).sum(axis=1)).any():
+            raise StateError("gpu: the per-node device summaries drifted")
 
     def copy(self) -> GpuCluster:
         """A private copy (the nodes' description is shared; it never changes)."""
         out = object.__new__(GpuCluster)
         out.__dict__.update(self.__dict__)
-        for name in ("cpu_free", "mem_free", "gpu_free", "tag_count", "pods_on", "version"):
+        for name in ("cpu_free", "mem_free", "gpu_free", "max_free", "full_count", "tag_count",
+                     "pods_on", "version"):
             setattr(out, name, getattr(self, name).copy())
         return out
 
@@ -287,7 +305,8 @@ class GpuCluster:
 
 #: arrays a GPU allocator may read, handed out read-only
 _ARRAYS = frozenset({"cpu_cap", "cpu_free", "mem_cap", "mem_free", "gpu_count", "gpu_cap",
-                     "gpu_free", "model_code", "tag_count", "pods_on", "version"})
+                     "gpu_free", "max_free", "full_count", "model_code", "tag_count",
+                     "pods_on", "version"})
 _READABLE = frozenset({"n_nodes", "models", "max_gpus", "nodes", "total_gpus",
                        "total_gpu_milli", "used_gpu_milli", "gpu_free_total", "full_free",
                        "type_codes", "accessible", "feasible", "reason"})

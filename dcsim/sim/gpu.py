@@ -58,17 +58,18 @@ from dcsim.sim.vm_static import Sink
 
 
 def _choice(allocator, raw: Any, pod: GpuPod, cluster: GpuCluster) -> tuple[int, tuple]:
-    name = getattr(allocator, "label", type(allocator).__name__)
+    def name():
+        return getattr(allocator, "label", type(allocator).__name__)
     try:
         node, devices = raw
         node = int(node)
         devices = tuple(int(d) for d in devices)
     except (TypeError, ValueError):
-        raise PluginError(f"GPU allocator {name!r} returned {raw!r} for pod {pod.id}; "
+        raise PluginError(f"GPU allocator {name()!r} returned {raw!r} for pod {pod.id}; "
                           "expected (node, devices) or None") from None
     why = cluster.reason(pod, node, devices)
     if why is not None:
-        raise PluginError(f"GPU allocator {name!r} chose an invalid placement for pod "
+        raise PluginError(f"GPU allocator {name()!r} chose an invalid placement for pod "
                           f"{pod.id} ({pod.name}): {why}")
     return node, devices
 
