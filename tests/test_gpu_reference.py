@@ -32,9 +32,11 @@ def _fgd(seed, **options):
     return cls(cls.parse_options(options), rng=np.random.default_rng(seed))
 
 
-@pytest.mark.parametrize("pods,seed", [("openb_pod_list_default.csv", 3),
-                                       ("openb_pod_list_gpuspec33.csv", 4),
-                                       ("openb_pod_list_multigpu50.csv", 5)])
+@pytest.mark.parametrize("pods,seed", [
+    ("openb_pod_list_default.csv", 3),
+    # GPU-model constraints (127 typical pods) and multi-GPU pods: slower, with -m slow
+    pytest.param("openb_pod_list_gpuspec33.csv", 4, marks=pytest.mark.slow),
+    pytest.param("openb_pod_list_multigpu50.csv", 5, marks=pytest.mark.slow)])
 def test_fgd_makes_the_reference_choices_pod_by_pod(pods, seed):
     spec = {"nodes": {"path": str(TRACE / "openb_node_list_gpu_node.csv"), "limit": 40},
             "pods": {"path": str(TRACE / pods), "limit": 250}, "inflate": {"target": 1.3}}

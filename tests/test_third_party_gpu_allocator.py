@@ -79,6 +79,7 @@ def test_its_experiment_runs_and_reports_every_allocator(site, tmp_path):
     assert pods.loc[pods["accepted"], "node"].ge(0).all()
 
 
+@pytest.mark.slow  # the plugin's own suite in a subprocess; the default suite checks its use
 def test_its_own_tests_pass_against_the_installed_copy(site):
     """The package's tests pass when run against the installed copy."""
     done = run(site, "-m", "pytest", str(PLUGIN / "tests"), "-q", "-p", "no:cacheprovider")
