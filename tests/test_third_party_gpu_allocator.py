@@ -6,14 +6,13 @@ here put on ``PYTHONPATH``, so the environment running the tests never sees it.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from tests.helpers.pip import install_into, run_with
+from tests.helpers.pip import install_copy, run_with
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "plugins" / "dcsim-gpu-first-fit"
@@ -24,11 +23,7 @@ LABELS = {"fgd", "best_fit", "gpu_first_fit", "gpu_first_fit(prefer_used=False)"
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     """A folder holding the installed plugin, from a copy of its source (no build/ left here)."""
-    tmp = tmp_path_factory.mktemp("gpu_plugin")
-    src = tmp / "src"
-    shutil.copytree(PLUGIN, src, ignore=shutil.ignore_patterns(
-        "build", "*.egg-info", "__pycache__", ".pytest_cache"))
-    return install_into(src, tmp / "site")
+    return install_copy(PLUGIN, tmp_path_factory.mktemp("gpu_plugin"))
 
 
 def run(site: Path, *args: str, **env: str) -> subprocess.CompletedProcess:

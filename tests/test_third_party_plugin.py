@@ -7,14 +7,13 @@ pip installs it (not editable) into a temporary folder that only the subprocesse
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from tests.helpers.pip import install_into, run_with
+from tests.helpers.pip import install_copy, run_with
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "plugins" / "dcsim-power-of-d"
@@ -23,11 +22,7 @@ PLUGIN = ROOT / "plugins" / "dcsim-power-of-d"
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     """A folder holding the installed plugin, from a copy of its source (no build/ left here)."""
-    tmp = tmp_path_factory.mktemp("plugin")
-    src = tmp / "src"
-    shutil.copytree(PLUGIN, src, ignore=shutil.ignore_patterns(
-        "build", "*.egg-info", "__pycache__", ".pytest_cache"))
-    return install_into(src, tmp / "site")
+    return install_copy(PLUGIN, tmp_path_factory.mktemp("plugin"))
 
 
 def run(site: Path, *args: str, **env: str) -> subprocess.CompletedProcess:

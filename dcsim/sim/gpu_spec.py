@@ -144,22 +144,21 @@ def load_lists(s: GpuSpec, base_dir: str | os.PathLike | None,
     if s.arrivals is not None and s.arrivals.holding == "trace":
         need += [("creation", "arrivals.holding: trace"), ("deletion", "arrivals.holding: trace")]
     for field, why in need:
-        bad = np.flatnonzero(np.isnan(getattr(pods, field)))
-        if len(bad):
-            i = int(bad[0])
-            line = pods.lines[i] if pods.lines else i + 2
-            raise ConfigError(f"{pods.source}: line {line}: {pods.column(field)}: missing; "
-                              f"{where}.{why} "
-                              f"needs every pod's {field} time")
+        _first_bad(pods, np.isnan(getattr(pods, field)), field,
+                   f"missing; {where}.{why} needs every pod's {field} time")
     if s.arrivals is not None and s.arrivals.holding == "trace":
-        bad = np.flatnonzero(pods.deletion < pods.creation)
-        if len(bad):
-            i = int(bad[0])
-            line = pods.lines[i] if pods.lines else i + 2
-            raise ConfigError(f"{pods.source}: line {line}: {pods.column('deletion')}: before "
-                              f"its creation "
-                              f"time ({where}.arrivals.holding: trace)")
+        _first_bad(pods, pods.deletion < pods.creation, "deletion",
+                   f"before its creation time ({where}.arrivals.holding: trace)")
     return nodes, pods
+
+
+def _first_bad(pods: PodTable, bad: np.ndarray, field: str, why: str) -> None:
+    """A ConfigError naming the line and column of the first pod where ``bad`` holds."""
+    rows = np.flatnonzero(bad)
+    if len(rows):
+        i = int(rows[0])
+        line = pods.lines[i] if pods.lines else i + 2
+        raise ConfigError(f"{pods.source}: line {line}: {pods.column(field)}: {why}")
 
 
 def typical_of(s: GpuSpec, pods: PodTable, where: str = "gpu"):

@@ -48,3 +48,14 @@ def run_with(site: Path, cwd: Path, *args: str, **env: str):
     environ.update(env)
     return subprocess.run([sys.executable, *args], cwd=cwd, env=environ, capture_output=True,
                           text=True, timeout=120)
+
+
+def install_copy(plugin: Path, tmp: Path) -> Path:
+    """Install the plugin package in the folder ``plugin`` from a copy of its source in
+    ``tmp`` (so that no build/ is left in the repository); the folder it went into."""
+    import shutil
+
+    src = tmp / "src"
+    shutil.copytree(plugin, src, ignore=shutil.ignore_patterns(
+        "build", "*.egg-info", "__pycache__", ".pytest_cache"))
+    return install_into(src, tmp / "site")
