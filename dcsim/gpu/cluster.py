@@ -119,9 +119,9 @@ class GpuCluster:
 
     Arrays (one row per node): ``cpu_cap``/``cpu_free`` (milli-cores), ``mem_cap``/
     ``mem_free`` (MiB), ``gpu_count``, ``gpu_cap``/``gpu_free`` (``nodes × G`` milli-GPU),
-    ``max_free`` and ``full_count`` (per node, the most free milli-GPU on one device and the
-    fully free devices), ``model_code`` (index into ``models``; −1 for a CPU-only node),
-    ``tag_count``
+    ``max_free``, ``full_count`` and ``free_total`` (per node, the most free milli-GPU on one
+    device, the fully free devices and all free milli-GPU, kept with ``gpu_free``),
+    ``model_code`` (index into ``models``; −1 for a CPU-only node), ``tag_count``
     (``nodes × max(9, G + 1)`` pods present by GPU affinity: column 0 sharing pods, k pods
     of k whole GPUs; GPU clustering reads it), ``pods_on`` and ``version`` (changes so far).
     """
@@ -145,10 +145,12 @@ class GpuCluster:
         self.mem_free = self.mem_cap.copy()
         self.gpu_free = self.gpu_cap.copy()
         # a column per whole-GPU count a node can hold (nodes of more than 8 GPUs too)
-        #: per node, the most free milli-GPU on one device and the fully free devices (kept
-        #: with gpu_free, so that the filter reads one value per node)
+        #: per node, the most free milli-GPU on one device, the fully free devices and all
+        #: free milli-GPU (kept with gpu_free, so that the filter and the scores read one
+        #: value per node)
         self.max_free = self.gpu_free.max(axis=1, initial=0)
         self.full_count = (self.gpu_free == MILLI).sum(axis=1)
+        self.free_total = self.gpu_free.sum(axis=1)
         self.tag_count = np.zeros((n, max(N_TAGS, g + 1)), dtype=np.int64)
         self.pods_on = np.zeros(n, dtype=np.int64)
         #: per node, how many times it changed (a cache of per-node values is stale where
@@ -169,7 +171,7 @@ class GpuCluster:
 
     def gpu_free_total(self) -> np.ndarray:
         """Free milli-GPU per node."""
-        return self.gpu_free.sum(axis=1)
+        return self.free_total.copy()
 
     def full_free(self) -> np.ndarray:
         """Fully free devices per node."""
@@ -277,6 +279,7 @@ class GpuCluster:
         row = self.gpu_free[node]
         self.max_free[node] = row.max(initial=0)
         self.full_count[node] = int((row == MILLI).sum())
+        self.free_total[node] = int(row.sum())
 
     def check(self) -> None:
         """Raise StateError if any free amount is negative or above its capacity, or the
@@ -287,15 +290,16 @@ class GpuCluster:
             if (free < 0).any() or (free > cap).any():
                 raise StateError(f"{name}: a free amount is outside [0, capacity]")
         if (self.max_free != self.gpu_free.max(axis=1, initial=0)).any() or (
-                self.full_count != (self.gpu_free == MILLI).sum(axis=1)).any():
+                self.full_count != (self.gpu_free == MILLI).sum(axis=1)).any() or (
+                self.free_total != self.gpu_free.sum(axis=1)).any():
             raise StateError("gpu: the per-node device summaries drifted")
 
     def copy(self) -> GpuCluster:
         """A private copy (the nodes' description is shared; it never changes)."""
         out = object.__new__(GpuCluster)
         out.__dict__.update(self.__dict__)
-        for name in ("cpu_free", "mem_free", "gpu_free", "max_free", "full_count", "tag_count",
-                     "pods_on", "version"):
+        for name in ("cpu_free", "mem_free", "gpu_free", "max_free", "full_count", "free_total",
+                     "tag_count", "pods_on", "version"):
             setattr(out, name, getattr(self, name).copy())
         return out
 
@@ -305,7 +309,8 @@ class GpuCluster:
 
 #: arrays a GPU allocator may read, handed out read-only
 _ARRAYS = frozenset({"cpu_cap", "cpu_free", "mem_cap", "mem_free", "gpu_count", "gpu_cap",
-                     "gpu_free", "max_free", "full_count", "model_code", "tag_count",
+                     "gpu_free", "max_free", "full_count", "free_total", "model_code",
+                     "tag_count",
                      "pods_on", "version"})
 _READABLE = frozenset({"n_nodes", "models", "max_gpus", "nodes", "total_gpus",
                        "total_gpu_milli", "used_gpu_milli", "gpu_free_total", "full_free",

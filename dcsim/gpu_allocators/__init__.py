@@ -6,9 +6,10 @@ from dcsim.gpu_allocators.base import (
     GpuAllocator,
     GpuContext,
     ScoredAllocator,
+    pod_devices,
     share_device,
     whole_devices,
 )
 
-__all__ = ["Choice", "GpuAllocator", "GpuContext", "ScoredAllocator", "share_device",
-           "whole_devices"]
+__all__ = ["Choice", "GpuAllocator", "GpuContext", "ScoredAllocator", "pod_devices",
+           "share_device", "whole_devices"]

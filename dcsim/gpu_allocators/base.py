@@ -88,6 +88,17 @@ def whole_devices(cluster: GpuClusterView, node: int, k: int) -> tuple[int, ...]
     return tuple(int(d) for d in np.flatnonzero(cluster.gpu_free[node] == MILLI)[:k])
 
 
+def pod_devices(cluster: GpuClusterView, pod: GpuPod, node: int, how: str,
+                rng: np.random.Generator) -> tuple[int, ...]:
+    """The devices ``pod`` gets on ``node``: none for a CPU-only pod, the first k fully free
+    for k whole GPUs, the one ``how`` picks for a share of one GPU (:func:`share_devices`)."""
+    if pod.num_gpu == 0:
+        return ()
+    if pod.gpu_milli >= MILLI:
+        return whole_devices(cluster, node, pod.num_gpu)
+    return (share_device(cluster, node, pod.gpu_milli, how, rng),)
+
+
 def share_device(cluster: GpuClusterView, node: int, milli: int, how: str,
                  rng: np.random.Generator) -> int:
     """The device of ``node`` a pod of ``milli`` milli-GPU gets under ``how``."""
@@ -134,11 +145,7 @@ class ScoredAllocator(GpuAllocator):
 
     def devices(self, cluster: GpuClusterView, pod: GpuPod, node: int) -> tuple[int, ...]:
         """The devices ``pod`` gets on ``node``."""
-        if pod.num_gpu == 0:
-            return ()
-        if pod.gpu_milli >= MILLI:
-            return whole_devices(cluster, node, pod.num_gpu)
-        return (share_device(cluster, node, pod.gpu_milli, self.options.device, self.rng),)
+        return pod_devices(cluster, pod, node, self.options.device, self.rng)
 
     def pick(self, idx: np.ndarray, scores: np.ndarray) -> int:
         """The node of ``idx`` with the highest score, ties broken by ``tie_break``."""

@@ -14,14 +14,8 @@ from typing import Literal
 
 import numpy as np
 
-from dcsim.gpu.cluster import MILLI, GpuClusterView, GpuPod
-from dcsim.gpu_allocators.base import (
-    Choice,
-    GpuAllocator,
-    ScoredAllocator,
-    share_device,
-    whole_devices,
-)
+from dcsim.gpu.cluster import GpuClusterView, GpuPod
+from dcsim.gpu_allocators.base import Choice, GpuAllocator, ScoredAllocator, pod_devices
 
 #: the authors' MaxSpecCpu and MaxSpecGpu
 MAX_CPU = 128_000
@@ -44,12 +38,7 @@ class RandomGpu(GpuAllocator):
         if len(idx) == 0:
             return None
         node = int(idx[self.rng.integers(len(idx))])
-        if pod.num_gpu == 0:
-            return node, ()
-        if pod.gpu_milli >= MILLI:
-            return node, whole_devices(cluster, node, pod.num_gpu)
-        return node, (share_device(cluster, node, pod.gpu_milli, self.options.device,
-                                   self.rng),)
+        return node, pod_devices(cluster, pod, node, self.options.device, self.rng)
 
 
 class BestFitGpu(ScoredAllocator):
@@ -63,7 +52,7 @@ class BestFitGpu(ScoredAllocator):
 
     def score(self, cluster, pod, idx):
         cpu = (cluster.cpu_free[idx] - pod.cpu) / MAX_CPU
-        gpu = (cluster.gpu_free_total()[idx] - pod.total_gpu_milli) / MAX_GPU
+        gpu = (cluster.free_total[idx] - pod.total_gpu_milli) / MAX_GPU
         return (1.0 - (0.5 * cpu + 0.5 * gpu)) * 100.0
 
 
@@ -78,7 +67,7 @@ class DotProductGpu(ScoredAllocator):
 
     def score(self, cluster, pod, idx):
         dot = (cluster.cpu_free[idx] / MAX_CPU * (pod.cpu / MAX_CPU)
-               + cluster.gpu_free_total()[idx] / MAX_GPU * (pod.total_gpu_milli / MAX_GPU))
+               + cluster.free_total[idx] / MAX_GPU * (pod.total_gpu_milli / MAX_GPU))
         return (1.0 - dot / 2.0) * 100.0
 
 
@@ -96,7 +85,7 @@ class GpuPacking(ScoredAllocator):
         if pod.num_gpu == 0:
             return np.zeros(len(idx))
         free = cluster.gpu_free[idx]
-        full = cluster.full_free()[idx]
+        full = cluster.full_count[idx]
         count = cluster.gpu_count[idx]
         idle = full == count
         out = np.maximum(33 - full, full).astype(np.float64)
@@ -129,7 +118,7 @@ class GpuClustering(ScoredAllocator):
         tags = cluster.tag_count[idx] > 0
         kinds = tags.sum(axis=1)
         has = tags[:, pod.tag]
-        left = cluster.gpu_free_total()[idx]
+        left = cluster.free_total[idx]
         fill = 25.0 * (MAX_GPU - left) / MAX_GPU
         if self.options.integer_scores:
             fill = np.trunc(fill)

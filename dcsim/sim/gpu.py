@@ -272,6 +272,7 @@ class GpuOnline(SimCore):
         self.active = 0
         self.samples: dict[str, list] = {k: [] for k in ("time", "active", *NOW)}
         self.asked_window = self.placed_window = 0
+        self.asks = run.pods.total_gpu_milli[run.rows].tolist()   # each arrival's GPU ask
 
     def _tick(self, t: float) -> None:
         if not self.opened and t >= self.start:
@@ -290,13 +291,13 @@ class GpuOnline(SimCore):
     def _arrive(self, i: int, t: float) -> None:
         p = self.run.offer(i)
         measured = i >= self.warmup
-        g = self.run.pods.total_gpu_milli[self.run.rows[i]]
+        g = self.asks[i]
         if measured:
-            self.asked_window += int(g)
+            self.asked_window += g
         if p is None:
             return
         if measured:
-            self.placed_window += int(g)
+            self.placed_window += g
         self.active += 1
         self.depart_after(float(self.holding[i]), partial(self._depart, p))
 
