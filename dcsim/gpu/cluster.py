@@ -18,6 +18,10 @@ device's capacity) and :meth:`GpuCluster.release` gives it back exactly once.
 
 Devices are a ``nodes × G`` array (``G`` the most GPUs a node has); a node with fewer GPUs
 has devices of capacity 0 past its last (``gpu_cap`` 0, never free, never chosen).
+
+A node may be **down** (a failure, :meth:`GpuCluster.set_down`): it must hold no pod, it has
+nothing free (cpu, memory and every device read 0, so no filter passes it) and no placement
+on it is valid until it is brought back, with its whole capacity free.
 """
 
 from __future__ import annotations
@@ -153,6 +157,8 @@ class GpuCluster:
         self.free_total = self.gpu_free.sum(axis=1)
         self.tag_count = np.zeros((n, max(N_TAGS, g + 1)), dtype=np.int64)
         self.pods_on = np.zeros(n, dtype=np.int64)
+        #: per node, whether it is down (a failure; :meth:`set_down`)
+        self.down = np.zeros(n, dtype=bool)
         #: per node, how many times it changed (a cache of per-node values is stale where
         #: this differs from when it was filled)
         self.version = np.zeros(n, dtype=np.int64)
@@ -167,7 +173,12 @@ class GpuCluster:
         return int(self.gpu_cap.sum())
 
     def used_gpu_milli(self) -> int:
-        return int(self.gpu_cap.sum() - self.gpu_free.sum())
+        """Milli-GPU placed (a down node holds none)."""
+        return int(self.gpu_cap.sum() - self.gpu_free.sum() - self.down_gpu_milli())
+
+    def down_gpu_milli(self) -> int:
+        """Milli-GPU of the nodes that are down."""
+        return int(self.gpu_cap[self.down].sum()) if self.down.any() else 0
 
     def gpu_free_total(self) -> np.ndarray:
         """Free milli-GPU per node."""
@@ -196,7 +207,7 @@ class GpuCluster:
     def feasible(self, pod: GpuPod) -> np.ndarray:
         """Per node, whether ``pod`` fits now (cpu, memory and, for a GPU pod, a model it
         accepts and the devices it needs): the Kubernetes filter stage."""
-        ok = (self.cpu_free >= pod.cpu) & (self.mem_free >= pod.mem)
+        ok = (self.cpu_free >= pod.cpu) & (self.mem_free >= pod.mem) & ~self.down
         if pod.num_gpu == 0:
             return ok
         ok &= self.accessible(pod)
@@ -209,6 +220,8 @@ class GpuCluster:
         valid."""
         if not 0 <= node < self.n_nodes:
             return f"node {node} is not a node of the cluster (0..{self.n_nodes - 1})"
+        if self.down[node]:
+            return f"node {node} is down"
         if self.cpu_free[node] < pod.cpu:
             return f"node {node} has {self.cpu_free[node]} milli-cpu free, the pod asks {pod.cpu}"
         if self.mem_free[node] < pod.mem:
@@ -275,6 +288,23 @@ class GpuCluster:
         self.version[n] += 1
         p.active = False
 
+    def set_down(self, node: int, down: bool) -> None:
+        """Mark ``node`` failed (it must hold no pod; nothing on it is free) or repaired
+        (its whole capacity free again); a StateError for a node that holds pods or is
+        already in that state."""
+        n = int(node)
+        if bool(self.down[n]) == down:
+            raise StateError(f"node {n} is already {'down' if down else 'up'}")
+        if down and self.pods_on[n]:
+            raise StateError(f"node {n} still holds {self.pods_on[n]} pod(s); release them "
+                             "first")
+        self.down[n] = down
+        self.cpu_free[n] = 0 if down else self.cpu_cap[n]
+        self.mem_free[n] = 0 if down else self.mem_cap[n]
+        self.gpu_free[n] = 0 if down else self.gpu_cap[n]
+        self._devices_changed(n)
+        self.version[n] += 1
+
     def _devices_changed(self, node: int) -> None:
         row = self.gpu_free[node]
         self.max_free[node] = row.max(initial=0)
@@ -289,6 +319,10 @@ class GpuCluster:
                                 ("gpu", self.gpu_free, self.gpu_cap)):
             if (free < 0).any() or (free > cap).any():
                 raise StateError(f"{name}: a free amount is outside [0, capacity]")
+        d = self.down
+        if d.any() and ((self.pods_on[d] != 0).any() or self.cpu_free[d].any()
+                        or self.mem_free[d].any() or self.gpu_free[d].any()):
+            raise StateError("a node that is down holds pods or has something free")
         if (self.max_free != self.gpu_free.max(axis=1, initial=0)).any() or (
                 self.full_count != (self.gpu_free == MILLI).sum(axis=1)).any() or (
                 self.free_total != self.gpu_free.sum(axis=1)).any():
@@ -299,7 +333,7 @@ class GpuCluster:
         out = object.__new__(GpuCluster)
         out.__dict__.update(self.__dict__)
         for name in ("cpu_free", "mem_free", "gpu_free", "max_free", "full_count", "free_total",
-                     "tag_count", "pods_on", "version"):
+                     "tag_count", "pods_on", "down", "version"):
             setattr(out, name, getattr(self, name).copy())
         return out
 
@@ -310,10 +344,10 @@ class GpuCluster:
 #: arrays a GPU allocator may read, handed out read-only
 _ARRAYS = frozenset({"cpu_cap", "cpu_free", "mem_cap", "mem_free", "gpu_count", "gpu_cap",
                      "gpu_free", "max_free", "full_count", "free_total", "model_code",
-                     "tag_count",
-                     "pods_on", "version"})
+                     "tag_count", "pods_on", "down", "version"})
 _READABLE = frozenset({"n_nodes", "models", "max_gpus", "nodes", "total_gpus",
-                       "total_gpu_milli", "used_gpu_milli", "gpu_free_total", "full_free",
+                       "total_gpu_milli", "used_gpu_milli", "down_gpu_milli",
+                       "gpu_free_total", "full_free",
                        "type_codes", "accessible", "feasible", "reason"})
 
 

@@ -445,6 +445,7 @@ GPU_PODS = Table("pods", (
     Col("arrival", "float64", "s", "arrival time", when="departures"),
     Col("duration", "float64", "s", "holding time (released then if placed)",
         when="departures"),
+    Col("interruptions", "int64", "—", "times a node failure hit it", when="failures"),
 ), "one per offered pod")
 
 GPU_TIMESERIES = Table("timeseries", (
@@ -459,8 +460,19 @@ GPU_TIMESERIES = Table("timeseries", (
     Col("frag_ratio", "float64", "fraction", "fragmented share of the free GPU (mean)"),
     Col("alloc_cpu_share", "float64", "fraction", "cpu placed (mean)"),
     Col("alloc_mem_share", "float64", "fraction", "memory placed (mean)"),
+    Col("power_w", "float64", "W", "the nodes' draw (mean)", when="power"),
+    Col("power_gpu_w", "float64", "W", "of it, the GPUs'", when="power"),
+    Col("power_cpu_w", "float64", "W", "of it, the CPUs'", when="power"),
+    Col("avail_gpu", "float64", "fraction", "GPUs on nodes that are up", when="failures"),
+    Col("avail_cpu", "float64", "fraction", "cpu on nodes that are up", when="failures"),
     Col("unalloc_gpus", "float64", "GPUs", "GPUs not placed: (1 − alloc_gpu_share) × GPUs"),
 ), "one per whole percent of arrived GPU request (with gpu.arrivals: one per sample)")
+
+GPU_FAILURES = Table("component_failures", (
+    *_FAILURE_HEAD,
+    Col("avail_gpu", "float64", "fraction", "GPUs on nodes up after it"),
+    Col("avail_cpu", "float64", "fraction", "cpu on nodes up after it"),
+), "one per node failure or repair")
 
 GPU_SUMMARY = Table("summary", (
     Col("received", "int64", "pods", "pods offered (with gpu.arrivals: in the window)"),
@@ -490,6 +502,30 @@ GPU_SUMMARY = Table("summary", (
     Col("window_start", "float64", "s", "the measured window's start", when="departures"),
     Col("window_end", "float64", "s", "the measured window's end", when="departures"),
     Col("sim_time", "float64", "s", "simulated time at the end", when="departures"),
+    Col("power_w", "float64", "W", "the nodes' draw at the last arrived percent",
+        when="power_arrived"),
+    Col("power_gpu_w", "float64", "W", "of it, the GPUs'", when="power_arrived"),
+    Col("power_cpu_w", "float64", "W", "of it, the CPUs'", when="power_arrived"),
+    Col("mean_power_w", "float64", "W", "the nodes' time-averaged draw in the window",
+        when="power_departures"),
+    Col("mean_power_gpu_w", "float64", "W", "of it, the GPUs'", when="power_departures"),
+    Col("mean_power_cpu_w", "float64", "W", "of it, the CPUs'", when="power_departures"),
+    Col("energy_j", "float64", "J", "energy over the window (× gpu.power.time_unit_s)",
+        when="power_departures"),
+    Col("energy_gpu_j", "float64", "J", "of it, the GPUs'", when="power_departures"),
+    Col("energy_cpu_j", "float64", "J", "of it, the CPUs'", when="power_departures"),
+    Col("n_failures", "int64", "—", "node failures in the window", when="failures"),
+    Col("interrupted", "int64", "pods", "pods a failure hit in the window",
+        when="failures"),
+    Col("reallocated", "int64", "pods", "of them, placed again", when="failures"),
+    Col("lost_pod_time", "float64", "s", "holding time the dropped ones lost",
+        when="failures"),
+    Col("lost_gpu_time", "float64", "GPU·s", "the same, × each pod's GPUs",
+        when="failures"),
+    Col("avail_gpu", "float64", "fraction", "time-averaged share of GPUs up",
+        when="failures"),
+    Col("avail_cpu", "float64", "fraction", "time-averaged share of cpu up",
+        when="failures"),
 ), "one per run")
 
 #: every mode's tables: the streamed ones, then ``summary``
@@ -500,7 +536,8 @@ TABLES: dict[str, dict[str, Table]] = {
     "reschedule": {"migrations": VM_MIGRATIONS, "summary": VM_STATIC_SUMMARY},
     "vm_online": {"vms": VM_ONLINE_VMS, "timeseries": VM_ONLINE_TIMESERIES,
                   "component_failures": VM_ONLINE_FAILURES, "summary": VM_ONLINE_SUMMARY},
-    "gpu": {"pods": GPU_PODS, "timeseries": GPU_TIMESERIES, "summary": GPU_SUMMARY},
+    "gpu": {"pods": GPU_PODS, "timeseries": GPU_TIMESERIES,
+            "component_failures": GPU_FAILURES, "summary": GPU_SUMMARY},
 }
 
 #: the folders a mode streams into (everything but ``summary``), over all modes

@@ -121,11 +121,15 @@ class ExperimentSpec(StrictModel):
             raise ValueError("workload: Field required")
         if self.departures != "before_arrivals" and self.mode != "loss":
             raise ValueError(f"departures: only the loss-mode engine has it (mode {self.mode!r})")
-        if self.failures is not None and self.mode not in ("loss", "vm_online"):
-            raise ValueError(f"failures: only modes loss and vm_online simulate failures "
-                             f"(mode {self.mode!r})")
+        if self.failures is not None and self.mode not in ("loss", "vm_online", "gpu"):
+            raise ValueError(f"failures: only modes loss, vm_online and gpu simulate "
+                             f"failures (mode {self.mode!r})")
+        if self.power is not None and self.mode == "gpu":
+            raise ValueError("power: mode gpu takes its power model under gpu.power "
+                             "(watts per GPU model and CPU socket)")
         if self.power is not None and self.mode != "loss":
-            raise ValueError(f"power: only mode loss accounts energy (mode {self.mode!r})")
+            raise ValueError(f"power: only modes loss and gpu (gpu.power) account energy "
+                             f"(mode {self.mode!r})")
         if self.mode in ("reschedule", "vm_online") and self.vm is None:
             raise ValueError(f"vm: Field required in mode {self.mode!r}")
         if (self.mode == "gpu") != (self.gpu is not None):
@@ -201,6 +205,9 @@ RESERVED_COLUMNS = frozenset({
     "arrived_gpu_share", "alloc_gpu_share", "frag_gpus", "arrived_pct", "pods", "frag_ratio",
     "alloc_cpu_share", "alloc_mem_share", "unalloc_gpus", "rejected", "final_alloc_gpu_share",
     "used_nodes", "nodes", "gpus", "typical_pods", "gpu_acceptance",
+    # gpu mode with gpu.power and failures
+    "power_gpu_w", "power_cpu_w", "mean_power_gpu_w", "mean_power_cpu_w", "energy_gpu_j",
+    "energy_cpu_j", "lost_pod_time", "lost_gpu_time", "avail_gpu", "avail_cpu",
 })
 #: Keys that ``matrix:`` may not sweep (use ``seeds:`` / ``--seeds`` for replications).
 UNSWEEPABLE = ("name", "seed", "seeds", "matrix")

@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -98,6 +99,11 @@ def curve(arrived: np.ndarray, values: dict[str, np.ndarray]) -> dict[str, np.nd
     return {k: np.asarray(v) for k, v in out.items()}
 
 
+#: the columns of :meth:`GpuRun.now`, in order (then :data:`POWER` with gpu.power)
+NOW = ("alloc_gpu_share", "frag_gpus", "frag_ratio", "alloc_cpu_share", "alloc_mem_share")
+POWER = ("power_w", "power_gpu_w", "power_cpu_w")
+
+
 class GpuRun:
     """What both protocols share: the cluster, the allocator, the fragmentation kept per
     node, the totals placed, and the per-pod records of the ``n`` pods to be offered
@@ -120,12 +126,18 @@ class GpuRun:
         self.cap_mem = float(cluster.mem_cap.sum()) or 1.0
         self.node_frag = frag.node_frag(cluster)
         self.frag_total = float(self.node_frag.sum())
+        #: the nodes' draw (gpu.power; dcsim.gpu.power), with its running totals
+        self.power = s.power.model(cluster) if s.power is not None else None
+        self.watts = list(self.power.totals()) if self.power is not None else [0.0, 0.0]
+        #: milli-GPU of the nodes down (failures)
+        self.down_gpu = 0
         self.accepted = np.zeros(n, dtype=bool)
         self.node_of = np.full(n, -1, dtype=np.int64)
         self.devices_of: list[list[int]] = [[] for _ in range(n)]
         self.arrived = np.zeros(n)
         self.alloc = np.zeros(n)
         self.frag_after = np.zeros(n)
+        self.watts_after = np.zeros((n, 2)) if self.power is not None else None
         self.decision = np.zeros(n)
         self.asked = self.used = self.used_cpu = self.used_mem = 0
 
@@ -134,27 +146,42 @@ class GpuRun:
         """Offer pod ``i`` to the allocator; place it if it chose a node."""
         pod = self.pods.pod(int(self.rows[i]), i)
         self.asked += pod.total_gpu_milli
+        placement = self.place(i, pod, first=True)
+        self.arrived[i] = self.asked / self.cap_gpu
+        self.alloc[i] = self.used / self.cap_gpu
+        self.frag_after[i] = self.frag_total
+        if self.watts_after is not None:
+            self.watts_after[i] = self.watts
+        return placement
+
+    def offer_again(self, i: int) -> GpuPlacement | None:
+        """Offer pod ``i`` once more (its node failed): placed, it keeps its id and its
+        record says where it is now; its asked GPU is not counted twice."""
+        return self.place(i, self.pods.pod(int(self.rows[i]), i), first=False)
+
+    def place(self, i: int, pod: GpuPod, first: bool) -> GpuPlacement | None:
+        """Ask the allocator for ``pod`` (arrival ``i``) and place it where it chose; the
+        ``first`` offer is recorded (decision time, accepted, node and devices)."""
         alloc = self.allocator
-        t0 = time.perf_counter()
         try:
+            t0 = time.perf_counter()
             raw = alloc.allocate(self.view, pod)
+            if first:
+                self.decision[i] = time.perf_counter() - t0
         except DcsimError:
             raise
         except Exception as e:  # a plugin's own bug: name it, no traceback for the user
             raise PluginError(f"GPU allocator {alloc.label!r} failed on pod {i} "
                               f"({pod.name}): {type(e).__name__}: {e}") from e
-        self.decision[i] = time.perf_counter() - t0
-        placement = None
-        if raw is not None:
-            node, devs = _choice(alloc, raw, pod, self.cluster)
-            placement = self.cluster.reserve(pod, node, devs)
+        if raw is None:
+            return None
+        node, devs = _choice(alloc, raw, pod, self.cluster)
+        placement = self.cluster.reserve(pod, node, devs)
+        if first:
             self.accepted[i] = True
             self.node_of[i] = node
             self.devices_of[i] = list(devs)
-            self._moved(pod, node, +1)
-        self.arrived[i] = self.asked / self.cap_gpu
-        self.alloc[i] = self.used / self.cap_gpu
-        self.frag_after[i] = self.frag_total
+        self._moved(pod, node, +1)
         return placement
 
     def release(self, p: GpuPlacement) -> None:
@@ -165,18 +192,44 @@ class GpuRun:
         self.used += sign * pod.total_gpu_milli
         self.used_cpu += sign * pod.cpu
         self.used_mem += sign * pod.mem
+        self.node_changed(node)
+
+    def node_changed(self, node: int) -> None:
+        """Bring the kept fragmentation and draw of ``node`` up to date."""
         new = float(self.frag.node_frag(self.cluster, [node])[0])
         self.frag_total += new - self.node_frag[node]
         self.node_frag[node] = new
+        pw = self.power
+        if pw is not None:
+            g, c = pw.gpu_w[node], pw.cpu_w[node]
+            pw.update(self.cluster, [node])
+            self.watts[0] += pw.gpu_w[node] - g
+            self.watts[1] += pw.cpu_w[node] - c
         if self.spec.check_invariants:
             self.cluster.check()
 
+    def set_down(self, node: int, down: bool) -> None:
+        """Take ``node`` down (it holds no pod now) or bring it back."""
+        self.cluster.set_down(node, down)
+        g = int(self.cluster.gpu_cap[node].sum())
+        self.down_gpu += g if down else -g
+        self.node_changed(node)
+
+    def names(self) -> tuple[str, ...]:
+        """The columns of :meth:`now`, in order."""
+        return NOW + (POWER if self.power is not None else ())
+
     def now(self) -> np.ndarray:
-        """alloc_gpu_share, frag_gpus, frag_ratio, alloc_cpu_share, alloc_mem_share now."""
-        idle = self.cap_gpu - self.used
-        return np.array([self.used / self.cap_gpu, self.frag_total / MILLI,
-                         self.frag_total / idle if idle > 0 else 0.0,
-                         self.used_cpu / self.cap_cpu, self.used_mem / self.cap_mem])
+        """alloc_gpu_share, frag_gpus, frag_ratio, alloc_cpu_share, alloc_mem_share now
+        (then power_w, power_gpu_w, power_cpu_w with gpu.power)."""
+        idle = self.cap_gpu - self.used - self.down_gpu
+        head = [self.used / self.cap_gpu, self.frag_total / MILLI,
+                self.frag_total / idle if idle > 0 else 0.0,
+                self.used_cpu / self.cap_cpu, self.used_mem / self.cap_mem]
+        if self.power is not None:
+            g, c = self.watts
+            head += [g + c, g, c]
+        return np.array(head)
 
     def check_end(self) -> None:
         if not self.spec.check_invariants:
@@ -186,6 +239,11 @@ class GpuRun:
             raise AssertionError("the kept fragmentation drifted from a recomputation")
         if self.used != self.cluster.used_gpu_milli():
             raise AssertionError("GPU accounting drifted")
+        if self.power is not None:
+            g, c = self.power.draw(self.cluster)
+            if abs(self.watts[0] - g.sum()) + abs(self.watts[1] - c.sum()) > 1e-6 * (
+                    1 + g.sum() + c.sum()):
+                raise AssertionError("the kept power drifted from a recomputation")
 
     # -- records ----------------------------------------------------------------------------
     def pod_columns(self) -> dict[str, list]:
@@ -239,45 +297,68 @@ def _one_pass(run: GpuRun, sink: Sink | None) -> dict[str, Any]:
         idle[i] = run.cap_gpu - run.used
     run.check_end()
     ratio = np.divide(run.frag_after, idle, out=np.zeros(n), where=idle > 0)
-    series = curve(run.arrived, {"alloc_gpu_share": run.alloc,
-                                 "frag_gpus": run.frag_after / MILLI, "frag_ratio": ratio,
-                                 "alloc_cpu_share": cpu, "alloc_mem_share": mem})
+    values = {"alloc_gpu_share": run.alloc, "frag_gpus": run.frag_after / MILLI,
+              "frag_ratio": ratio, "alloc_cpu_share": cpu, "alloc_mem_share": mem}
+    if run.watts_after is not None:
+        w = run.watts_after
+        values.update({"power_w": w.sum(axis=1), "power_gpu_w": w[:, 0],
+                       "power_cpu_w": w[:, 1]})
+    series = curve(run.arrived, values)
     series["unalloc_gpus"] = (1.0 - series["alloc_gpu_share"]) * run.cluster.total_gpus
     if sink is not None:
         sink("pods", run.pod_columns())
         sink("timeseries", {k: v.tolist() for k, v in series.items()})
     last = {k: float(v[-1]) if len(v) else math.nan for k, v in series.items()}
-    return run.summary(last)
+    out = run.summary(last)
+    if run.power is not None:
+        out.update({k: last[k] for k in POWER})
+    return out
 
 
-#: the columns of :meth:`GpuRun.now`, in order
-NOW = ("alloc_gpu_share", "frag_gpus", "frag_ratio", "alloc_cpu_share", "alloc_mem_share")
 
 
 class GpuOnline(SimCore):
-    """Pods that arrive and leave (``gpu.arrivals``; see the module docstring)."""
+    """Pods that arrive and leave (``gpu.arrivals``; see the module docstring).
+    ``failures`` builds the run's failure adapter from the engine
+    (:class:`dcsim.sim.gpu_failures.GpuFailures`), or is None."""
 
     def __init__(self, run: GpuRun, times: np.ndarray, holding: np.ndarray, warmup: int,
-                 sample_every: float):
+                 sample_every: float, sink: Sink | None = None,
+                 failures: Callable[[GpuOnline], Any] | None = None):
         SimCore.__init__(self)
         self.run = run
         self.times = times
         self.holding = holding
         self.warmup = warmup
         self.sample_every = sample_every
+        self.sink = sink
         self.end = float(times[-1]) if len(times) else 0.0
         self.start = float(times[warmup]) if warmup < len(times) else self.end
-        self.avg = TimeAverage(len(NOW))
+        self.names = run.names()
+        self.avg = TimeAverage(len(self.names))
         self.opened = False
         self.active = 0
-        self.samples: dict[str, list] = {k: [] for k in ("time", "active", *NOW)}
+        self.received = 0
+        self.samples: dict[str, list] = {k: [] for k in ("time", "active", *self.names)}
         self.asked_window = self.placed_window = 0
         self.asks = run.pods.total_gpu_milli[run.rows].tolist()   # each arrival's GPU ask
+        #: per arrival, its placement while it holds one; per node, the arrivals on it
+        self.current: list[GpuPlacement | None] = [None] * run.n
+        self.on_node: list[set[int]] = [set() for _ in range(run.cluster.n_nodes)]
+        self.interruptions = np.zeros(run.n, dtype=np.int64)
+        self._failures = failures(self) if failures is not None else None
+        if self._failures is not None:
+            self.samples.update({k: [] for k in self._failures.process.avail_columns})
+
+    def measuring(self) -> bool:
+        """Whether the measured window is open (from the first measured arrival)."""
+        return self.opened
 
     def _tick(self, t: float) -> None:
         if not self.opened and t >= self.start:
             self.avg.open(self.start)
             self.opened = True
+            self.failures_window(self.start, open_=True)
         self.avg.advance(t, self.run.now())
 
     def _sample(self, t: float) -> None:
@@ -285,10 +366,20 @@ class GpuOnline(SimCore):
         row = self.samples
         row["time"].append(float(t))
         row["active"].append(self.active)
-        for k, v in zip(NOW, self.run.now().tolist(), strict=True):
+        for k, v in zip(self.names, self.run.now().tolist(), strict=True):
             row[k].append(v)
+        if self._failures is not None:
+            for k, v in zip(self._failures.process.avail_columns,
+                            self._failures.availability(), strict=True):
+                row[k].append(v)
+
+    def hold(self, i: int, p: GpuPlacement) -> None:
+        """Arrival ``i`` holds ``p`` now."""
+        self.current[i] = p
+        self.on_node[p.node].add(i)
 
     def _arrive(self, i: int, t: float) -> None:
+        self.received += 1
         p = self.run.offer(i)
         measured = i >= self.warmup
         g = self.asks[i]
@@ -299,37 +390,59 @@ class GpuOnline(SimCore):
         if measured:
             self.placed_window += g
         self.active += 1
-        self.depart_after(float(self.holding[i]), partial(self._depart, p))
+        self.hold(i, p)
+        self.depart_after(float(self.holding[i]), partial(self._depart, i))
 
-    def _depart(self, p: GpuPlacement, _event) -> None:
+    def _depart(self, i: int, _event) -> None:
+        p = self.current[i]
+        if p is None:          # a failure took it away earlier
+            return
         self._tick(self.env.now)
+        self.evict(i)
+
+    def evict(self, i: int) -> GpuPlacement:
+        """Release arrival ``i``'s placement (it departs, or its node failed)."""
+        p = self.current[i]
         self.run.release(p)
+        self.on_node[p.node].discard(i)
+        self.current[i] = None
         self.active -= 1
+        return p
 
     def _main(self):
         self._sample(0.0)
+        self.start_failures()
         yield from self.walk(self.times.tolist(), self._arrive,
                              periodic=[(self.sample_every, self._sample)], end=self.end,
                              tick=self._tick)
         self._tick(self.end)
         self.avg.close(self.end, self.run.now())
+        self.failures_window(self.end, open_=False)
+        if self._failures is not None:
+            self._failures.process.stopped = True
         self._sample(self.end)
 
-    def simulate_all(self, sink: Sink | None) -> dict[str, Any]:
+    def simulate_all(self) -> dict[str, Any]:
+        sink = self.sink
         main = self.env.process(self._main())
         self.simulate(until=main)
         self.run.check_end()
         mean = self.avg.mean() if self.avg.end > self.avg.start else self.run.now()
-        at = dict(zip(NOW, (float(x) for x in mean), strict=True))
+        at = dict(zip(self.names, (float(x) for x in mean), strict=True))
         gpus = self.run.cluster.total_gpus
+        fp = self._failures.process if self._failures is not None else None
         if sink is not None:
             cols = self.run.pod_columns()
             cols["arrival"] = self.times.tolist()
             cols["duration"] = self.holding.tolist()
+            if fp is not None:
+                cols["interruptions"] = self.interruptions.tolist()
             sink("pods", cols)
             series = dict(self.samples)
             series["unalloc_gpus"] = [(1.0 - a) * gpus for a in series["alloc_gpu_share"]]
             sink("timeseries", series)
+            if fp is not None and fp.rows["time"]:
+                sink("component_failures", fp.columns())
         out = self.run.summary(at)
         acc = self.run.accepted[self.warmup:]
         n = len(acc)
@@ -339,6 +452,17 @@ class GpuOnline(SimCore):
             "gpu_acceptance": (self.placed_window / self.asked_window if self.asked_window
                                else math.nan),
             "window_start": self.start, "window_end": self.end, "sim_time": self.end})
+        pw = self.run.spec.power
+        if pw is not None:
+            span = (self.end - self.start) * pw.time_unit_s
+            out.update({"mean_power_w": at["power_w"], "mean_power_gpu_w": at["power_gpu_w"],
+                        "mean_power_cpu_w": at["power_cpu_w"],
+                        "energy_j": at["power_w"] * span,
+                        "energy_gpu_j": at["power_gpu_w"] * span,
+                        "energy_cpu_j": at["power_cpu_w"] * span})
+        if fp is not None:
+            out.update(fp.summary("lost_pod_time"))
+            out["lost_gpu_time"] = self._failures.lost_gpu_time
         return out
 
 
@@ -365,10 +489,16 @@ def _online_workload(s: GpuSpec, pods: PodTable, cap_gpu: float, rng: np.random.
 
 def run_gpu(spec: dict[str, Any] | GpuSpec, allocator, rng: np.random.Generator,
             sink: Sink | None, base_dir: str | os.PathLike | None = None, *,
-            where: str = "gpu") -> dict[str, Any]:
+            where: str = "gpu", failures=None,
+            failure_rng: np.random.Generator | None = None) -> dict[str, Any]:
     """One run of ``allocator`` (an instance) on the ``gpu:`` section ``spec`` (see the
-    module docstring); returns the summary."""
+    module docstring); returns the summary. ``failures`` (a validated ``failures:``
+    section; with ``gpu.arrivals`` only) fails nodes, drawn from ``failure_rng``
+    (:mod:`dcsim.sim.gpu_failures`)."""
     s = parse_gpu(spec, where) if not isinstance(spec, GpuSpec) else spec
+    if failures is not None and s.arrivals is None:
+        raise ConfigError(f"failures: mode gpu fails nodes only in a run with "
+                          f"{where}.arrivals (the one-pass protocol has no time)")
     nodes, pods = load_lists(s, base_dir, where)
     cluster = GpuCluster(nodes)
     typical = typical_of(s, pods, where)
@@ -392,4 +522,10 @@ def run_gpu(spec: dict[str, Any] | GpuSpec, allocator, rng: np.random.Generator,
     every = a.sample_every or (float(times[-1]) / 200 if len(times) and times[-1] > 0
                                else 1.0)
     warm = int(math.floor(a.warmup * len(rows)))
-    return GpuOnline(run, times, holding, warm, every).simulate_all(sink)
+    make = None
+    if failures is not None:
+        from dcsim.sim.gpu_failures import GpuFailures
+
+        def make(engine):
+            return GpuFailures(engine, failures, failure_rng, base_dir)
+    return GpuOnline(run, times, holding, warm, every, sink, make).simulate_all()

@@ -26,6 +26,22 @@ null and ``order`` plays no part::
       inflate: null
       arrivals: {pods: 20000, load: 1.0, holding: exponential, mean_holding: 3600}
 
+``power:`` gives the nodes a power draw (:mod:`dcsim.gpu.power`): watts per GPU model, and
+the CPU sockets of each node, keyed by its GPU model (``none``: the CPU-only nodes;
+``default``: any model not listed). The one-pass curve then has the cluster's watts per
+arrived percent; with ``arrivals`` the summary has the mean power and the energy over the
+measured window::
+
+    gpu:
+      ...
+      power:
+        gpu_draw: any_share     # or linear; cpu_draw: socket (or linear); idle_policy: on
+        gpus: {T4: {idle_w: 10, peak_w: 70}, default: {idle_w: 30, peak_w: 300}}
+        cpus:
+          none: {idle_w: 15, peak_w: 120, cores: 16}
+          default: {idle_w: 20, peak_w: 185, cores: 16}
+        time_unit_s: 1          # seconds per unit of the arrival times (energy in J)
+
 ``nodes`` and ``pods`` take ``columns:`` (dcsim field → the file's column, for another
 trace's names; :mod:`dcsim.gpu.trace`) and ``limit:`` (the first rows only, for a quick
 look) and ``name:`` (a label: a ``matrix:`` sweep over whole lists records it as the sweep
@@ -77,6 +93,46 @@ class ArrivalsSpec(StrictModel):
     sample_every: Annotated[float, Field(gt=0)] | None = None
 
 
+class DeviceWattsSpec(StrictModel):
+    idle_w: Annotated[float, Field(ge=0)]
+    peak_w: Annotated[float, Field(ge=0)]
+
+    @model_validator(mode="after")
+    def _order(self) -> DeviceWattsSpec:
+        if self.peak_w < self.idle_w:
+            raise ValueError(f"peak_w ({self.peak_w:g}) is below idle_w ({self.idle_w:g})")
+        return self
+
+
+class SocketWattsSpec(DeviceWattsSpec):
+    cores: Annotated[int, Field(ge=1)]
+
+
+class GpuPowerSpec(StrictModel):
+    """``gpu.power`` (:mod:`dcsim.gpu.power`)."""
+
+    gpus: dict[str, DeviceWattsSpec]
+    cpus: dict[str, SocketWattsSpec]
+    gpu_draw: Literal["any_share", "linear"] = "any_share"
+    cpu_draw: Literal["socket", "linear"] = "socket"
+    idle_policy: Literal["on", "off"] = "on"
+    time_unit_s: Annotated[float, Field(gt=0)] = 1.0
+
+    def model(self, cluster, where: str = "gpu"):
+        """The :class:`~dcsim.gpu.power.GpuPower` of ``cluster``; a ConfigError naming the
+        GPU model a table lacks."""
+        from dcsim.gpu.power import DeviceWatts, GpuPower, SocketWatts
+
+        gpus = {k: DeviceWatts(v.idle_w, v.peak_w) for k, v in self.gpus.items()}
+        cpus = {k: SocketWatts(v.idle_w, v.peak_w, v.cores) for k, v in self.cpus.items()}
+        try:
+            return GpuPower(cluster, gpus, cpus, gpu_draw=self.gpu_draw,
+                            cpu_draw=self.cpu_draw, idle_policy=self.idle_policy)
+        except KeyError as e:
+            raise ConfigError(f"{where}.power.{e.args[0].removeprefix('gpu.power.')} "
+                              "(a node of the node list has it)") from None
+
+
 class GpuSpec(StrictModel):
     """The ``gpu:`` section (see the module docstring)."""
 
@@ -86,6 +142,7 @@ class GpuSpec(StrictModel):
     inflate: InflateSpec | None = Field(default_factory=InflateSpec)
     typical: TypicalSpec = Field(default_factory=TypicalSpec)
     arrivals: ArrivalsSpec | None = None
+    power: GpuPowerSpec | None = None
     check_invariants: bool = False  # check the state after every pod (tests)
 
     @model_validator(mode="after")
@@ -192,6 +249,10 @@ def check_gpu(spec: dict[str, Any] | None, base_dir: str | os.PathLike | None = 
               where: str = "gpu") -> GpuSpec:
     """Validate a ``gpu:`` section without running it: its fields and its files."""
     s = parse_gpu(spec, where)
-    _, pods = load_lists(s, base_dir, where)
+    nodes, pods = load_lists(s, base_dir, where)
     typical_of(s, pods, where)
+    if s.power is not None:   # a GPU model the power tables lack fails here, not in a run
+        from dcsim.gpu.cluster import GpuCluster
+
+        s.power.model(GpuCluster(nodes), where)
     return s

@@ -24,7 +24,9 @@ class GpuMode(Mode):
     def check(self, point, base_dir: str) -> None:
         from dcsim.sim.gpu_spec import check_gpu
 
-        check_gpu(point.gpu, base_dir, where="gpu")
+        s = check_gpu(point.gpu, base_dir, where="gpu")
+        if point.failures is not None:  # nodes only; a bad trace fails here, not in a run
+            check_node_failures(point.failures, s, base_dir)
 
     def resolved(self, spec) -> dict[str, Any]:
         from dcsim.sim.gpu_spec import parse_gpu
@@ -32,9 +34,34 @@ class GpuMode(Mode):
         return {"gpu": parse_gpu(spec.gpu, where="gpu").model_dump(mode="json")}
 
     def build(self, spec, plan, workload_rng, plugin_rng) -> Built:
+        from dcsim.sim.failures import failure_rng
         from dcsim.sim.gpu import run_gpu
 
         alloc = plugin_instance(plan, "gpu_allocator", plugin_rng)
         flags = ["arrived"] if spec.gpu.arrivals is None else ["departures"]
+        if spec.gpu.power is not None:
+            flags += ["power", f"power_{flags[0]}"]
+        frng = None
+        if spec.failures is not None:
+            frng = failure_rng(spec.seed, plan.seed)
+            flags.append("failures")
         return Built(lambda sink: run_gpu(spec.gpu, alloc, workload_rng, sink,
-                                          plan.base_dir), flags=flags)
+                                          plan.base_dir, failures=spec.failures,
+                                          failure_rng=frng), flags=flags)
+
+
+def check_node_failures(failures, s, base_dir: str) -> None:
+    """Refuse failures in a one-pass run, and build the failure schedule once on the node
+    list (a ConfigError if the section names links or a trace row names a node the list
+    lacks)."""
+    import numpy as np
+
+    from dcsim.errors import ConfigError
+    from dcsim.sim.failures import Components, FailureSchedule
+    from dcsim.sim.gpu_spec import load_lists
+
+    if s.arrivals is None:
+        raise ConfigError("failures: mode gpu fails nodes only in a run with gpu.arrivals "
+                          "(the one-pass protocol has no time)")
+    nodes, _ = load_lists(s, base_dir, "gpu")
+    FailureSchedule(failures, Components(len(nodes)), np.random.default_rng(0), base_dir)

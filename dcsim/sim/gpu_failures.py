@@ -1,0 +1,92 @@
+"""GPU mode under node failures: the online engine's cluster as a failure target.
+
+``failures.servers`` (or a trace's ``server`` / ``host`` rows) fail nodes of a run with
+``gpu.arrivals``; a GPU cluster has no links. A failed node holds no pod and has nothing
+free until it is repaired (:meth:`dcsim.gpu.cluster.GpuCluster.set_down`); the allocated
+shares stay shares of every node's capacity, and the fragmentation counts only the free GPU
+of nodes that are up. At a failure the node's pods leave it and, by ``on_failure``:
+
+* ``drop``: they are gone; each loses the rest of its holding time (up to the run's end);
+* ``reallocate``: each is offered to the GPU allocator again, in the order they arrived;
+  placed, it keeps its id and its departure time; rejected, it is dropped.
+
+The ``pods`` table gains ``interruptions`` (times a failure hit the pod), the time series
+and the failures table ``avail_gpu`` and ``avail_cpu`` (the share of the cluster's GPUs and
+cpu on nodes that are up), and the summary ``n_failures``, ``interrupted``,
+``reallocated``, ``lost_pod_time`` (holding time the dropped pods lost), ``lost_gpu_time``
+(the same weighted by each pod's GPUs: GPU × time) and the time-averaged ``avail_gpu`` and
+``avail_cpu``, all over the measured window (from the first measured arrival to the last).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dcsim.gpu.cluster import MILLI
+from dcsim.sim.core import Outcome
+from dcsim.sim.failure_stream import FLUSH_ROWS, StreamedFailureProcess
+from dcsim.sim.failures import Components, FailureSchedule, FailureSpec
+
+#: the availability columns, in :meth:`GpuFailures.availability` order
+AVAIL = ("avail_gpu", "avail_cpu")
+
+
+class GpuFailures:
+    """Node failures on one online GPU run (``engine``: its
+    :class:`~dcsim.sim.gpu.GpuOnline`)."""
+
+    def __init__(self, engine, spec: FailureSpec, rng: np.random.Generator,
+                 base_dir: str | None = None):
+        self.engine = engine
+        cluster = engine.run.cluster
+        schedule = FailureSchedule(spec, Components(cluster.n_nodes), rng, base_dir)
+        self.reallocate = spec.on_failure == "reallocate"
+        self.gpu_cap = cluster.gpu_cap.sum(axis=1)
+        self.total_gpu = float(self.gpu_cap.sum()) or 1.0
+        self.total_cpu = float(cluster.cpu_cap.sum()) or 1.0
+        #: GPU × time (in GPUs × the arrival times' unit) the dropped pods lost, measured
+        self.lost_gpu_time = 0.0
+        self.process = StreamedFailureProcess(engine.env, schedule, self, AVAIL, engine.sink,
+                                              FLUSH_ROWS, lambda: engine.received,
+                                              "pod arrival")
+
+    def measuring(self) -> bool:
+        return self.engine.measuring()
+
+    def availability(self) -> list[float]:
+        c = self.engine.run.cluster
+        down = c.down
+        if not down.any():
+            return [1.0, 1.0]
+        return [1.0 - float(self.gpu_cap[down].sum()) / self.total_gpu,
+                1.0 - float(c.cpu_cap[down].sum()) / self.total_cpu]
+
+    def fail(self, kind: str, node: int) -> Outcome:
+        e = self.engine
+        run = e.run
+        now = e.env.now
+        e._tick(now)
+        hit = sorted(e.on_node[node])
+        for i in hit:
+            e.evict(i)
+        run.set_down(node, True)
+        out = Outcome(interrupted=len(hit))
+        measured = self.measuring()
+        for i in hit:
+            e.interruptions[i] += 1
+            p = run.offer_again(i) if self.reallocate else None
+            if p is not None:
+                e.hold(i, p)
+                e.active += 1
+                out.reallocated += 1
+                continue
+            left = max(min(float(e.times[i] + e.holding[i]), e.end) - now, 0.0)
+            out.lost_time += left
+            if measured:
+                self.lost_gpu_time += left * e.asks[i] / MILLI
+        return out
+
+    def repair(self, kind: str, node: int) -> None:
+        e = self.engine
+        e._tick(e.env.now)
+        e.run.set_down(node, False)
