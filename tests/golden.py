@@ -61,6 +61,8 @@ REDUCE: dict[str, dict[str, Any]] = {
     "fgd_ablation_workload": {"keep": 2, "sets": ["gpu.nodes.limit=60",
                                                   "gpu.pods.limit=400"]},
     "fgd_departures": {"keep": 1, "sets": ["gpu.nodes.limit=60", "gpu.arrivals.pods=600"]},
+    "fgd_power": {"sets": ["gpu.nodes.limit=60", "gpu.pods.limit=400"]},
+    "fgd_failures": {"sets": ["gpu.nodes.limit=60", "gpu.arrivals.pods=1500"]},
 }
 
 #: columns that measure the machine, not the simulation (and the run's id and the

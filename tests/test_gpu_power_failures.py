@@ -299,3 +299,111 @@ def test_parse_keeps_the_power_defaults():
                    "power": {"gpus": {}, "cpus": {}}})
     assert (s.power.gpu_draw, s.power.cpu_draw, s.power.idle_policy, s.power.time_unit_s) \
         == ("any_share", "socket", "on", 1.0)
+
+
+def test_a_bare_yaml_on_off_is_the_idle_policy():
+    import yaml
+
+    s = parse_gpu(yaml.safe_load("nodes: {path: n}\npods: {path: p}\n"
+                                 "power: {gpus: {}, cpus: {}, idle_policy: off}"))
+    assert s.power.idle_policy == "off"
+
+
+# -- through the CLI ----------------------------------------------------------------------------
+POWER = {"gpus": {"default": {"idle_w": 30, "peak_w": 300}},
+         "cpus": {"default": {"idle_w": 20, "peak_w": 185, "cores": 16}}}
+
+
+def cli_experiment(tmp_path, gpu_extra=None, **top):
+    import yaml
+    from pathlib import Path
+
+    data_dir = Path(DATA).resolve()
+    data = {"name": "gpu_pf", "mode": "gpu", "seed": 3, "seeds": 2,
+            "gpu": {"nodes": {"path": str(data_dir / "nodes.csv")},
+                    "pods": {"path": str(data_dir / "pods.csv")}, "inflate": None,
+                    "arrivals": {"pods": 300, "load": 1.2, "mean_holding": 60},
+                    "power": POWER, **(gpu_extra or {})},
+            "failures": {"on_failure": "reallocate",
+                         "servers": {"ttf": {"dist": "exponential", "mean": 300},
+                                     "ttr": 30}},
+            "gpu_allocators": ["best_fit", "fgd"], **top}
+    path = tmp_path / "gpu_pf.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def cli(*args):
+    from click.testing import CliRunner
+
+    from dcsim.cli import main
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_cli_run_writes_failures_and_power_tables(tmp_path):
+    import pandas as pd
+
+    exp = cli_experiment(tmp_path)
+    r = cli("run", exp, "--out", tmp_path / "out")
+    assert r.exit_code == 0, r.output
+    out = tmp_path / "out"
+    summary = pd.read_parquet(out / "summary.parquet")
+    assert len(summary) == 4
+    for col in ("n_failures", "interrupted", "reallocated", "lost_pod_time",
+                "lost_gpu_time", "avail_gpu", "avail_cpu", "mean_power_w", "energy_j",
+                "energy_gpu_j", "energy_cpu_j"):
+        assert col in summary.columns and summary[col].notna().all(), col
+    assert (summary["n_failures"] > 0).all()
+    assert np.allclose(summary["energy_j"], summary["energy_gpu_j"] + summary["energy_cpu_j"])
+    assert np.allclose(summary["energy_j"], summary["mean_power_w"]
+                       * (summary["window_end"] - summary["window_start"]))
+    fails = pd.read_parquet(out / "component_failures")
+    assert set(fails["event"]) == {"fail", "repair"} and set(fails["kind"]) == {"server"}
+    measured = fails[fails["measured"] & (fails["event"] == "fail")]
+    per_run = measured.groupby(["allocator", "seed"], observed=True).size()
+    got = summary.set_index(["allocator", "seed"])["n_failures"]
+    assert {(str(a), int(s)): int(n) for (a, s), n in per_run.items()} == \
+        {(str(a), int(s)): int(n) for (a, s), n in got.items()}
+    pods = pd.read_parquet(out / "pods")
+    assert pods["interruptions"].sum() >= summary["interrupted"].sum()
+    ts = pd.read_parquet(out / "timeseries")
+    assert {"power_w", "avail_gpu"} <= set(ts.columns)
+    assert (ts["power_w"] >= 0).all() and ((ts["avail_gpu"] > 0) & (ts["avail_gpu"] <= 1)).all()
+
+
+def test_cli_one_pass_power_curve(tmp_path):
+    import pandas as pd
+
+    exp = cli_experiment(tmp_path, {"arrivals": None, "inflate": {"target": 1.3}},
+                         failures=None)
+    r = cli("run", exp, "--out", tmp_path / "out", "--seeds", 1)
+    assert r.exit_code == 0, r.output
+    s = pd.read_parquet(tmp_path / "out" / "summary.parquet")
+    ts = pd.read_parquet(tmp_path / "out" / "timeseries")
+    assert "energy_j" not in s.columns and (s["power_w"] > 0).all()
+    for (a, _), g in ts.groupby(["allocator", "seed"], observed=True):
+        g = g.sort_values("arrived_pct")
+        # one-pass: nothing leaves, so the draw never falls; the summary is the last row
+        assert (np.diff(g["power_w"].to_numpy()) >= -1e-9).all()
+        assert s.loc[s["allocator"] == a, "power_w"].item() == pytest.approx(
+            g["power_w"].iloc[-1])
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"gpu_extra": {"arrivals": None, "inflate": {"target": 1.3}}},
+     "failures: mode gpu fails nodes only in a run with gpu.arrivals"),
+    ({"power": {"server": {"model": "linear", "idle_w": 1, "peak_w": 2}}},
+     "power: mode gpu takes its power model under gpu.power"),
+    ({"gpu_extra": {"power": {"gpus": {"T4": {"idle_w": 1, "peak_w": 2}},
+                              "cpus": POWER["cpus"]}}},
+     "gpu.power.gpus: no entry for 'G2'"),
+    ({"failures": {"links": {"ttf": 10, "ttr": 1}}}, "failures.links: this run has no links"),
+])
+def test_cli_refuses_with_one_line(tmp_path, change, message):
+    exp = cli_experiment(tmp_path, **change)
+    for command in ("validate", "run"):
+        args = [command, exp] + (["--out", tmp_path / "o"] if command == "run" else [])
+        r = cli(*args)
+        assert r.exit_code != 0
+        assert message in r.output and "Traceback" not in r.output, r.output
+    assert not (tmp_path / "o" / "summary.parquet").exists()

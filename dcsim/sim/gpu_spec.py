@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from dcsim.errors import ConfigError
 from dcsim.gpu.cluster import GpuNodes
@@ -115,8 +115,13 @@ class GpuPowerSpec(StrictModel):
     cpus: dict[str, SocketWattsSpec]
     gpu_draw: Literal["any_share", "linear"] = "any_share"
     cpu_draw: Literal["socket", "linear"] = "socket"
-    idle_policy: Literal["on", "off"] = "on"
+    idle_policy: Literal["on", "off", True, False] = "on"   # YAML 1.1 reads on/off as bools
     time_unit_s: Annotated[float, Field(gt=0)] = 1.0
+
+    @field_validator("idle_policy")
+    @classmethod
+    def _yaml_bool(cls, v: Any) -> Any:
+        return {True: "on", False: "off"}[v] if isinstance(v, bool) else v
 
     def model(self, cluster, where: str = "gpu"):
         """The :class:`~dcsim.gpu.power.GpuPower` of ``cluster``; a ConfigError naming the
