@@ -9,19 +9,24 @@ GPU run refuses, each with one message naming the field."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+import yaml
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dcsim.cli import main
 from dcsim.errors import ConfigError, StateError
 from dcsim.gpu import MILLI, GpuCluster, GpuPod
 from dcsim.gpu.power import DeviceWatts, GpuPower, SocketWatts
 from dcsim.plugins import get_plugin_class, registered
 from dcsim.sim.failures import parse_failures
 from dcsim.sim.gpu import run_gpu
-from dcsim.sim.gpu_spec import parse_gpu
+from dcsim.sim.gpu_spec import check_gpu, parse_gpu
 from tests.helpers.gpu import gpu_nodes
 
 DATA = "tests/data/gpu"
@@ -80,7 +85,7 @@ def test_a_model_the_tables_lack_is_named():
         power(c, gpu_draw="max")
 
 
-# -- a node that is down ----------------------------------------------------------------------------
+# -- a node that is down ------------------------------------------------------------------------
 def test_a_down_node_has_nothing_free_and_takes_no_pod():
     c = GpuCluster(gpu_nodes([(2, "A", 8000), (2, "A", 8000)]))
     p = c.reserve(GpuPod(0, 1000, 0, 1, 500), 0, (0,))
@@ -287,8 +292,6 @@ def test_failures_need_arrivals_and_no_links(tmp_path):
     ({"gpus": {}, "cpus": {}, "gpu_draw": "max"}, "gpu_draw"),
 ])
 def test_bad_power_sections_name_the_field(power, match):
-    from dcsim.sim.gpu_spec import check_gpu
-
     with pytest.raises(ConfigError, match=match):
         check_gpu({"nodes": {"path": "nodes.csv"}, "pods": {"path": "pods.csv"},
                    "power": power}, DATA)
@@ -302,8 +305,6 @@ def test_parse_keeps_the_power_defaults():
 
 
 def test_a_bare_yaml_on_off_is_the_idle_policy():
-    import yaml
-
     s = parse_gpu(yaml.safe_load("nodes: {path: n}\npods: {path: p}\n"
                                  "power: {gpus: {}, cpus: {}, idle_policy: off}"))
     assert s.power.idle_policy == "off"
@@ -315,9 +316,6 @@ POWER = {"gpus": {"default": {"idle_w": 30, "peak_w": 300}},
 
 
 def cli_experiment(tmp_path, gpu_extra=None, **top):
-    import yaml
-    from pathlib import Path
-
     data_dir = Path(DATA).resolve()
     data = {"name": "gpu_pf", "mode": "gpu", "seed": 3, "seeds": 2,
             "gpu": {"nodes": {"path": str(data_dir / "nodes.csv")},
@@ -334,15 +332,10 @@ def cli_experiment(tmp_path, gpu_extra=None, **top):
 
 
 def cli(*args):
-    from click.testing import CliRunner
-
-    from dcsim.cli import main
     return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def test_cli_run_writes_failures_and_power_tables(tmp_path):
-    import pandas as pd
-
     exp = cli_experiment(tmp_path)
     r = cli("run", exp, "--out", tmp_path / "out")
     assert r.exit_code == 0, r.output
@@ -372,8 +365,6 @@ def test_cli_run_writes_failures_and_power_tables(tmp_path):
 
 
 def test_cli_one_pass_power_curve(tmp_path):
-    import pandas as pd
-
     exp = cli_experiment(tmp_path, {"arrivals": None, "inflate": {"target": 1.3}},
                          failures=None)
     r = cli("run", exp, "--out", tmp_path / "out", "--seeds", 1)
