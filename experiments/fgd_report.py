@@ -15,7 +15,13 @@ Reads, under ``--results`` (each may be missing):
   switched off, as the paired difference (same seeds, same pods) against the authors'
   setting;
 * ``fgd_departures/`` (``experiments/fgd_departures.yaml``): pods that come and go, the
-  time-averaged allocated share, GPU acceptance and fragmentation per offered load.
+  time-averaged allocated share, GPU acceptance and fragmentation per offered load;
+* ``fgd_power/`` (``experiments/fgd_power.yaml``): the cluster's power draw at 40, 80 and
+  130 % arrived per policy and draw model, with the GPU allocated there and the paired
+  difference against FGD (same seeds, same pods);
+* ``fgd_failures/`` (``experiments/fgd_failures.yaml``): pods that come and go on nodes
+  that fail, per failure rate and ``on_failure``: GPU request placed, the paired difference
+  of FGD against best fit, GPU time lost, availability and mean power.
 
 With ``--figures DIR``: the allocated share and the fragmented GPUs against the arrived
 GPU request (Fig. 9a and 9b) from ``fgd_default``'s time series, ``DIR/fgd_fig9a.png`` /
@@ -204,6 +210,61 @@ def departures_table(s: pd.DataFrame) -> str:
     return "\n".join(["Pods that come and go (beyond the paper)", "", _md(head, rows)])
 
 
+#: the arrived percents of the power table
+POWER_AT = (40, 80, 130)
+
+
+def power_table(results: Path) -> str:
+    ts = load(results / "fgd_power").timeseries
+    draws = [c for c in ("gpu_draw", "cpu_draw") if c in ts.columns]
+    head = [*draws, "policy"]
+    for pct in POWER_AT:
+        head += [f"kW at {pct} %", f"GPU alloc. % at {pct} %", f"kW − fgd at {pct} %"]
+    rows = []
+    for key, g in ts.groupby(draws, observed=True) if draws else [((), ts)]:
+        key = key if isinstance(key, tuple) else (key,)
+        at = {pct: g[g["arrived_pct"] == pct] for pct in POWER_AT}
+        ref = {pct: at[pct][at[pct]["allocator"] == "fgd"].set_index("seed")["power_w"]
+               for pct in POWER_AT}
+        for p in POLICIES:
+            cells = [*map(str, key), p]
+            for pct in POWER_AT:
+                h = at[pct][at[pct]["allocator"] == p].set_index("seed")
+                if not len(h):
+                    cells += ["—"] * 3
+                    continue
+                diff = (h["power_w"] - ref[pct].reindex(h.index)).dropna() / 1000
+                cells += [ci_cell(h["power_w"] / 1000, 1),
+                          ci_cell(h["alloc_gpu_share"] * 100, 2),
+                          "—" if p == "fgd" or not len(diff) else ci_cell(diff, 1)]
+            rows.append(cells)
+    return "\n".join(["Power drawn against the arrived GPU request (beyond the paper; "
+                      "Lettich et al.'s model)", "", _md(head, rows)])
+
+
+def failures_table(s: pd.DataFrame) -> str:
+    keys = [c for c in s.columns if c.endswith("ttf_mean") or c == "on_failure"]
+    head = [*keys, "policy", "GPU request placed, %", "− best_fit, points",
+            "GPU allocated, %", "GPU·h lost", "GPUs up, %", "mean kW", "seeds"]
+    rows = []
+    for key, g in s.groupby(keys, sort=False) if keys else [((), s)]:
+        key = key if isinstance(key, tuple) else (key,)
+        ref = g[g["allocator"] == "best_fit"].set_index("seed")["gpu_acceptance"]
+        for p in POLICIES:
+            h = g[g["allocator"] == p].set_index("seed")
+            if not len(h):
+                continue
+            diff = ((h["gpu_acceptance"] - ref.reindex(h.index)) * 100).dropna()
+            rows.append([*map(str, key), p, ci_cell(h["gpu_acceptance"] * 100, 2),
+                         "—" if p == "best_fit" else ci_cell(diff, 2),
+                         ci_cell(h["alloc_gpu_share"] * 100, 2),
+                         ci_cell(h["lost_gpu_time"] / 3600, 0),
+                         ci_cell(h["avail_gpu"] * 100, 2),
+                         ci_cell(h["mean_power_w"] / 1000, 1), str(len(h))])
+    return "\n".join(["Pods that come and go on nodes that fail (beyond the paper)", "",
+                      _md(head, rows)])
+
+
 def figures(results: Path, out: Path) -> list[Path]:
     import matplotlib
 
@@ -260,6 +321,13 @@ def main(argv=None) -> int:
             continue
         found = True
         print(f"## {name}\n\n{table(s)}\n")
+    if _summary(a.results, "fgd_power") is not None:
+        found = True
+        print(f"## fgd_power\n\n{power_table(a.results)}\n")
+    s = _summary(a.results, "fgd_failures")
+    if s is not None:
+        found = True
+        print(f"## fgd_failures\n\n{failures_table(s)}\n")
     if not found:
         print(f"no FGD results under {a.results} (run experiments/fgd_default.yaml first)",
               file=sys.stderr)

@@ -29,7 +29,7 @@ from dcsim.sim.gpu import run_gpu
 from dcsim.sim.gpu_spec import check_gpu, parse_gpu
 from tests.helpers.gpu import gpu_nodes
 
-DATA = "tests/data/gpu"
+DATA = str(Path(__file__).resolve().parent / "data" / "gpu")
 GPUS = {"A": DeviceWatts(10, 70), "default": DeviceWatts(30, 300)}
 CPUS = {"none": SocketWatts(15, 120, 16), "default": SocketWatts(20, 200, 8)}
 

@@ -157,8 +157,8 @@ def cell(row: Mapping[str, Any], digits: int = 3, flag: bool = False) -> str:
     if shows_clipped(row, digits):
         text += (f" [{number(row['ci_low'], digits)}, {number(row['ci_high'], digits)}] "
                  f"{CLIP_MARK}")
-    else:
-        text += f" ± {h:.{digits}f}"
+    else:   # in the mean's notation: "1.71e+09 ± 5.19e+08", not "± 519118338.800"
+        text += f" ± {h:.{digits}g}" if abs(m) >= 10 ** digits else f" ± {h:.{digits}f}"
     if flag and row.get("excludes_zero", False):
         text += " *"
     return text
