@@ -31,6 +31,7 @@ from dcsim.results.stats import (
     metric_range,
     seed_notes,
 )
+from dcsim.results.verify import refuse_links
 
 #: per mode: (per-item columns worth a CDF, in order of preference)
 CDF_COLUMNS = {"queue": ("slowdown", "completion_time"),
@@ -145,6 +146,8 @@ def make_report(path: str | Path, metrics: list[str] | None = None, by: str | No
         _ = (r.requests if r.mode in CDF_COLUMNS else None,
              r.timeseries if r.mode in TIMESERIES else None)
     out = Path(out) if out is not None else r.path / "report"
+    # never write through a link: a report/ (or a file in it) linked out of the folder
+    refuse_links(r.path if out == r.path / "report" else out)
     out.mkdir(parents=True, exist_ok=True)
     _write_tables(rep, out)
     if draw and figs.available():

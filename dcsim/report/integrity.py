@@ -15,6 +15,9 @@ and every planned run) and ``experiment.yaml`` (its mode). From them:
 * a per-item file (``requests/allocator=…/seed=…/<run_id>.parquet``) is read only if its
   name and partition are those of a finished run; any other one is refused by name, except
   the left-overs of a planned run that never finished, which are not read;
+* a finished run whose files are missing, truncated or changed since it wrote them (its
+  record lists each file's size and checksum, :mod:`dcsim.results.verify`) refuses the
+  folder, naming the runs and the ``--resume`` command that runs them again;
 * a declared column stored with the wrong type is an error naming the column and the file,
   and every unreadable file is one :class:`ResultsError` line naming it.
 """
@@ -39,6 +42,7 @@ from dcsim.results.reader import (  # noqa: F401  (ResultsError, read_files: re-
 )
 from dcsim.results.schema import TABLES
 from dcsim.results.stats import column
+from dcsim.results.verify import verify
 from dcsim.results.writer import partition_dir, summary_row
 
 #: how many run ids a note or an error names
@@ -178,6 +182,28 @@ def rows_from_records(path: Path, run_ids: Iterable[str], name: str | None,
     return df
 
 
+def check_files(path: Path, committed: Iterable[str], resume: str) -> None:
+    """Refuse the folder when a finished run's files are missing or changed since they
+    were written (:mod:`dcsim.results.verify`), naming the runs and the command that runs
+    them again."""
+    records = {}
+    for rid in committed:
+        f = path / "runs" / f"{rid}.json"
+        try:
+            rec = json.loads(f.read_text())
+        except (OSError, ValueError) as e:
+            raise ResultsError(f"{f}: unreadable ({one_line(e)}); {resume} runs that run "
+                               "again") from None
+        if not isinstance(rec, dict):
+            raise ResultsError(f"{f}: not a run record (a JSON object); {resume} runs that "
+                               "run again")
+        records[rid] = rec
+    check = verify(path, records)
+    if check.broken:
+        raise ResultsError(f"{path}: {check.describe()}; the report would show them "
+                           f"incomplete. {resume} runs them again")
+
+
 def read_summary(path: Path, manifest: dict[str, Any], name: str | None, mode: str
                  ) -> tuple[pd.DataFrame, list[str], set[str]]:
     """The folder's summary, checked (see the module), the notes on what it lacks, and the
@@ -244,6 +270,8 @@ def read_summary(path: Path, manifest: dict[str, Any], name: str | None, mode: s
         notes.append("no manifest.json: the `dcsim run` that wrote this folder was stopped "
                      "before its end, so which runs it planned is not known; "
                      f"{resume} finishes it")
+    if committed:
+        check_files(path, committed, resume)
     return summary, notes, unfinished
 
 

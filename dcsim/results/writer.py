@@ -8,8 +8,9 @@ Layout of an experiment's output directory (documented in docs/reference/outputs
                                                       migrations/ (reschedule), vms/
                                                       (vm_online), component_failures/
                                                       (failures:); see results.schema
-    runs/<run>.json                                   a finished run's summary row and
-                                                      the fingerprint of its code
+    runs/<run>.json                                   a finished run's summary row, the
+                                                      fingerprint of its code and the size
+                                                      and checksum of each of its files
     experiment.yaml, manifest.json
 
 A run streams its records into hidden ``.<run>.parquet.tmp`` files (pyarrow's dataset
@@ -40,6 +41,7 @@ from dcsim.results.schema import (
     check_batch,
     param_value,
 )
+from dcsim.results.verify import FILES_KEY, file_entry
 
 
 def partition_dir(label: str, seed: int) -> str:
@@ -116,11 +118,15 @@ class _Stream:
             self.pending = []
             self.pending_rows = 0
 
-    def commit(self) -> None:
-        if self.writer is not None:
-            self._write_pending()
-            self.writer.close()
-            os.replace(self.tmp, self.final)
+    def commit(self) -> dict[str, Any] | None:
+        """Rename the file into place; its size and checksum (None: nothing written)."""
+        if self.writer is None:
+            return None
+        self._write_pending()
+        self.writer.close()
+        entry = file_entry(self.tmp)
+        os.replace(self.tmp, self.final)
+        return entry
 
     def abort(self) -> None:
         if self.writer is not None:
@@ -141,6 +147,7 @@ class RunWriter:
         self.out = Path(out)
         self.run_id = run_id
         part = partition_dir(label, seed)
+        self._rel = {name: f"{name}/{part}/{run_id}.parquet" for name in tables}
         self._streams = {
             name: _Stream(self.out / name / part / f"{run_id}.parquet", bound, constants,
                           constant_types or {}, row_group)
@@ -155,12 +162,17 @@ class RunWriter:
         stream.write(columns)
 
     def commit(self, summary: dict[str, Any], code: dict[str, Any] | None = None) -> None:
-        """Rename the tables into place, then write ``runs/<run_id>.json``: the summary row
-        and, under ``code``, the fingerprint of the code that made it
-        (:mod:`dcsim.results.provenance`)."""
-        for s in self._streams.values():
-            s.commit()
+        """Rename the tables into place, then write ``runs/<run_id>.json``: the summary row,
+        under ``code`` the fingerprint of the code that made it
+        (:mod:`dcsim.results.provenance`) and under ``files`` each file's size and checksum
+        (:mod:`dcsim.results.verify`)."""
+        files = {}
+        for name, s in self._streams.items():
+            entry = s.commit()
+            if entry is not None:
+                files[self._rel[name]] = entry
         record = summary if code is None else {**summary, CODE_KEY: code}
+        record = {**record, FILES_KEY: files}
         write_atomic(run_record_path(self.out, self.run_id), _json_bytes(record))
 
     def abort(self) -> None:
@@ -195,13 +207,30 @@ def run_records(out: Path) -> dict[str, dict[str, Any]]:
     summary row, and the code fingerprint under :data:`CODE_KEY`), by run id."""
     runs = {}
     for p in sorted((Path(out) / "runs").glob("*.json")):
-        runs[p.stem] = json.loads(p.read_text())
+        record = read_record(p)
+        if record is not None:
+            runs[p.stem] = record
     return runs
 
 
+def read_record(p: Path) -> dict[str, Any] | None:
+    """The run record at ``p``, or None when it is not one (unreadable, not JSON, not an
+    object): such a run is not known to have finished."""
+    try:
+        record = json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def bad_records(out: Path) -> list[Path]:
+    """The ``runs/*.json`` of ``out`` that are not run records (:func:`read_record`)."""
+    return [p for p in sorted((Path(out) / "runs").glob("*.json")) if read_record(p) is None]
+
+
 def summary_row(record: dict[str, Any]) -> dict[str, Any]:
-    """A run's record without its code fingerprint: its summary row."""
-    return {k: v for k, v in record.items() if k != CODE_KEY}
+    """A run's record without its code fingerprint and file list: its summary row."""
+    return {k: v for k, v in record.items() if k not in (CODE_KEY, FILES_KEY)}
 
 
 def finished_runs(out: Path) -> dict[str, dict[str, Any]]:

@@ -111,7 +111,8 @@ def prepare_out(exp: Experiment, out: Path, overwrite: bool, resume: bool = Fals
     :func:`~dcsim.runner.fingerprint.run_code`; default: computed here) are refused with
     :class:`~dcsim.errors.CodeChangedError` before anything in ``out`` is touched, or, with
     ``rerun_changed``, deleted so that they run again (said through ``log``)."""
-    from dcsim.results.writer import run_record_path, run_records, summary_row
+    from dcsim.results.verify import verify
+    from dcsim.results.writer import bad_records, run_record_path, run_records, summary_row
     from dcsim.runner.fingerprint import code_changes, experiment_code
 
     out.mkdir(parents=True, exist_ok=True)
@@ -124,6 +125,7 @@ def prepare_out(exp: Experiment, out: Path, overwrite: bool, resume: bool = Fals
                 p.unlink()
         clean_unfinished(out, set())
         return {}
+    bad = bad_records(out)   # a torn or foreign record: its run is not finished
     records = run_records(out)
     done = {k: summary_row(v) for k, v in records.items()}
     planned = {r.run_id for r in exp.runs}
@@ -150,6 +152,21 @@ def prepare_out(exp: Experiment, out: Path, overwrite: bool, resume: bool = Fals
     for run_id in changed.runs:  # the json first: from here on the run is unfinished
         run_record_path(out, run_id).unlink()
         del done[run_id]
+    check = verify(out, {k: records[k] for k in done})
+    if check.broken and log is not None:
+        log(f"rerunning {check.describe()}")
+    for run_id in check.broken:
+        run_record_path(out, run_id).unlink()
+        del done[run_id]
+    if check.unverified and log is not None:
+        log(f"{len(check.unverified)} finished run(s) were recorded without their files' "
+            "checksums (by an older dcsim); they are kept unverified (--overwrite runs "
+            "everything again)")
+    for p in bad:
+        if log is not None:
+            log(f"{p} is not a run record dcsim wrote (unreadable JSON); that run is run "
+                "again")
+        p.unlink()
     clean_unfinished(out, set(done))
     return done
 
@@ -191,6 +208,7 @@ def run_experiment(
     ``failures.jsonl`` and the others go on; if any failed, :class:`RunsFailed` is raised
     after the summary and manifest are written.
     """
+    from dcsim.results.verify import refuse_links
     from dcsim.results.writer import finished_runs, write_atomic, write_json, write_summary
     from dcsim.runner.fingerprint import experiment_code
 
@@ -200,6 +218,7 @@ def run_experiment(
     resume = resume or rerun_changed
     code = experiment_code(exp)  # before any worker starts: forked ones inherit it
     out.mkdir(parents=True, exist_ok=True)
+    refuse_links(out)  # before the lock, a deletion or a write: a refusal leaves it whole
     with _lock(out, log):
         done = prepare_out(exp, out, overwrite, resume, code, rerun_changed, log)
         (out / FAILURES).unlink(missing_ok=True)
