@@ -340,3 +340,24 @@ def test_alibaba2018_and_azure2020_counts():
     az = import_azure2020(RAW_TRACES / "azure_packing_2020_sample" /
                           "vm_requests_first5000_machine16.csv")
     assert len(az) == 5000 and az["censored"].sum() == 77 and (az["priority"] == 1).sum() == 1238
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+def test_parquet_timestamps_and_durations_are_seconds_whatever_their_unit(tmp_path, unit):
+    """A Parquet timestamp (or duration) column is read as seconds by its declared unit,
+    not as the integers of its storage unit (#47: timestamp[s] became milliseconds)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "t.parquet"
+    start = 1_700_000_000
+    pq.write_table(pa.table({
+        "t": pa.array([start, start + 1, start + 2], type=pa.int64()).cast(
+            pa.timestamp("s")).cast(pa.timestamp(unit)),
+        "len": (pa.array([1, 2, 3], type=pa.duration("s")) if unit == "s" else pa.array(
+            [1_500, 2_000, 250], type=pa.duration("ms")).cast(pa.duration(unit))),
+        "cpu": [1.0, 2.0, 3.0]}), path)
+    r = replay(TraceSource(path, columns={"arrival": "t", "duration": "len", "cpu": "cpu"},
+                           resources=("cpu",)))
+    assert r["arrival"].tolist() == [0.0, 1.0, 2.0]
+    assert r["duration"].tolist() == ([1.0, 2.0, 3.0] if unit == "s" else [1.5, 2.0, 0.25])

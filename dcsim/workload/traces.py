@@ -260,7 +260,7 @@ class TraceSource:
             if not isinstance(src, str):
                 cols[std] = np.full(n, float(src))
                 continue
-            v = pd.to_numeric(frame[src], errors="coerce").to_numpy(np.float64, na_value=np.nan)
+            v = seconds_or_numbers(frame[src])
             bad |= np.isnan(v)
             cols[std] = v
         if bad.any() and not self.dropna:
@@ -345,6 +345,20 @@ class TraceSource:
             np.zeros((n, 0))
         return RequestBatch(cols["arrival"], cols["duration"], demand,
                             np.array(cols["bandwidth"], copy=True), attrs)
+
+
+def seconds_or_numbers(col: pd.Series) -> np.ndarray:
+    """A column as float64: a timestamp column (a Parquet ``timestamp`` of any unit, with or
+    without a time zone) as seconds since 1970-01-01 UTC, a duration column as seconds,
+    anything else as numbers (NaN where a value is not one). Reading a timestamp's raw
+    integers instead would give its storage unit: milliseconds for ``timestamp[ms]``."""
+    if pd.api.types.is_datetime64_any_dtype(col.dtype):
+        t = pd.to_datetime(col, utc=True)
+        return (t - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(
+            np.float64, na_value=np.nan)
+    if pd.api.types.is_timedelta64_dtype(col.dtype):
+        return col.dt.total_seconds().to_numpy(np.float64, na_value=np.nan)
+    return pd.to_numeric(col, errors="coerce").to_numpy(np.float64, na_value=np.nan)
 
 
 def _head(b: RequestBatch, m: int) -> RequestBatch:
