@@ -485,7 +485,8 @@ def test_a_bad_failure_trace_is_one_clear_error(tmp_path):
     cfg["schedulers"] = cfg.pop("allocators")
     (tmp_path / "q.yaml").write_text(yaml.safe_dump(cfg))
     r = invoke("run", tmp_path / "q.yaml", "--out", tmp_path / "q")
-    assert r.exit_code != 0 and "failures: only modes loss, vm_online and gpu simulate failures" in r.output
+    assert r.exit_code != 0
+    assert "failures: only modes loss, vm_online and gpu simulate failures" in r.output
 
 
 def test_a_link_failure_under_a_virtual_cluster_by_hand(tmp_path):

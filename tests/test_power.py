@@ -100,7 +100,8 @@ def test_power_is_refused_outside_loss_mode(tmp_path):
     path = tmp_path / "q.yaml"
     path.write_text(yaml.safe_dump(cfg))
     r = CliRunner().invoke(main, ["validate", str(path)])
-    assert r.exit_code != 0 and "power: only modes loss and gpu (gpu.power) account energy" in r.output, r.output
+    assert r.exit_code != 0, r.output
+    assert "power: only modes loss and gpu (gpu.power) account energy" in r.output, r.output
 
 
 def _exp(tmp_path, section):
