@@ -65,6 +65,9 @@ def test_builtin_models_are_registered_plugins():
     table = get_plugin_class("table", "power_model")
     m = table(table.parse_options({"points": [[0, 50], [0.5, 150], [1, 160]]}))
     assert m.power(np.array([0.0, 0.25, 0.75, 1.0])).tolist() == [50.0, 100.0, 155.0, 160.0]
+    dips = table.parse_options({"points": [[0, 100], [0.5, 90], [1, 200]],
+                                "decreasing": "allow"})   # a measured curve that dips
+    assert table(dips).power(np.array([0.5])).tolist() == [90.0]
     const = get_plugin_class("constant", "power_model")
     assert const(const.parse_options({"watts": 7})).power(np.zeros(3)).tolist() == [7.0] * 3
 
@@ -78,6 +81,8 @@ def test_builtin_models_are_registered_plugins():
     ({"server": {"model": "table", "points": [[0.1, 1], [1, 2]]}}, "must run from 0 to 1"),
     ({"server": {"model": "table", "points": [[0, 1], [0.5, 2], [0.5, 3], [1, 4]]}},
      "must increase (at 0.5)"),
+    ({"server": {"model": "table", "points": [[0, 100], [0.5, 90], [1, 200]]}},
+     "the watts fall as the load grows (100 W, then 90 W at utilisation 0.5)"),
     ({"server": {"model": "cubic"}}, "power.server.model: unknown power_model 'cubic'"),
     ({"server": {"idle_w": 1}}, "power.server: needs model"),
     ({"server": LINEAR, "resource": "gpu"}, "power.resource: 'gpu' is not a resource"),

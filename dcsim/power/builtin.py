@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import ConfigDict, Field, NonNegativeFloat, model_validator
@@ -56,13 +56,17 @@ class TablePower(PowerModel):
     """Interpolated linearly between measured ``[utilisation, watts]`` points, as
     SPECpower_ssj2008 reports them (11 points at 0, 0.1, ..., 1): CloudSim's
     ``PowerModelSpecPower`` and OpenDC's interpolation model. The points must start at
-    utilisation 0 and end at 1, in increasing order."""
+    utilisation 0 and end at 1, in increasing order, and their watts must not fall as the
+    load grows (a table that does is almost always a transcription error: a server then
+    saves power by working; ``decreasing: allow`` accepts it, for a measured curve that
+    really dips)."""
 
     name = "table"
     description = "interpolated between [utilisation, watts] points from 0 to 1"
 
     class Options(_Options):
         points: Annotated[list[tuple[NonNegativeFloat, NonNegativeFloat]], Field(min_length=2)]
+        decreasing: Literal["refuse", "allow"] = "refuse"
 
         @model_validator(mode="after")
         def _points(self):
@@ -73,6 +77,13 @@ class TablePower(PowerModel):
             bad = [b for a, b in zip(u, u[1:], strict=False) if not b > a]
             if bad:
                 raise ValueError(f"points: utilisations must increase (at {bad[0]:g})")
+            w = [p[1] for p in self.points]
+            fall = [(u[i + 1], w[i], w[i + 1]) for i in range(len(w) - 1) if w[i + 1] < w[i]]
+            if fall and self.decreasing == "refuse":
+                at, a, b = fall[0]
+                raise ValueError(f"points: the watts fall as the load grows ({a:g} W, then "
+                                 f"{b:g} W at utilisation {at:g}); fix the table, or set "
+                                 "decreasing: allow for a curve that really dips")
             return self
 
     def __init__(self, options=None):
