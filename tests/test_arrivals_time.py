@@ -310,6 +310,13 @@ def test_offered_load_uses_the_long_run_rate():
      "workload.arrival.rates: rates[1] is -2; a rate is >= 0"),
     ({"process": "nhpp", "times": [0, 5], "rates": [1]},
      "workload.arrival.rates: 1 rates but 2 times"),
+    ({"process": "nhpp", "times": [], "rates": []}, "workload.arrival.times: the table is "
+     "empty"),
+    ({"process": "nhpp", "times": [0, 5], "rates": [1, 1e-300]},
+     "workload.arrival.rates: rates[1] is 1e-300; a rate is 0 (no arrivals) or at least "
+     "1e-100"),
+    ({"process": "mmpp", "rates": [1, 5], "sojourn": [1e-300, 1]},
+     "sojourn[0] is 1e-300, outside [1e-100, 1e+100]"),
     ({"process": "nhpp", "times": [0, 5], "rates": [1, 0]}, "workload.arrival.rates: the "
      "last rate holds forever without a period and is 0"),
     ({"process": "nhpp", "times": [0, 5], "rates": [1, 1], "period": 5},
@@ -364,6 +371,8 @@ def test_bad_arrivals_name_the_field(arrival, message):
      "workload.arrival.path: f.csv: column 'rate', row 2: not a number"),
     ("time,speed\n0,1\n", {"process": "nhpp", "path": "f.csv"},
      "workload.arrival.path: f.csv: cannot read column(s) 'time', 'rate'"),
+    ("time,rate\n", {"process": "nhpp", "path": "f.csv"},
+     "workload.arrival.path: f.csv: column 'time': the table is empty"),
     ("arrival\n", {"process": "trace_rate", "path": "f.csv", "bin": 5},
      "workload.arrival.path: f.csv: column 'arrival': no arrival times"),
 ])
@@ -388,7 +397,7 @@ def processes(draw):
         k = draw(st.integers(1, 6))
         gaps = draw(st.lists(pos, min_size=k - 1, max_size=k - 1))
         times = np.concatenate([[0.0], np.cumsum(gaps)]).tolist()
-        rates = draw(st.lists(st.floats(0, 50), min_size=k, max_size=k))
+        rates = draw(st.lists(st.just(0.0) | st.floats(1e-100, 50), min_size=k, max_size=k))
         rates[-1] = max(rates[-1], 0.1)
         period = draw(st.none() | st.floats(1.01, 3))
         return PiecewiseArrivals(times=times, rates=rates,

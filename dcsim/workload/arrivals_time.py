@@ -146,12 +146,19 @@ def _times_problem(times: np.ndarray, at: Callable[[int], str]) -> str | None:
 def _rates_problem(rates: np.ndarray, period: float | None,
                    at: Callable[[int], str]) -> str | None:
     """Why ``rates`` cannot be a table's rates, or None."""
+    if len(rates) == 0:
+        return "the table is empty"
     bad = np.flatnonzero(~(rates >= 0))
     if len(bad):
         i = int(bad[0])
         return f"{at(i)} is {rates[i]:g}; a rate is >= 0"
     if np.any(rates > HUGE):
         return "above 1e+100, where float times between arrivals stay usable"
+    tiny = np.flatnonzero((rates > 0) & (rates < 1.0 / HUGE))
+    if len(tiny):
+        i = int(tiny[0])
+        return (f"{at(i)} is {rates[i]:g}; a rate is 0 (no arrivals) or at least 1e-100, "
+                "where float times between arrivals stay usable")
     if period is not None:
         if not np.any(rates > 0):
             return "all zero: no request would ever arrive"
@@ -552,6 +559,10 @@ class MMPPArrivals(BaseArrivals):
         k = len(info.data.get("rates", v or []))
         if v is not None and len(v) != k:
             raise ValueError(f"{len(v)} entries but rates has {k} states")
+        for i, x in enumerate(v or []):   # 1 / sojourn is a rate: the same bounds
+            if not 1.0 / HUGE <= x <= HUGE:
+                raise ValueError(f"sojourn[{i}] is {x:g}, outside [1e-100, 1e+100], where "
+                                 "float times between state changes stay usable")
         return v
 
     @field_validator("jump")
