@@ -151,9 +151,18 @@ def test_offered_load_solves_the_scale(spec, target):
 
 
 def test_offered_load_needs_a_finite_mean():
-    d = parse_distribution({"dist": "pareto", "shape": 1.0, "offered_load": 1}, "x")
-    with pytest.raises(ValueError, match="finite mean: shape 1.0 gives an infinite one"):
-        d.with_mean(3.0)
+    # refused where the section is read, not when the run resolves the scale
+    with pytest.raises(ConfigError, match="x: offered_load needs a finite mean: shape 1.0 "
+                                          "gives an infinite one"):
+        parse_distribution({"dist": "pareto", "shape": 1.0, "offered_load": 1}, "x")
+
+
+@pytest.mark.parametrize("spec", [{"dist": "lognormal", "mu": 1000, "sigma": 1},
+                                  {"dist": "lognormal", "mean": 1, "cv": 1e300},
+                                  {"dist": "weibull", "shape": 0.002, "offered_load": 0.5}])
+def test_parameters_that_overflow_a_float_are_one_line(spec):
+    with pytest.raises(ConfigError, match="x: its parameters overflow a float"):
+        parse_distribution(spec, "x")
 
 
 @pytest.mark.parametrize("spec, message", [

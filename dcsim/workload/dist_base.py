@@ -71,11 +71,21 @@ class BaseDist(ConfigModel):
     # ------------------------------------------------------------------ validation
     @model_validator(mode="after")
     def _validate(self) -> BaseDist:
-        self._check()
-        lo, hi = self.bounds()
-        if lo > hi:
-            raise ValueError(f"min ({lo}) is greater than max ({hi})")
-        self._check_truncation()
+        try:
+            self._check()
+            lo, hi = self.bounds()
+            if lo > hi:
+                raise ValueError(f"min ({lo}) is greater than max ({hi})")
+            self._check_truncation()
+            # the mean (or, before offered_load resolves the scale, the unit mean) must
+            # be a float: lognormal mu 1000, cv 1e300 or a weibull shape 0.002 overflow
+            if self._ready():
+                self.mean()
+            elif hasattr(self, "_unit_mean"):
+                self._unit_mean()
+        except (OverflowError, ZeroDivisionError) as e:
+            raise ValueError(f"its parameters overflow a float ({e}); the values it would "
+                             "draw are beyond 1e308") from None
         return self
 
     def _check_truncation(self) -> None:
