@@ -14,10 +14,6 @@ from dcsim import __version__
 from dcsim.errors import DcsimError
 from dcsim.runner.progress import ProgressLine, duration
 
-if _pause := os.environ.get("DCSIM_TEST_IMPORT_PAUSE"):  # tests of Ctrl-C
-    Path(_pause).touch()  # during start-up: say the imports are under way, then take time
-    time.sleep(30)
-
 
 class _Group(click.Group):
     """Turn every error a user can cause into one line on stderr and exit status 1."""
@@ -225,7 +221,6 @@ def report(results: Path, metrics: tuple[str, ...], by: str | None, baseline: st
 def import_trace_cmd(fmt: str, src: Path, out: Path, split: str | None,
                      options: tuple[str, ...]) -> None:
     """Convert a raw trace (FORMAT at SRC) into a standard request table OUT (.parquet/.csv)."""
-    import os
 
     from dcsim.config_files import parse_set
     from dcsim.workload.trace_import import import_trace, write_table
