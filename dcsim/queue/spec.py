@@ -28,6 +28,7 @@ from pydantic import ConfigDict, Field, ValidationError
 
 from dcsim.csv_tables import read_csv
 from dcsim.errors import ConfigError
+from dcsim.parquet_tables import read_parquet
 from dcsim.queue.jobs import ALIBABA_SCALE, JobSet, deeprm_jobset, jobs_from_table
 from dcsim.validation import ConfigModel
 from dcsim.workload.distributions import validation_message
@@ -93,7 +94,7 @@ def _trace_table(spec: TraceJobs, base_dir: Path | None, where: str) -> pd.DataF
     if spec.format == "alibaba2018":
         df = import_trace("alibaba2018", path)
     else:
-        df = pd.read_parquet(path) if path.suffix == ".parquet" else read_csv(path)
+        df = read_parquet(path) if path.suffix == ".parquet" else read_csv(path)
     return df.sort_values("arrival", kind="stable").reset_index(drop=True)
 
 

@@ -61,7 +61,7 @@ def read_manifest(path: Path) -> dict[str, Any]:
         return {}
     try:
         m = json.loads(f.read_text())
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         raise ResultsError(f"{f}: unreadable ({one_line(e)})") from None
     why = None
     if not isinstance(m, dict):
@@ -162,7 +162,7 @@ def rows_from_records(path: Path, run_ids: Iterable[str], name: str | None,
         f = path / "runs" / f"{rid}.json"
         try:
             rec = json.loads(f.read_text())
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, RecursionError) as e:
             raise ResultsError(f"{f}: unreadable ({one_line(e)})") from None
         if not isinstance(rec, dict):
             raise ResultsError(f"{f}: not a run record (a JSON object)")
@@ -191,7 +191,7 @@ def check_files(path: Path, committed: Iterable[str], resume: str) -> None:
         f = path / "runs" / f"{rid}.json"
         try:
             rec = json.loads(f.read_text())
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, RecursionError) as e:
             raise ResultsError(f"{f}: unreadable ({one_line(e)}); {resume} runs that run "
                                "again") from None
         if not isinstance(rec, dict):
@@ -296,6 +296,12 @@ def _check_rows(summary: pd.DataFrame, f: Path, finished: set[str] | None,
             f"{f}: {int(bad.sum())} of its {len(summary)} rows are not finished runs of "
             f"{theirs} in {path / 'runs'} (e.g. {what}); it is another experiment's summary "
             "or a mix: move it away and the report reads the finished runs from runs/")
+    for key in ("allocator", "seed", "run_id"):   # what every row is told apart by
+        if key in summary.columns and summary[key].isna().any():
+            raise ResultsError(f"{f}: column {key!r} is empty in "
+                               f"{int(summary[key].isna().sum())} of its {len(summary)} "
+                               "rows; it is not a summary dcsim run wrote: move it away and "
+                               "the report reads the finished runs from runs/")
     if "run_id" in summary.columns and summary["run_id"].duplicated().any():
         dup = summary.loc[summary["run_id"].duplicated(), "run_id"].iloc[0]
         raise ResultsError(f"{f}: run {dup!r} has more than one row; it is not a summary "

@@ -218,7 +218,7 @@ def read_record(p: Path) -> dict[str, Any] | None:
     object): such a run is not known to have finished."""
     try:
         record = json.loads(p.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return record if isinstance(record, dict) else None
 

@@ -84,7 +84,7 @@ def in_flight(folder: str | os.PathLike) -> list[dict[str, Any]]:
     for p in sorted(Path(folder).glob("*.json")):
         try:
             record = json.loads(p.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue
         if isinstance(record, dict) and isinstance(record.get("done"), int):
             out.append({"run_id": p.stem, **record})

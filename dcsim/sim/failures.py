@@ -52,6 +52,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from dcsim.config_files import resolve_path
 from dcsim.csv_tables import read_csv
 from dcsim.errors import ConfigError, DcsimError
+from dcsim.parquet_tables import read_parquet
 from dcsim.validation import StrictModel, first_error
 from dcsim.workload.distributions import parse_distribution
 
@@ -178,13 +179,12 @@ class Components:
 def read_failure_trace(path: str, base_dir: str | None, comps: Components,
                        where: str) -> list[tuple[float, str, int, float]]:
     """``(time, kind, component, duration)`` rows of a failure trace, checked."""
-    import pandas as pd
 
     p = resolve_path(path, base_dir)
     if not p.is_file():
         raise ConfigError(f"{where}.path: no such file: {p}")
     try:
-        df = (pd.read_parquet(p) if p.suffix.lower() in (".parquet", ".pq")
+        df = (read_parquet(p) if p.suffix.lower() in (".parquet", ".pq")
               else read_csv(p))
     except Exception as e:  # noqa: BLE001 - any reader failure is the file's fault
         raise ConfigError(f"{where}.path: cannot read {p}: {e}") from None

@@ -58,6 +58,7 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, field_validator, mo
 from dcsim.config_files import resolve_path
 from dcsim.csv_tables import read_csv
 from dcsim.errors import ConfigError, PluginError
+from dcsim.parquet_tables import read_parquet
 from dcsim.validation import StrictModel
 
 #: joules in a kilowatt-hour (carbon intensities are per kWh)
@@ -223,14 +224,13 @@ def read_intensity(path: str, base_dir: str | None = None) -> tuple[np.ndarray, 
     """A carbon-intensity trace: columns ``time`` (simulated time, increasing) and
     ``intensity`` (gCO2/kWh, from that time until the next row's; the first row's value
     holds before it, the last row's after it)."""
-    import pandas as pd
 
     where = "power.carbon.trace"
     p = Path(resolve_path(path, base_dir))
     if not p.is_file():
         raise ConfigError(f"{where}: no such file {str(p)!r}")
     try:
-        df = (pd.read_parquet(p) if p.suffix.lower() in (".parquet", ".pq")
+        df = (read_parquet(p) if p.suffix.lower() in (".parquet", ".pq")
               else read_csv(p))
     except Exception as e:  # a file pandas cannot read
         raise ConfigError(f"{where}: cannot read {str(p)!r}: {e}") from None

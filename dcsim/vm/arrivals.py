@@ -6,11 +6,11 @@ NUMA node, or from ``double_numa_from`` cores, spans both, with even halves)."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from dcsim.config_files import resolve_path
 from dcsim.csv_tables import read_csv
 from dcsim.errors import ConfigError
+from dcsim.parquet_tables import read_parquet
 from dcsim.vm.synthetic import VM_TYPES
 
 
@@ -54,7 +54,7 @@ def trace_stream(t, base_dir, numa_cpu: int, numa_mem: int,
     if not p.is_file():
         raise ConfigError(f"{where}.path: no such file: {p}")
     try:
-        df = pd.read_parquet(p) if p.suffix in (".parquet", ".pq") else read_csv(p)
+        df = read_parquet(p) if p.suffix in (".parquet", ".pq") else read_csv(p)
     except Exception as e:  # noqa: BLE001 - any reader error is the file's fault
         raise ConfigError(f"{where}.path: cannot read {p}: {e}") from None
     missing = [c for c in ("arrival", "duration", "cpu", "mem") if c not in df.columns]

@@ -50,6 +50,7 @@ from pydantic import (
 )
 
 from dcsim.errors import ConfigError
+from dcsim.parquet_tables import read_parquet
 from dcsim.workload.arrival_base import HUGE, BaseArrivals, TimesFn, not_huge
 
 __all__ = ["DiurnalArrivals", "MMPPArrivals", "PiecewiseArrivals", "RateTable",
@@ -197,7 +198,7 @@ def _read_columns(path: Path, columns: list[str]) -> dict[str, np.ndarray]:
         raise ConfigError(f"{path}: no such file")
     try:
         if path.suffix in (".parquet", ".pq"):
-            frame = pd.read_parquet(path, columns=columns)
+            frame = read_parquet(path, columns=columns)
         else:
             frame = read_csv(path, usecols=columns)
     except (KeyError, ValueError) as e:

@@ -28,6 +28,7 @@ from scipy import special, stats
 
 from dcsim.csv_tables import read_csv
 from dcsim.errors import ConfigError
+from dcsim.parquet_tables import read_parquet
 from dcsim.validation import ConfigModel
 from dcsim.validation import error_lines as validation_message
 from dcsim.workload.dist_base import BaseDist, ScalableDist
@@ -442,7 +443,7 @@ def _read_column(path: Path, column: str) -> np.ndarray:
         raise ConfigError(f"{path}: no such file")
     try:
         if path.suffix in (".parquet", ".pq"):
-            frame = pd.read_parquet(path, columns=[column])
+            frame = read_parquet(path, columns=[column])
         else:
             frame = read_csv(path, usecols=[column])
     except (KeyError, ValueError) as e:

@@ -35,6 +35,7 @@ import pandas as pd
 from dcsim.csv_tables import read_csv
 from dcsim.errors import ConfigError
 from dcsim.model.topology import DEFAULT_RESOURCES
+from dcsim.parquet_tables import plain, read_parquet
 from dcsim.workload.base import RequestBatch
 
 _CSV = (".csv", ".csv.gz", ".csv.bz2", ".csv.xz", ".csv.zip", ".csv.zst")
@@ -178,7 +179,7 @@ class TraceSource:
 
             for rb in pq.ParquetFile(self.path).iter_batches(batch_size=bs,
                                                              columns=self._needed):
-                yield rb.to_pandas()
+                yield plain(rb)
 
     def _read_all(self) -> pd.DataFrame:
         if self._frame is not None:
@@ -188,7 +189,7 @@ class TraceSource:
                 return read_csv(self.path, usecols=self._needed)
             except UnicodeDecodeError:
                 raise ConfigError(_not_utf8(self.path, self.name)) from None
-        return pd.read_parquet(self.path, columns=self._needed)
+        return read_parquet(self.path, columns=self._needed)
 
     def batches(self, rng: np.random.Generator | None = None) -> Iterator[RequestBatch]:
         """Yield the table's requests in order; ``rng`` is not used (a trace is fixed)."""
