@@ -331,3 +331,15 @@ def test_authors_wirings(preset, pods, racks, tier3, links):
     caps = sorted({float(c) for c in t.link_capacity})
     assert caps == [4.0, 8.0, 16.0]   # 1:16: n/2 at tier 3, n, 2n at tier 2
 
+
+
+def test_a_resource_listed_twice_is_named(tmp_path):
+    """#47: ``resources: [cpu, cpu]`` was accepted and a workload's mem then blamed."""
+    import json
+
+    data = json.loads((DATA / "tiny.json").read_text())
+    listed = data.setdefault("graph", {}).get("resources") or ["cpu"]
+    data["graph"]["resources"] = [listed[0], listed[0]]
+    (tmp_path / "dup.json").write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=f"resources lists '{listed[0]}' twice"):
+        load_topology(tmp_path / "dup.json")

@@ -81,6 +81,11 @@ class Topology:
         if resources is None:
             resources = _infer_resources(graph, servers, source)
         resources = tuple(resources)
+        seen = set()
+        for r in resources:
+            if r in seen:
+                raise ConfigError(f"{source}: resources lists {r!r} twice; each resource once")
+            seen.add(r)
         cap = np.empty((len(servers), len(resources)), dtype=np.float64)
         for i, n in enumerate(servers):
             d = graph.nodes[n]
