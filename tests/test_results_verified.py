@@ -148,3 +148,19 @@ def test_links_in_a_results_folder_are_refused_before_anything_changes(finished,
         assert f"{named} is a symbolic link" in r.output, r.output
         assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == listing
     assert (outside / "keep.txt").read_text() == "mine"
+
+
+def test_a_code_id_that_does_not_hash_its_own_section_is_not_trusted(finished, tmp_path):
+    """#47 item 5: a record whose ``code_id`` was edited to today's, over the parts of other
+    code, is a changed run: --resume refuses it, naming what differs."""
+    exp, _ = finished
+    out = copy(finished, tmp_path)
+    rec_path = sorted((out / "runs").glob("*.json"))[0]
+    rec = json.loads(rec_path.read_text())
+    rec["code"]["dcsim"]["source_hash"] = "0" * 64    # other code ...
+    rec_path.write_text(json.dumps(rec))               # ... under today's code_id
+    r = invoke("run", exp, "--out", out, "--resume")
+    assert r.exit_code != 0 and "dcsim's code changed since 1 finished run" in r.output, \
+        r.output
+    r = ok("run", exp, "--out", out, "--rerun-changed")
+    assert "rerunning 1 finished run(s) whose code changed" in r.output

@@ -136,12 +136,23 @@ def code_changes(records: dict[str, dict[str, Any]], current: dict[str, dict[str
         if run_id not in records or run_id not in current:
             continue
         old, new = records[run_id].get("code"), current[run_id]
-        if isinstance(old, dict) and old.get("code_id") == new["code_id"]:
+        if isinstance(old, dict) and old.get("code_id") == new["code_id"] \
+                and recorded_id(old) == old["code_id"]:
             continue
         changes.runs.append(run_id)
         for reason in what_changed(old, new):
             changes.reasons[reason] = changes.reasons.get(reason, 0) + 1
     return changes
+
+
+def recorded_id(code: dict[str, Any]) -> str | None:
+    """The ``code_id`` that a recorded fingerprint's own parts hash to (None when they
+    cannot be read): a ``code_id`` edited to match other code does not match its parts."""
+    try:
+        return provenance.code_id(code["dcsim"]["source_hash"], code.get("plugins", []),
+                                  code["libraries"])
+    except (KeyError, TypeError, AttributeError):
+        return None
 
 
 def what_changed(old: dict[str, Any] | None, new: dict[str, Any]) -> list[tuple[str | None,
