@@ -6,7 +6,10 @@ starts, so that ``import gymnasium as gym; gym.make("dcsim/Nara-v0")`` works wit
 importing dcsim first: Gymnasium 1.0 dropped the entry-point plugins that did this at its
 own import. It costs one import of this file and one function call per later import; it
 imports nothing of dcsim, and nothing at all until ``gymnasium`` itself is imported, then
-calls :func:`dcsim.environments.register_envs` and removes itself. ``import dcsim`` installs
+calls :func:`dcsim.environments.register_envs` and removes itself. Nothing it does can break
+another program: a failure at start-up is swallowed by the ``.pth`` line (even a
+``SystemExit``), and one while registering (dcsim uninstalled but these two files left, say)
+is a ``RuntimeWarning``, never an exception out of ``import gymnasium``. ``import dcsim`` installs
 the same hook (:func:`dcsim.environments.register_when_imported`) where the start-up file
 is absent (a checkout on ``PYTHONPATH``).
 """
@@ -42,9 +45,17 @@ class AfterGymnasiumLoads:
     def exec_module(self, module):
         self._loader.exec_module(module)
         module.__spec__.loader = self._loader
-        from dcsim.environments import register_envs
+        try:  # a failure here must never break ``import gymnasium`` in another program
+            from dcsim.environments import register_envs
 
-        register_envs()
+            register_envs()
+        except (Exception, SystemExit) as e:  # dcsim removed, broken, or exiting
+            import warnings
+
+            warnings.warn(f"dcsim's Gymnasium environments are not registered ({type(e).__name__}: "
+                          f"{e}); reinstall dcsim, or remove {__file__} and "
+                          "dcsim-gymnasium.pth from site-packages", RuntimeWarning,
+                          stacklevel=2)
 
 
 def install():

@@ -102,6 +102,38 @@ def test_the_start_up_file_never_breaks_the_interpreter(tmp_path):
     assert (r.returncode, r.stdout, r.stderr) == (0, "started\n", "")
 
 
+def _site_with(tmp_path: Path, module_text: str | None = None) -> Path:
+    """A site directory holding the start-up file and ``_dcsim_gymnasium.py`` (the real
+    one, or ``module_text``), as a removed dcsim leaves them behind."""
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    shutil.copy(ROOT / START_UP, site_dir / START_UP)
+    (site_dir / "_dcsim_gymnasium.py").write_text(
+        module_text if module_text is not None else (ROOT / "_dcsim_gymnasium.py").read_text())
+    return site_dir
+
+
+def test_a_removed_dcsim_never_breaks_import_gymnasium(tmp_path):
+    """#47 item 6: dcsim gone, its start-up file and hook left: ``import gymnasium`` in any
+    program still works, with a warning saying what to remove."""
+    site_dir = _site_with(tmp_path)
+    r = fresh("import sys\nsys.modules['dcsim'] = None  # uninstalled\n"
+              f"import site; site.addsitedir({str(site_dir)!r})\n"
+              "import gymnasium\nprint('imported', gymnasium.__name__)")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["imported", "gymnasium"]
+    assert "RuntimeWarning: dcsim's Gymnasium environments are not registered" in r.stderr
+    assert "dcsim-gymnasium.pth" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("failure", ["raise SystemExit(3)", "raise KeyboardInterrupt",
+                                     "raise RuntimeError('broken')"])
+def test_a_start_up_failure_never_stops_the_interpreter(tmp_path, failure):
+    site_dir = _site_with(tmp_path, failure + "\n")
+    r = fresh(f"import site; site.addsitedir({str(site_dir)!r})\nprint('alive')")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "alive\n", "")
+
+
 @pytest.mark.slow  # builds an sdist of a copy of the repository (a few seconds)
 def test_a_source_distribution_carries_the_start_up_file(tmp_path):
     """``pip install dcsim-*.tar.gz`` runs setup.py, which copies the file: the sdist must
