@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -343,3 +345,35 @@ def test_a_resource_listed_twice_is_named(tmp_path):
     (tmp_path / "dup.json").write_text(json.dumps(data))
     with pytest.raises(ConfigError, match=f"resources lists '{listed[0]}' twice"):
         load_topology(tmp_path / "dup.json")
+
+
+@pytest.mark.parametrize("fmt", ["json", "graphml"])
+def test_a_topology_file_beyond_its_bounds_is_refused_before_it_is_parsed(tmp_path, fmt):
+    """#47 item 4: a file's bytes, nodes and links are bounded (LIMITS) before the graph is
+    built, each with one line naming the bound and the key that raises it."""
+    from dcsim.model.topologies import build_topology
+
+    src = DATA / f"tiny.{fmt}"
+    path = tmp_path / src.name
+    shutil.copy(src, path)
+    topo = load_topology(path)
+    n, m = topo.graph.number_of_nodes(), topo.graph.number_of_edges()
+    size = path.stat().st_size
+    for limits, what in (({"max_bytes": size - 1}, f"{size:,} bytes, above the {size - 1:,}"),
+                         ({"max_nodes": n - 1}, f"{n:,} nodes, above the {n - 1:,}"),
+                         ({"max_links": m - 1}, f"{m:,} links, above the {m - 1:,}")):
+        with pytest.raises(ConfigError, match=re.escape(what)):
+            load_topology(path, limits=limits)
+        key = next(iter(limits))
+        with pytest.raises(ConfigError, match=f"set topology.{key}"):
+            build_topology({"kind": "file", "path": str(path), **limits})
+    # the bound raised for a trusted file reads it
+    assert build_topology({"kind": "file", "path": str(path), "max_nodes": n}).n_servers == \
+        topo.n_servers
+
+
+def test_a_json_topology_nested_too_deep_is_one_line(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 200_000 + "]" * 200_000)
+    with pytest.raises(ConfigError, match="deep.json: not valid json: nested too deep"):
+        load_topology(path)

@@ -345,11 +345,20 @@ class FileSpec(_Spec):
     path: str
     format: Literal["json", "graphml"] | None = None
     resources: Annotated[list[str] | None, AfterValidator(_distinct)] = None
+    #: the file's bounds, checked before it is parsed (dcsim.model.topology_io.LIMITS);
+    #: raise them for a trusted file
+    max_bytes: Annotated[int, Field(ge=1)] | None = None
+    max_nodes: Annotated[int, Field(ge=1)] | None = None
+    max_links: Annotated[int, Field(ge=0)] | None = None
 
     def build(self) -> Topology:
         from dcsim.model.topology_io import load_topology
 
-        topo = load_topology(self.path, format=self.format, resources=self.resources)
+        limits = {k: v for k, v in (("max_bytes", self.max_bytes),
+                                    ("max_nodes", self.max_nodes),
+                                    ("max_links", self.max_links)) if v is not None}
+        topo = load_topology(self.path, format=self.format, resources=self.resources,
+                             limits=limits)
         if self.name:
             topo.name = self.name
         topo.params.update({"kind": "file", "path": self.path})

@@ -31,12 +31,57 @@ _INT_KEYS = {"tier", "rack", "pod", "plane"}
 _NON_RESOURCE = _TEXT_KEYS | _INT_KEYS
 
 
+#: a topology file's bounds, checked before it is parsed (a 10^7-node file would take
+#: minutes and gigabytes to refuse otherwise); ``topology.max_bytes`` / ``max_nodes`` /
+#: ``max_links`` raise them for a trusted file
+LIMITS = {"max_bytes": 512 * 2**20, "max_nodes": 1_000_000, "max_links": 4_000_000}
+
+
+def _count(p: Path, token: bytes) -> int:
+    """Occurrences of ``token`` in the file, read in blocks (a bound, not a parse)."""
+    n, tail = 0, b""
+    with open(p, "rb") as f:
+        while block := f.read(1 << 22):
+            chunk = tail + block   # a token across two blocks is whole in the next chunk
+            n += chunk.count(token)
+            tail = chunk[-(len(token) - 1):]   # shorter than the token: never counted twice
+    return n
+
+
+def _check_bounds(p: Path, src: str, fmt: str, limits: dict[str, int]) -> None:
+    lim = {**LIMITS, **limits}
+    size = p.stat().st_size
+    if size > lim["max_bytes"]:
+        raise ConfigError(f"{src}: {size:,} bytes, above the {lim['max_bytes']:,} a topology "
+                          "file may have; set topology.max_bytes to read a larger trusted "
+                          "file")
+    if fmt == "graphml":   # parsing is the slow part: count the elements first
+        for token, key, what in ((b"<node", "max_nodes", "nodes"),
+                                 (b"<edge", "max_links", "links")):
+            n = _count(p, token)
+            if n > lim[key]:
+                raise ConfigError(f"{src}: {n:,} {what}, above the {lim[key]:,} a topology "
+                                  f"may have; set topology.{key} to read a larger trusted "
+                                  "file")
+
+
+def _check_counts(nodes: int, links: int, src: str, limits: dict[str, int]) -> None:
+    lim = {**LIMITS, **limits}
+    for n, key, what in ((nodes, "max_nodes", "nodes"), (links, "max_links", "links")):
+        if n > lim[key]:
+            raise ConfigError(f"{src}: {n:,} {what}, above the {lim[key]:,} a topology may "
+                              f"have; set topology.{key} to read a larger trusted file")
+
+
 def load_topology(
     path: str | os.PathLike[str],
     format: str | None = None,
     resources: list[str] | tuple[str, ...] | None = None,
+    limits: dict[str, int] | None = None,
 ) -> Topology:
-    """Load and validate a topology file; ``format`` defaults from the extension."""
+    """Load and validate a topology file; ``format`` defaults from the extension;
+    ``limits`` raise or lower :data:`LIMITS` (bytes, nodes and links, checked before the
+    graph is built)."""
     src = str(path)
     p = Path(path)
     fmt = format or _EXTENSIONS.get(p.suffix.lower())
@@ -47,10 +92,12 @@ def load_topology(
         )
     if not p.is_file():
         raise ConfigError(f"{src}: no such topology file")
+    limits = dict(limits or {})
+    _check_bounds(p, src, fmt, limits)
     try:
         graph_attrs: dict[str, Any] = {}
         if fmt == "json":
-            graph, graph_attrs = _read_json(p, src)
+            graph, graph_attrs = _read_json(p, src, limits)
         else:
             graph = nx.read_graphml(p)
             graph_attrs = dict(graph.graph)
@@ -89,13 +136,17 @@ def save_topology(topo: Topology, path: str | os.PathLike[str]) -> None:
 
 
 # ---------------------------------------------------------------------------- helpers
-def _read_json(p: Path, src: str) -> tuple[nx.Graph, dict[str, Any]]:
-    data = json.loads(p.read_text(encoding="utf-8"))
+def _read_json(p: Path, src: str, limits: dict[str, int]) -> tuple[nx.Graph, dict[str, Any]]:
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise ConfigError(f"{src}: not valid json: nested too deep") from None
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
         raise ConfigError(f"{src}: expected a node-link object with a 'nodes' list")
     key = "links" if "links" in data else "edges"
     if not isinstance(data.get(key, []), list):
         raise ConfigError(f"{src}: '{key}' must be a list")
+    _check_counts(len(data["nodes"]), len(data.get(key, [])), src, limits)
     data = dict(data)
     data.setdefault(key, [])
     if data.get("directed"):
