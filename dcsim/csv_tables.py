@@ -55,3 +55,24 @@ def write_csv(df: pd.DataFrame, path: str | Path, **kwargs: Any) -> None:
     """``df.to_csv(path, index=False)`` with every float written as ``repr(float(x))``, the
     shortest text that :func:`read_csv` turns back into the same double."""
     df.to_csv(path, index=False, float_format=_shortest, **kwargs)
+
+
+#: the suffixes of the compressed CSVs pandas reads (their lines are not counted)
+COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".zip", ".tar")
+
+
+def data_lines(path: str | Path) -> int | None:
+    """The data rows of a plain CSV file (its lines after the header, the last one counted
+    even without a final newline), read in blocks without parsing; None for a compressed
+    one."""
+    p = Path(path)
+    if p.suffix.lower() in COMPRESSED:
+        return None
+    lines, last = 0, b"\n"
+    with open(p, "rb") as f:
+        while block := f.read(1 << 22):
+            lines += block.count(b"\n")
+            last = block[-1:]
+    if last != b"\n":
+        lines += 1
+    return max(lines - 1, 0)

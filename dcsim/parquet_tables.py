@@ -29,3 +29,10 @@ def read_parquet(path: str | Path, columns: Sequence[str] | None = None) -> pd.D
 def plain(table) -> pd.DataFrame:
     """An Arrow table or record batch as a DataFrame, its schema's metadata dropped."""
     return table.replace_schema_metadata(None).to_pandas()
+
+
+def parquet_rows(path: str | Path) -> int:
+    """The rows a Parquet file holds, from its footer (nothing else is read)."""
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path).metadata.num_rows

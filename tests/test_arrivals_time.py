@@ -424,3 +424,17 @@ def test_arrivals_are_ordered_and_rates_non_negative(proc, start, n, seed):
         assert np.all(np.diff(lam) >= -1e-9 * (1 + np.abs(lam[1:])))
         counts = np.histogram(t, bins=5)[0]
         assert np.all(counts >= 0) and counts.sum() == n
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_a_rate_table_beyond_max_rows_is_refused_before_it_is_read(tmp_path, fmt):
+    """#47 item 4: a rate table's rows are counted (a Parquet footer, a CSV's lines) before
+    it is parsed; max_rows raises the bound for a trusted file."""
+    frame = pd.DataFrame({"time": [0.0, 10.0, 20.0, 30.0], "rate": [1.0, 2.0, 1.0, 3.0]})
+    path = tmp_path / f"r.{fmt}"
+    frame.to_csv(path, index=False) if fmt == "csv" else frame.to_parquet(path)
+    arrival = {"process": "nhpp", "path": path.name, "max_rows": 3}
+    with pytest.raises(ConfigError, match=r"r\.\w+: 4 rows, above the 3 a rate table may "
+                                          "have; set max_rows"):
+        build_source(workload(arrival), topology(), base_dir=tmp_path)
+    build_source(workload({**arrival, "max_rows": 4}), topology(), base_dir=tmp_path)

@@ -50,7 +50,7 @@ from pydantic import (
 )
 
 from dcsim.errors import ConfigError
-from dcsim.parquet_tables import read_parquet
+from dcsim.parquet_tables import parquet_rows, read_parquet
 from dcsim.workload.arrival_base import HUGE, BaseArrivals, TimesFn, not_huge
 
 __all__ = ["DiurnalArrivals", "MMPPArrivals", "PiecewiseArrivals", "RateTable",
@@ -188,14 +188,30 @@ def _check_file_table(times: np.ndarray, rates: np.ndarray, period: float | None
             raise ValueError(f"{name}: {problem}")
 
 
-def _read_columns(path: Path, columns: list[str]) -> dict[str, np.ndarray]:
-    """Numeric columns of a CSV or Parquet file (ConfigError naming the file otherwise)."""
+#: the most rows a rate table's file may have (``max_rows`` raises it for a trusted file):
+#: counted from a Parquet file's footer, and in a plain CSV's lines, before it is parsed
+MAX_TABLE_ROWS = 10_000_000
+
+
+def _read_columns(path: Path, columns: list[str], max_rows: int | None = None
+                  ) -> dict[str, np.ndarray]:
+    """Numeric columns of a CSV or Parquet file (ConfigError naming the file otherwise);
+    with ``max_rows``, a file that may hold more rows is refused before it is read."""
     import pandas as pd
 
-    from dcsim.csv_tables import read_csv
+    from dcsim.csv_tables import data_lines, read_csv
 
     if not path.exists():
         raise ConfigError(f"{path}: no such file")
+    if max_rows is not None:
+        try:
+            rows = (parquet_rows(path) if path.suffix in (".parquet", ".pq")
+                    else data_lines(path))
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"{path}: cannot read ({e})") from None
+        if rows is not None and rows > max_rows:
+            raise ConfigError(f"{path}: {rows:,} rows, above the {max_rows:,} a rate table "
+                              "may have; set max_rows to read a larger trusted file")
     try:
         if path.suffix in (".parquet", ".pq"):
             frame = read_parquet(path, columns=columns)
@@ -273,6 +289,7 @@ class PiecewiseArrivals(_FileBacked):
     rates: list[float] | None = None
     time_column: str = "time"
     rate_column: str = "rate"
+    max_rows: Annotated[int, Field(ge=1)] = MAX_TABLE_ROWS
 
     # the checks of an inline table, field by field (a file's run in load())
     @field_validator("times_")
@@ -329,7 +346,7 @@ class PiecewiseArrivals(_FileBacked):
             path = Path(self.path)
             if not path.is_absolute() and base is not None and (base / path).exists():
                 path = base / path
-            cols = _read_columns(path, [self.time_column, self.rate_column])
+            cols = _read_columns(path, [self.time_column, self.rate_column], self.max_rows)
             t, r = cols[self.time_column], cols[self.rate_column]
         r = r * self.rate_scale
         if self.path is not None:
