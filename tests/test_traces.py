@@ -361,3 +361,20 @@ def test_parquet_timestamps_and_durations_are_seconds_whatever_their_unit(tmp_pa
                            resources=("cpu",)))
     assert r["arrival"].tolist() == [0.0, 1.0, 2.0]
     assert r["duration"].tolist() == ([1.0, 2.0, 3.0] if unit == "s" else [1.5, 2.0, 0.25])
+
+
+def test_a_parquet_row_group_too_large_for_flat_memory_is_refused(tmp_path, monkeypatch):
+    """#47 item 4: a trace's row groups are bounded (MAX_ROW_GROUP) before a replay reads
+    one; the message says how to rewrite the file."""
+    import dcsim.workload.traces as traces
+
+    path = tmp_path / "t.parquet"
+    pd.DataFrame({"arrival": np.arange(10.0), "duration": np.ones(10),
+                  "cpu": np.ones(10)}).to_parquet(path, row_group_size=10)
+    monkeypatch.setattr(traces, "MAX_ROW_GROUP", 9)
+    with pytest.raises(ConfigError, match="a row group of 10 rows, above the 9 .* "
+                                          "row_group_size"):
+        TraceSource(path, resources=("cpu",))
+    monkeypatch.setattr(traces, "MAX_ROW_GROUP", 10)
+    assert replay(TraceSource(path, resources=("cpu",)))["arrival"].tolist() == list(
+        np.arange(10.0))

@@ -52,6 +52,11 @@ def table_format(path: Path | str) -> str:
     raise ConfigError(f"{path}: unknown table format (use .csv, .csv.gz or .parquet)")
 
 
+#: the most rows a Parquet trace's row group may hold: a replay reads a row group's pages
+#: together, so memory grows with it (a 10^9-row group would need gigabytes per column)
+MAX_ROW_GROUP = 16 * 2**20
+
+
 class TraceSource:
     """Replay the requests of a table (a path, or an in-memory DataFrame)."""
 
@@ -114,7 +119,17 @@ class TraceSource:
                     raise ConfigError(_not_utf8(self.path, self.name)) from None
             import pyarrow.parquet as pq
 
-            return list(pq.ParquetFile(self.path).schema_arrow.names)
+            f = pq.ParquetFile(self.path)
+            meta = f.metadata
+            largest = max((meta.row_group(i).num_rows for i in range(meta.num_row_groups)),
+                          default=0)
+            if largest > MAX_ROW_GROUP:   # a replay holds one row group's pages at a time
+                raise ConfigError(
+                    f"{self.name}: a row group of {largest:,} rows, above the "
+                    f"{MAX_ROW_GROUP:,} a replay reads at once with flat memory; rewrite the "
+                    "file in smaller row groups (pyarrow.parquet.write_table(..., "
+                    "row_group_size=1_000_000))")
+            return list(f.schema_arrow.names)
         except ConfigError:
             raise
         except Exception as e:  # unreadable, empty, not a table
