@@ -196,6 +196,7 @@ class Engine(FusedArrivals, HeldAndDeferred, SimCore):
                 shift = yield from self.walk(times, offer, shift=shift)
             self._finish_batch(batch, first_id, np.asarray(times, dtype=np.float64), placements,
                                decisions, None if waits is None else np.asarray(waits))
+            self.meter.spill_samples()
         self._arrivals_done = True
         if self._measured_received:  # the last request's per-request utilisation sample
             self.meter.decision_sample()

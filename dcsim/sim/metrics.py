@@ -48,7 +48,27 @@ class AcceptanceLog:
         return np.concatenate([np.unpackbits(b, count=n).astype(bool) for b, n in self._chunks])
 
     def last20(self) -> float:
-        return acceptance_last20(self.flags())
+        """:func:`acceptance_last20` of :meth:`flags`, the same float, without unpacking the
+        whole log: the accepted count before the last ``m`` requests is counted chunk by
+        chunk, and only the last ``m`` flags are unpacked (memory ~n/5, not ~9n, bytes)."""
+        n = sum(k for _, k in self._chunks)
+        if n == 0:
+            return math.nan
+        m = -(-n // 5)
+        head, before, tail, seen = n - m, 0, [], 0
+        for bits, k in self._chunks:
+            lo, hi = seen, seen + k
+            seen = hi
+            if hi <= head:          # wholly before the last m
+                before += int(np.unpackbits(bits, count=k).sum(dtype=np.int64))
+                continue
+            flags = np.unpackbits(bits, count=k).astype(bool)
+            cut = max(head - lo, 0)
+            before += int(np.count_nonzero(flags[:cut]))
+            tail.append(flags[cut:])
+        last = np.concatenate(tail)
+        running = (before + np.cumsum(last, dtype=np.int64)) / np.arange(head + 1, n + 1)
+        return float(running.mean())
 
 
 def last50_mean(samples: np.ndarray) -> float:
@@ -56,6 +76,73 @@ def last50_mean(samples: np.ndarray) -> float:
     ``range(int(5 * n / 10), n)``); NaN when there are none."""
     n = int(samples.size)
     return float(samples[n // 2:].mean()) if n else math.nan
+
+
+class SpilledSamples:
+    """The per-request samples of one resource (float32, appended to :attr:`buffer` on the
+    hot path), moved to a temporary file a block at a time (:meth:`spill`) so that a long
+    run holds at most :data:`SPILL` of them in memory; :meth:`tail_mean` reads back only
+    what it needs, into one float64 array, so the mean is the one numpy computes over the
+    samples held in memory (the same values, contiguous, in order)."""
+
+    def __init__(self) -> None:
+        self.buffer = array("f")
+        self._file = None
+        self.spilled = 0
+
+    def __len__(self) -> int:
+        return self.spilled + len(self.buffer)
+
+    def spill(self) -> None:
+        """Move the buffered samples to the file (keeping the same ``buffer`` object, whose
+        bound ``append`` the engine holds)."""
+        if not self.buffer:
+            return
+        if self._file is None:
+            import tempfile
+
+            self._file = tempfile.TemporaryFile()
+        self._file.write(self.buffer.tobytes())
+        self.spilled += len(self.buffer)
+        del self.buffer[:]
+
+    def tail_mean(self, skip: int) -> float:
+        """``mean(samples[skip:][n // 2:])`` of the ``n = len - skip`` samples after the
+        first ``skip``, in float64; NaN when there are none."""
+        n = len(self) - skip
+        if n <= 0:
+            return math.nan
+        start = skip + n // 2
+        out = np.empty(len(self) - start, dtype=np.float64)
+        pos = 0
+        if start < self.spilled:   # from the file, a block at a time
+            f = self._file
+            f.seek(start * 4)
+            left = self.spilled - start
+            while left:
+                k = min(left, SPILL)
+                out[pos:pos + k] = np.frombuffer(f.read(k * 4), dtype=np.float32)
+                pos += k
+                left -= k
+        tail = np.frombuffer(self.buffer, dtype=np.float32)[max(start - self.spilled, 0):]
+        out[pos:] = tail
+        del tail   # release the buffer's export
+        return float(out.mean())
+
+    def values(self) -> np.ndarray:
+        """Every sample, as float64 (for tests and small runs)."""
+        parts = []
+        if self.spilled:
+            self._file.seek(0)
+            parts.append(np.frombuffer(self._file.read(self.spilled * 4), dtype=np.float32))
+        parts.append(np.frombuffer(self.buffer, dtype=np.float32))
+        out = np.concatenate(parts).astype(np.float64)
+        parts.clear()
+        return out
+
+
+#: samples of a resource held in memory before they are moved to a temporary file (4 MB)
+SPILL = 1 << 20
 
 
 class Meter:
@@ -86,7 +173,9 @@ class Meter:
         self.used = [0.0] * len(self.capacity)
         # used fraction per resource at each measured request's decision (float32: 4 bytes
         # per request and resource), plus one after the last decision
-        self._decision_util = [array("f") for _ in self.capacity]
+        # (moved to a temporary file every SPILL samples: SpilledSamples)
+        self._samples = [SpilledSamples() for _ in self.capacity]
+        self._decision_util = [s.buffer for s in self._samples]
         # (log, resource index, capacity as a Python float) per resource with capacity;
         # the others log NaN (plain floats: numpy scalars cost ~1 us per operation)
         self._util_logs = [(log, j, float(c)) for j, (log, c) in
@@ -209,8 +298,15 @@ class Meter:
         before it), the last request's right after its decision — what their environment
         reports at the end of each request's step (``packing_env.py``: ``info['util']``
         after the next request is loaded, ``scripts/rollout.py`` logs it per request)."""
-        return {name: np.asarray(log, dtype=np.float64)[1:]
-                for name, log in zip(self.topology.resources, self._decision_util, strict=True)}
+        return {name: s.values()[1:]
+                for name, s in zip(self.topology.resources, self._samples, strict=True)}
+
+    def spill_samples(self) -> None:
+        """Move the per-request samples to their files once a block has gathered (the
+        engine calls it after each batch), so memory stays flat however long the run."""
+        for s in self._samples:
+            if len(s.buffer) >= SPILL:
+                s.spill()
 
     def open_window(self, now: float) -> None:
         """Start measuring; requests held since warm-up count from ``now``."""
@@ -265,9 +361,10 @@ class Meter:
         for t, a, c in zip(self.tiers, self._tier_area, self.tier_capacity, strict=True):
             label = f"util_bw_{self.tier_label(t)}"
             out[label] = float(a / (c * span)) if ok and c > 0 else math.nan
-        for name, samples in self.per_request_util().items():
+        for name, samples in zip(self.topology.resources, self._samples, strict=True):
             # Nara 2021 Table 2 (scripts/plots.py util()): per-request samples, last 50 %
-            out[f"util_{name}_last50"] = last50_mean(samples)
+            # (last50_mean of per_request_util, read back from the file a block at a time)
+            out[f"util_{name}_last50"] = samples.tail_mean(1)
         out["mean_concurrent"] = float(self._active_area / span) if ok else math.nan
         out["window_start"] = float(self.start)
         out["window_end"] = float(self.end)

@@ -192,8 +192,10 @@ class TraceSource:
         else:
             import pyarrow.parquet as pq
 
-            for rb in pq.ParquetFile(self.path).iter_batches(batch_size=bs,
-                                                             columns=self._needed):
+            # buffered, not pre-buffered reads: a column chunk is streamed, not held whole
+            # (the defaults hold whole row groups: memory grew with the file)
+            f = pq.ParquetFile(self.path, buffer_size=1 << 20, pre_buffer=False)
+            for rb in f.iter_batches(batch_size=bs, columns=self._needed):
                 yield plain(rb)
 
     def _read_all(self) -> pd.DataFrame:
