@@ -137,7 +137,7 @@ def code_changes(records: dict[str, dict[str, Any]], current: dict[str, dict[str
             continue
         old, new = records[run_id].get("code"), current[run_id]
         if isinstance(old, dict) and old.get("code_id") == new["code_id"] \
-                and recorded_id(old) == old["code_id"]:
+                and same_parts(old, new):
             continue
         changes.runs.append(run_id)
         for reason in what_changed(old, new):
@@ -145,14 +145,16 @@ def code_changes(records: dict[str, dict[str, Any]], current: dict[str, dict[str
     return changes
 
 
-def recorded_id(code: dict[str, Any]) -> str | None:
-    """The ``code_id`` that a recorded fingerprint's own parts hash to (None when they
-    cannot be read): a ``code_id`` edited to match other code does not match its parts."""
+def same_parts(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether a recorded fingerprint's parts are ``new``'s (dcsim's source hash, the
+    plugins', the library versions): a ``code_id`` edited to match other code does not
+    make the parts match."""
     try:
-        return provenance.code_id(code["dcsim"]["source_hash"], code.get("plugins", []),
-                                  code["libraries"])
+        return (old["dcsim"]["source_hash"] == new["dcsim"]["source_hash"]
+                and _by_key(old) == _by_key(new)
+                and (old.get("libraries") or {}) == new["libraries"])
     except (KeyError, TypeError, AttributeError):
-        return None
+        return False
 
 
 def what_changed(old: dict[str, Any] | None, new: dict[str, Any]) -> list[tuple[str | None,
