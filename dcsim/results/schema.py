@@ -359,6 +359,24 @@ VM_STATIC_SUMMARY = Table("summary", (
     Col("info", "string", "—", "JSON text of the rescheduler's details"),
 ), "one per run")
 
+def _failure_summary(component: str, items: str, lost: tuple[str, str, str],
+                     shares: tuple[str, ...], extra: tuple[Col, ...] = ()) -> tuple[Col, ...]:
+    """The failure columns of a summary (``failures:``): the counts, the time the dropped
+    ``items`` lost (``lost``: name, unit, meaning), ``extra``, and the time-averaged share
+    up of each of ``shares`` (``avail_<first word, lower case, GPUs -> gpu>``)."""
+    def avail(what: str) -> str:
+        return "avail_" + {"GPUs": "gpu", "memory": "mem"}.get(what, what)
+    return (
+        Col("n_failures", "int64", "—", f"{component} failures", when="failures"),
+        Col("interrupted", "int64", items, f"{items} a failure hit", when="failures"),
+        Col("reallocated", "int64", items, "of them, placed again", when="failures"),
+        Col(lost[0], "float64", lost[1], lost[2], when="failures"),
+        *extra,
+        *(Col(avail(w), "float64", "fraction", f"time-averaged share of {w} up",
+              when="failures") for w in shares),
+    )
+
+
 VM_ONLINE_VMS = Table("vms", (
     Col("id", "int64", "—", "arrival index"),
     Col("arrival", "float64", "s", "arrival time"),
@@ -411,15 +429,8 @@ VM_ONLINE_SUMMARY = Table("summary", (
     Col("sim_time", "float64", "s", "the run's end"),
     Col("hosts", "int64", "hosts", "hosts"),
     Col("initial_vms", "int64", "VMs", "VMs of the initial mapping"),
-    Col("n_failures", "int64", "—", "host failures", when="failures"),
-    Col("interrupted", "int64", "VMs", "VMs a failure hit", when="failures"),
-    Col("reallocated", "int64", "VMs", "of them, placed again", when="failures"),
-    Col("lost_vm_time", "float64", "s", "lifetime the dropped ones lost (within the run)",
-        when="failures"),
-    Col("avail_cpu", "float64", "fraction", "time-averaged share of cpu up",
-        when="failures"),
-    Col("avail_mem", "float64", "fraction", "time-averaged share of memory up",
-        when="failures"),
+    *_failure_summary("host", "VMs", ("lost_vm_time", "s", "lifetime the dropped ones lost "
+                                      "(within the run)"), ("cpu", "memory")),
 ), "one per run")
 
 _GPU_SHARE = "share of the cluster's milli-GPU"
@@ -514,18 +525,10 @@ GPU_SUMMARY = Table("summary", (
         when="power_departures"),
     Col("energy_gpu_j", "float64", "J", "of it, the GPUs'", when="power_departures"),
     Col("energy_cpu_j", "float64", "J", "of it, the CPUs'", when="power_departures"),
-    Col("n_failures", "int64", "—", "node failures in the window", when="failures"),
-    Col("interrupted", "int64", "pods", "pods a failure hit in the window",
-        when="failures"),
-    Col("reallocated", "int64", "pods", "of them, placed again", when="failures"),
-    Col("lost_pod_time", "float64", "s", "holding time the dropped ones lost",
-        when="failures"),
-    Col("lost_gpu_time", "float64", "GPU·s", "the same, × each pod's GPUs",
-        when="failures"),
-    Col("avail_gpu", "float64", "fraction", "time-averaged share of GPUs up",
-        when="failures"),
-    Col("avail_cpu", "float64", "fraction", "time-averaged share of cpu up",
-        when="failures"),
+    *_failure_summary("node", "pods", ("lost_pod_time", "s", "holding time the dropped ones "
+                                       "lost"), ("GPUs", "cpu"),
+                      extra=(Col("lost_gpu_time", "float64", "GPU·s", "the same, × each "
+                                 "pod's GPUs", when="failures"),)),
 ), "one per run")
 
 #: every mode's tables: the streamed ones, then ``summary``
