@@ -435,6 +435,14 @@ VM_ONLINE_SUMMARY = Table("summary", (
 
 _GPU_SHARE = "share of the cluster's milli-GPU"
 
+
+def _gpu_cpu(name: str, unit: str, meaning: str, when: str) -> tuple[Col, ...]:
+    """A GPU node's total and its GPUs' and CPUs' parts (``name`` with ``{}`` for the
+    part: ``power_{}w`` -> power_w, power_gpu_w, power_cpu_w)."""
+    return (Col(name.format(""), "float64", unit, meaning, when=when),
+            Col(name.format("gpu_"), "float64", unit, "of it, the GPUs'", when=when),
+            Col(name.format("cpu_"), "float64", unit, "of it, the CPUs'", when=when))
+
 GPU_PODS = Table("pods", (
     Col("id", "int64", "—", "arrival index, from 0"),
     Col("name", "string", "—", "the pod's name in the pod list"),
@@ -471,9 +479,7 @@ GPU_TIMESERIES = Table("timeseries", (
     Col("frag_ratio", "float64", "fraction", "fragmented share of the free GPU (mean)"),
     Col("alloc_cpu_share", "float64", "fraction", "cpu placed (mean)"),
     Col("alloc_mem_share", "float64", "fraction", "memory placed (mean)"),
-    Col("power_w", "float64", "W", "the nodes' draw (mean)", when="power"),
-    Col("power_gpu_w", "float64", "W", "of it, the GPUs'", when="power"),
-    Col("power_cpu_w", "float64", "W", "of it, the CPUs'", when="power"),
+    *_gpu_cpu("power_{}w", "W", "the nodes' draw (mean)", "power"),
     Col("avail_gpu", "float64", "fraction", "GPUs on nodes that are up", when="failures"),
     Col("avail_cpu", "float64", "fraction", "cpu on nodes that are up", when="failures"),
     Col("unalloc_gpus", "float64", "GPUs", "GPUs not placed: (1 − alloc_gpu_share) × GPUs"),
@@ -513,18 +519,12 @@ GPU_SUMMARY = Table("summary", (
     Col("window_start", "float64", "s", "the measured window's start", when="departures"),
     Col("window_end", "float64", "s", "the measured window's end", when="departures"),
     Col("sim_time", "float64", "s", "simulated time at the end", when="departures"),
-    Col("power_w", "float64", "W", "the nodes' draw at the last arrived percent",
-        when="power_arrived"),
-    Col("power_gpu_w", "float64", "W", "of it, the GPUs'", when="power_arrived"),
-    Col("power_cpu_w", "float64", "W", "of it, the CPUs'", when="power_arrived"),
-    Col("mean_power_w", "float64", "W", "the nodes' time-averaged draw in the window",
-        when="power_departures"),
-    Col("mean_power_gpu_w", "float64", "W", "of it, the GPUs'", when="power_departures"),
-    Col("mean_power_cpu_w", "float64", "W", "of it, the CPUs'", when="power_departures"),
-    Col("energy_j", "float64", "J", "energy over the window (× gpu.power.time_unit_s)",
-        when="power_departures"),
-    Col("energy_gpu_j", "float64", "J", "of it, the GPUs'", when="power_departures"),
-    Col("energy_cpu_j", "float64", "J", "of it, the CPUs'", when="power_departures"),
+    *_gpu_cpu("power_{}w", "W", "the nodes' draw at the last arrived percent",
+              "power_arrived"),
+    *_gpu_cpu("mean_power_{}w", "W", "the nodes' time-averaged draw in the window",
+              "power_departures"),
+    *_gpu_cpu("energy_{}j", "J", "energy over the window (× gpu.power.time_unit_s)",
+              "power_departures"),
     *_failure_summary("node", "pods", ("lost_pod_time", "s", "holding time the dropped ones "
                                        "lost"), ("GPUs", "cpu"),
                       extra=(Col("lost_gpu_time", "float64", "GPU·s", "the same, × each "
