@@ -136,7 +136,14 @@ class FragModel:
 
     def node_frag(self, cluster: GpuCluster, idx=slice(None)) -> np.ndarray:
         """Fragmentation (milli-GPU) of the nodes ``idx``."""
-        return self.node_amounts(cluster, idx) @ self.freq
+        return self.weighted(self.node_amounts(cluster, idx))
+
+    def weighted(self, amounts: np.ndarray) -> np.ndarray:
+        """``Σ_t freq[t] × amounts[..., t]``: numpy's sum along the last axis, not a matrix
+        product, so each node's value is the same floats however many nodes are computed
+        with it (BLAS's product varied in the last bits with the batch's shape, which made
+        FGD's kept scores differ from recomputed ones on equal scores)."""
+        return (amounts * self.freq).sum(axis=-1)
 
     # -- the change a placement makes --------------------------------------------------------
     def delta(self, cluster: GpuCluster, idx: np.ndarray, pod: GpuPod) -> np.ndarray:
@@ -155,12 +162,12 @@ class FragModel:
         cpu2 = cpu - pod.cpu
         if pod.num_gpu == 0:
             after = self.amounts(base, cpu2, cnt, s, F)
-            return ((before - after) @ self.freq)[:, None]
+            return self.weighted(before - after)[:, None]
         if pod.gpu_milli >= MILLI:
             # full devices fit every typical pod (milli ≤ 1000) and, emptied, none that
             # asks for a GPU; their 0 free adds nothing to s
             after = self.amounts(base, cpu2, cnt - pod.num_gpu, s, F - MILLI * pod.num_gpu)
-            return ((before - after) @ self.freq)[:, None]
+            return self.weighted(before - after)[:, None]
         m = pod.gpu_milli
         f = gpu[:, :, None]                      # [B, G, 1]
         f2 = f - m
@@ -170,5 +177,5 @@ class FragModel:
         s2 = s[:, None, :] - np.where(fb, 0, f) + np.where(fa, 0, f2)
         after = self.amounts(base[:, None, :], np.broadcast_to(cpu2[:, None], f.shape[:2]),
                              cnt2, s2, (F - m)[:, None])
-        out = (before[:, None, :] - after) @ self.freq
+        out = self.weighted(before[:, None, :] - after)
         return np.where(gpu >= m, out, np.nan)
