@@ -126,6 +126,43 @@ def test_a_removed_dcsim_never_breaks_import_gymnasium(tmp_path):
     assert "dcsim-gymnasium.pth" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_in_a_second_environment_without_dcsim_gymnasium_still_imports(tmp_path):
+    """#47 item 6, in a second virtual environment: gymnasium and its dependencies linked
+    into a fresh venv, dcsim not, and the start-up file and hook left in its site-packages
+    as a removed dcsim leaves them. Every interpreter of that environment starts, and
+    ``import gymnasium`` works, with the warning."""
+    import importlib.util
+    import venv
+
+    env = tmp_path / "env"
+    venv.create(env, with_pip=False)
+    py = env / "bin" / "python"
+    site_dir = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig."
+                                    "get_paths()['purelib'])"], capture_output=True,
+                                   text=True, check=True).stdout.strip())
+    for name in ("gymnasium", "numpy", "cloudpickle", "typing_extensions",
+                 "farama_notifications"):
+        spec = importlib.util.find_spec(name)
+        src = Path(spec.origin)
+        src = src.parent if spec.submodule_search_locations else src
+        (site_dir / src.name).symlink_to(src)
+        if name == "numpy":   # numpy's compiled libraries sit beside it in some wheels
+            for extra in src.parent.glob("numpy.libs"):
+                (site_dir / extra.name).symlink_to(extra)
+    shutil.copy(ROOT / START_UP, site_dir / START_UP)
+    shutil.copy(ROOT / "_dcsim_gymnasium.py", site_dir / "_dcsim_gymnasium.py")
+    clean = {"PATH": "/usr/bin:/bin"}
+    r = subprocess.run([str(py), "-c", "import importlib.util as u; print(u.find_spec("
+                        "'dcsim') is None)"], capture_output=True, text=True, env=clean,
+                       cwd=tmp_path, timeout=60)
+    assert (r.returncode, r.stdout.strip()) == (0, "True"), r.stderr   # dcsim is not there
+    r = subprocess.run([str(py), "-c", "import gymnasium; print('imported')"],
+                       capture_output=True, text=True, env=clean, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "imported", r.stderr
+    assert "dcsim's Gymnasium environments are not registered" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
 @pytest.mark.parametrize("failure", ["raise SystemExit(3)", "raise KeyboardInterrupt",
                                      "raise RuntimeError('broken')"])
 def test_a_start_up_failure_never_stops_the_interpreter(tmp_path, failure):
