@@ -61,18 +61,28 @@ def write_csv(df: pd.DataFrame, path: str | Path, **kwargs: Any) -> None:
 COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".zip", ".tar")
 
 
+def count_in_file(path: str | Path, token: bytes) -> int:
+    """Occurrences of ``token`` in the file at ``path``, read in 4 MB blocks (a bound on a
+    file's size before it is parsed, not a parse)."""
+    n, tail = 0, b""
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            chunk = tail + block   # a token across two blocks is whole in the next chunk
+            n += chunk.count(token)
+            tail = chunk[-(len(token) - 1):] if len(token) > 1 else b""   # never counted twice
+    return n
+
+
 def data_lines(path: str | Path) -> int | None:
     """The data rows of a plain CSV file (its lines after the header, the last one counted
-    even without a final newline), read in blocks without parsing; None for a compressed
-    one."""
+    even without a final newline), counted without parsing; None for a compressed one."""
     p = Path(path)
     if p.suffix.lower() in COMPRESSED:
         return None
-    lines, last = 0, b"\n"
-    with open(p, "rb") as f:
-        while block := f.read(1 << 22):
-            lines += block.count(b"\n")
-            last = block[-1:]
-    if last != b"\n":
-        lines += 1
+    lines = count_in_file(p, b"\n")
+    if p.stat().st_size:
+        with open(p, "rb") as f:
+            f.seek(-1, 2)
+            if f.read(1) != b"\n":   # a last line without its newline
+                lines += 1
     return max(lines - 1, 0)

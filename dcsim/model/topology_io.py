@@ -21,6 +21,7 @@ from xml.etree.ElementTree import ParseError
 import networkx as nx
 import numpy as np
 
+from dcsim.csv_tables import count_in_file
 from dcsim.errors import ConfigError
 from dcsim.model.topology import DEFAULT_RESOURCES, Topology
 
@@ -37,17 +38,6 @@ _NON_RESOURCE = _TEXT_KEYS | _INT_KEYS
 LIMITS = {"max_bytes": 512 * 2**20, "max_nodes": 1_000_000, "max_links": 4_000_000}
 
 
-def _count(p: Path, token: bytes) -> int:
-    """Occurrences of ``token`` in the file, read in blocks (a bound, not a parse)."""
-    n, tail = 0, b""
-    with open(p, "rb") as f:
-        while block := f.read(1 << 22):
-            chunk = tail + block   # a token across two blocks is whole in the next chunk
-            n += chunk.count(token)
-            tail = chunk[-(len(token) - 1):]   # shorter than the token: never counted twice
-    return n
-
-
 def _check_bounds(p: Path, src: str, fmt: str, limits: dict[str, int]) -> None:
     lim = {**LIMITS, **limits}
     size = p.stat().st_size
@@ -58,7 +48,7 @@ def _check_bounds(p: Path, src: str, fmt: str, limits: dict[str, int]) -> None:
     if fmt == "graphml":   # parsing is the slow part: count the elements first
         for token, key, what in ((b"<node", "max_nodes", "nodes"),
                                  (b"<edge", "max_links", "links")):
-            n = _count(p, token)
+            n = count_in_file(p, token)
             if n > lim[key]:
                 raise ConfigError(f"{src}: {n:,} {what}, above the {lim[key]:,} a topology "
                                   f"may have; set topology.{key} to read a larger trusted "
