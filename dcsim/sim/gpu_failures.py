@@ -41,9 +41,6 @@ class GpuFailures:
         cluster = engine.run.cluster
         schedule = FailureSchedule(spec, Components(cluster.n_nodes), rng, base_dir)
         self.reallocate = spec.on_failure == "reallocate"
-        self.gpu_cap = cluster.gpu_cap.sum(axis=1)
-        self.total_gpu = float(self.gpu_cap.sum()) or 1.0
-        self.total_cpu = float(cluster.cpu_cap.sum()) or 1.0
         #: GPU × time (in GPUs × the arrival times' unit) the dropped pods lost, measured
         self.lost_gpu_time = 0.0
         self.process = StreamedFailureProcess(engine.env, schedule, self, AVAIL, engine.sink,
@@ -54,12 +51,12 @@ class GpuFailures:
         return self.engine.measuring()
 
     def availability(self) -> list[float]:
-        c = self.engine.run.cluster
-        down = c.down
-        if not down.any():
+        run = self.engine.run   # it keeps the down nodes' milli-GPU
+        c = run.cluster
+        if not c.down.any():
             return [1.0, 1.0]
-        return [1.0 - float(self.gpu_cap[down].sum()) / self.total_gpu,
-                1.0 - float(c.cpu_cap[down].sum()) / self.total_cpu]
+        return [1.0 - run.down_gpu / run.cap_gpu,
+                1.0 - float(c.cpu_cap[c.down].sum()) / run.cap_cpu]
 
     def fail(self, kind: str, node: int) -> Outcome:
         e = self.engine

@@ -108,7 +108,9 @@ class TraceSource:
 
     # ------------------------------------------------------------------ columns
     def file_columns(self) -> list[str]:
-        """Column names of the table (read from the header / schema only)."""
+        """Column names of the table (read from the header / schema only). A Parquet
+        file's row groups are checked against :data:`MAX_ROW_GROUP` here, where its footer
+        is read anyway."""
         if self._frame is not None:
             return [str(c) for c in self._frame.columns]
         try:
