@@ -1,11 +1,14 @@
 """Peak memory of `dcsim run` replaying a trace of 100k vs 1M requests (flat = streaming works).
 
     python benchmarks/bench_memory.py [--sizes 100000 1000000]
+    python benchmarks/bench_memory.py --sizes 1000000 5000000   # issue #47: within 5 %
 
 Writes synthetic Parquet traces to a temporary folder, runs each through the CLI in a fresh
 process (first_fit on 100 servers) and prints the peak resident set size of each process
 and their ratio. With streaming reads, batch-wise records and row-group writes, the ratio
-stays near 1 however long the trace; what remains is the interpreter and imports.
+stays near 1 however long the trace; what remains is the interpreter and imports. The
+`dcsim` program sets its allocators (dcsim/process_memory.py); set `MALLOC_MMAP_THRESHOLD_`
+and `ARROW_DEFAULT_MEMORY_POOL` yourself to measure others.
 """
 
 from __future__ import annotations

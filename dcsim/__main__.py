@@ -1,5 +1,5 @@
 """``python -m dcsim`` is the ``dcsim`` command."""
 
-from dcsim.cli import main
+from dcsim.cli import program
 
-main()
+program()

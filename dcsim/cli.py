@@ -45,6 +45,16 @@ def main() -> None:
     """dcsim: datacenter allocation experiments with pluggable allocators."""
 
 
+def program() -> None:
+    """The ``dcsim`` program (and ``python -m dcsim``): the commands, in a process whose
+    allocators keep a long replay's memory flat (:mod:`dcsim.process_memory`; set here, not
+    by ``main``, which tests and other programs call in their own processes)."""
+    from dcsim.process_memory import tune
+
+    tune()
+    main()
+
+
 @main.command()
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,

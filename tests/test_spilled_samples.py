@@ -11,18 +11,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dcsim.sim.metrics as metrics
+from dcsim.sim import streamed_sum
 from dcsim.sim.metrics import SpilledSamples, last50_mean
 from tests.helpers.cli import assert_same_dataset, ok
 from tests.helpers.configs import small_experiment
 
 
 @settings(max_examples=60, deadline=None)
-@given(values=st.lists(st.floats(0, 1, width=32), max_size=300),
-       spill_at=st.lists(st.integers(0, 300), max_size=6), block=st.integers(1, 40),
+@given(values=st.lists(st.floats(0, 1, width=32), max_size=900),
+       spill_at=st.lists(st.integers(0, 900), max_size=6), block=st.integers(1, 40),
        skip=st.integers(0, 2))
 def test_the_tail_mean_is_numpys_over_the_samples_in_memory(values, spill_at, block, skip):
-    old = metrics.SPILL
-    metrics.SPILL = block          # the read-back block, small: many reads
+    old, old_leaf = metrics.SPILL, streamed_sum.LEAF
+    metrics.SPILL = block          # small blocks in the file
+    streamed_sum.LEAF = 128        # and read back in small blocks: the sum is split
     try:
         s = SpilledSamples()
         marks = set(spill_at)
@@ -37,7 +39,7 @@ def test_the_tail_mean_is_numpys_over_the_samples_in_memory(values, spill_at, bl
         assert s.values().tolist() == np.asarray(array_of(values), dtype=np.float64).tolist()
         s.buffer.append(0.5)       # the buffer is not left exported (appends still work)
     finally:
-        metrics.SPILL = old
+        metrics.SPILL, streamed_sum.LEAF = old, old_leaf
 
 
 def array_of(values):
@@ -63,7 +65,7 @@ def test_a_run_whose_samples_spill_gives_the_rows_of_one_that_does_not(tmp_path,
 
 
 @settings(max_examples=80, deadline=None)
-@given(chunks=st.lists(st.lists(st.booleans(), max_size=40), max_size=12))
+@given(chunks=st.lists(st.lists(st.booleans(), max_size=400), max_size=12))
 def test_acceptance_last20_from_the_packed_log_is_the_same_float(chunks):
     from dcsim.sim.metrics import AcceptanceLog, acceptance_last20
 
@@ -71,5 +73,22 @@ def test_acceptance_last20_from_the_packed_log_is_the_same_float(chunks):
     for c in chunks:
         log.extend(np.array(c, dtype=bool))
     want = acceptance_last20(log.flags())
-    got = log.last20()
+    old = streamed_sum.LEAF
+    streamed_sum.LEAF = 128        # the last fifth made and summed in small blocks
+    try:
+        got = log.last20()
+    finally:
+        streamed_sum.LEAF = old
     assert (np.isnan(want) and np.isnan(got)) or got == want
+
+
+def test_acceptance_last20_of_a_long_log_at_the_default_block():
+    from dcsim.sim.metrics import AcceptanceLog, acceptance_last20
+
+    rng = np.random.default_rng(3)
+    log, parts = AcceptanceLog(), []
+    for size in (65536, 1, 200_000, 65536, 70_001):
+        f = rng.random(size) < 0.7
+        log.extend(f)
+        parts.append(f)
+    assert log.last20() == acceptance_last20(np.concatenate(parts))

@@ -15,6 +15,7 @@ from array import array
 import numpy as np
 
 from dcsim.model import ClusterState, Placement, Topology
+from dcsim.sim.streamed_sum import streamed_mean
 
 
 def acceptance_last20(accepted: np.ndarray) -> float:
@@ -50,25 +51,47 @@ class AcceptanceLog:
     def last20(self) -> float:
         """:func:`acceptance_last20` of :meth:`flags`, the same float, without unpacking the
         whole log: the accepted count before the last ``m`` requests is counted chunk by
-        chunk, and only the last ``m`` flags are unpacked (memory ~n/5, not ~9n, bytes)."""
+        chunk, and the running ratios of the last ``m`` are made a block at a time, as
+        :func:`~dcsim.sim.streamed_sum.streamed_mean` reads them (memory flat in ``n``)."""
         n = sum(k for _, k in self._chunks)
         if n == 0:
             return math.nan
         m = -(-n // 5)
-        head, before, tail, seen = n - m, 0, [], 0
-        for bits, k in self._chunks:
-            lo, hi = seen, seen + k
-            seen = hi
-            if hi <= head:          # wholly before the last m
-                before += int(np.unpackbits(bits, count=k).sum(dtype=np.int64))
-                continue
-            flags = np.unpackbits(bits, count=k).astype(bool)
-            cut = max(head - lo, 0)
-            before += int(np.count_nonzero(flags[:cut]))
-            tail.append(flags[cut:])
-        last = np.concatenate(tail)
-        running = (before + np.cumsum(last, dtype=np.int64)) / np.arange(head + 1, n + 1)
-        return float(running.mean())
+        head, before, seen, first = n - m, 0, 0, len(self._chunks)
+        for i, (bits, k) in enumerate(self._chunks):
+            if seen + k > head:     # the chunk holding request ``head`` (0-based)
+                first = i
+                break
+            before += int(np.unpackbits(bits, count=k).sum(dtype=np.int64))
+            seen += k
+        chunks = iter(self._chunks[first:])
+        pending = np.zeros(0, dtype=bool)
+        skip = head - seen          # flags of the first tail chunk before ``head``
+        count, k_done = before, head
+
+        def read(k: int) -> np.ndarray:
+            nonlocal pending, skip, count, k_done
+            parts, have = [], 0
+            while have < k:
+                if not pending.size:
+                    bits, size = next(chunks)
+                    pending = np.unpackbits(bits, count=size).astype(bool)
+                    if skip:
+                        count += int(np.count_nonzero(pending[:skip]))
+                        pending, skip = pending[skip:], 0
+                        continue
+                take = pending[:k - have]
+                pending = pending[take.size:]
+                parts.append(take)
+                have += take.size
+            flags = np.concatenate(parts) if len(parts) > 1 else parts[0]
+            acc = count + np.cumsum(flags, dtype=np.int64)
+            count = int(acc[-1])
+            out = acc / np.arange(k_done + 1, k_done + k + 1)
+            k_done += k
+            return out
+
+        return streamed_mean(m, read)
 
 
 def last50_mean(samples: np.ndarray) -> float:
@@ -82,8 +105,8 @@ class SpilledSamples:
     """The per-request samples of one resource (float32, appended to :attr:`buffer` on the
     hot path), moved to a temporary file a block at a time (:meth:`spill`) so that a long
     run holds at most :data:`SPILL` of them in memory; :meth:`tail_mean` reads back only
-    what it needs, into one float64 array, so the mean is the one numpy computes over the
-    samples held in memory (the same values, contiguous, in order)."""
+    what it needs, a block at a time, and gives the mean numpy computes over the same
+    samples held in memory as one float64 array."""
 
     def __init__(self) -> None:
         self.buffer = array("f")
@@ -108,26 +131,32 @@ class SpilledSamples:
 
     def tail_mean(self, skip: int) -> float:
         """``mean(samples[skip:][n // 2:])`` of the ``n = len - skip`` samples after the
-        first ``skip``, in float64; NaN when there are none."""
+        first ``skip``, in float64 (the float numpy gives, summed a block at a time by
+        :func:`~dcsim.sim.streamed_sum.streamed_mean`); NaN when there are none."""
         n = len(self) - skip
         if n <= 0:
             return math.nan
         start = skip + n // 2
-        out = np.empty(len(self) - start, dtype=np.float64)
-        pos = 0
-        if start < self.spilled:   # from the file, a block at a time
-            f = self._file
-            f.seek(start * 4)
-            left = self.spilled - start
-            while left:
-                k = min(left, SPILL)
-                out[pos:pos + k] = np.frombuffer(f.read(k * 4), dtype=np.float32)
-                pos += k
-                left -= k
-        tail = np.frombuffer(self.buffer, dtype=np.float32)[max(start - self.spilled, 0):]
-        out[pos:] = tail
-        del tail   # release the buffer's export
-        return float(out.mean())
+        pos = start
+        if start < self.spilled:
+            self._file.seek(start * 4)
+
+        def read(k: int) -> np.ndarray:
+            nonlocal pos
+            out = np.empty(k, dtype=np.float64)
+            got = 0
+            if pos < self.spilled:   # from the file
+                got = min(k, self.spilled - pos)
+                out[:got] = np.frombuffer(self._file.read(got * 4), dtype=np.float32)
+            if got < k:              # then from the buffer
+                lo = pos + got - self.spilled
+                view = np.frombuffer(self.buffer, dtype=np.float32)
+                out[got:] = view[lo:lo + k - got]
+                del view             # release the buffer's export
+            pos += k
+            return out
+
+        return streamed_mean(len(self) - start, read)
 
     def values(self) -> np.ndarray:
         """Every sample, as float64 (for tests and small runs)."""
