@@ -3,6 +3,11 @@
 What a plugin author needs is importable from here::
 
     from dcsim import Allocator, Choice, Placement, Request, StateView, hookimpl
+
+and, for a policy that spreads a request over several servers and checks the bandwidth
+between them (docs/howto/network-aware-allocator.md)::
+
+    from dcsim import MultiServerAllocator, Partial, PathService
 """
 
 import sys as _sys
@@ -59,14 +64,18 @@ from dcsim.lazy_exports import lazy_getattr  # noqa: E402
 
 if TYPE_CHECKING:  # what the lazy names below are, for type checkers and IDEs
     from dcsim.allocators import Allocator, Choice
+    from dcsim.allocators.multi import MultiServerAllocator, Partial
     from dcsim.model import ClusterState, Placement, Request, StateView, Topology
+    from dcsim.model.paths import PathService
 
 #: names imported on first use (PEP 562), so that ``import dcsim`` (and every ``dcsim``
 #: command, which imports the package first) does not load the model, networkx and pandas
 #: before it knows it needs them
 _LAZY = {"Allocator": "dcsim.allocators", "Choice": "dcsim.allocators",
-         "ClusterState": "dcsim.model", "Placement": "dcsim.model", "Request": "dcsim.model",
-         "StateView": "dcsim.model", "Topology": "dcsim.model"}
+         "ClusterState": "dcsim.model", "MultiServerAllocator": "dcsim.allocators.multi",
+         "Partial": "dcsim.allocators.multi", "PathService": "dcsim.model.paths",
+         "Placement": "dcsim.model", "Request": "dcsim.model", "StateView": "dcsim.model",
+         "Topology": "dcsim.model"}
 
 
 __getattr__ = lazy_getattr(__name__, _LAZY)
@@ -101,6 +110,9 @@ __all__ = [
     "ClusterState",
     "ConfigError",
     "DcsimError",
+    "MultiServerAllocator",
+    "Partial",
+    "PathService",
     "Placement",
     "PluginError",
     "Request",

@@ -372,7 +372,34 @@ def test_the_topology_howto_lists_the_real_errors(tmp_path, monkeypatch):
 RUN_AS_WRITTEN = {"write-an-allocator.md", "vm-rescheduling.md", "use-a-trace.md",
                   "custom-topology.md", "queue-scheduling.md", "nara-optical-agent.md",
                   "failures.md", "train-with-sb3.md", "workloads-in-time.md",
-                  "energy.md", "gpu-clusters.md"}
+                  "energy.md", "gpu-clusters.md", "network-aware-allocator.md"}
+
+
+@pytest.mark.slow
+def test_the_network_aware_allocator_howto_runs_as_written(tmp_path):
+    """docs/howto/network-aware-allocator.md: the topology helpers, the free bandwidth
+    between servers and the multi-server step one choice at a time; the worked plugin of
+    plugins/dcsim-widest-path installed (into a scratch folder), listed, its experiment run
+    and its tests. Every output it shows is what dcsim prints."""
+    cwd = _checkout(tmp_path, "plugins")
+    checks = run_tutorial(ROOT / "docs" / "howto" / "network-aware-allocator.md", cwd)
+    assert (cwd / "plugins" / "dcsim-widest-path" / "results" / "widest_path"
+            / "summary.parquet").exists()
+    assert len(checks) >= 8
+    problems = drift(checks)
+    assert not problems, "\n\n".join(problems)
+
+
+def test_the_network_aware_howto_shows_the_shipped_plugin():
+    """Every file network-aware-allocator.md has the reader write is the file
+    plugins/dcsim-widest-path ships, byte for byte: the guide and the plugin cannot drift."""
+    md = ROOT / "docs" / "howto" / "network-aware-allocator.md"
+    files = [(d.split(None, 1)[1].strip(), text) for d, _, text in directed_blocks(md)
+             if d.startswith("file ")]
+    assert files
+    for path, text in files:
+        shipped = ROOT / "plugins" / "dcsim-widest-path" / path
+        assert shipped.read_text() == text, f"{path} differs from {shipped}"
 
 
 @pytest.mark.slow

@@ -135,6 +135,99 @@ class PathService:
                         for mid in self._rack_paths(ha, hb, k)]
         return list(self._pair_paths(lo, hi, k))
 
+    def free_bandwidth(self, a: int, b: int, state: Any, k: int = 1) -> float:
+        """The most bandwidth one more flow between servers ``a`` and ``b`` could take now:
+        over the first ``k`` paths of :meth:`k_paths`, the largest of each path's smallest
+        free bandwidth (``link_free[path].min()``). ``inf`` when ``a == b`` or the topology
+        has no links (no network between them).
+
+        ``state`` is what to read the free bandwidth from: a :class:`~dcsim.model.StateView`,
+        a :class:`~dcsim.model.ClusterState`, a multi-server allocator's ``Partial`` (whose
+        ``link_free`` already counts the request's own earlier pairs under
+        ``per_pair_channel``), or a ``link_free`` array itself. With ``k=1`` on a tree it is
+        the unique path's bottleneck, ``min(link_capacity - link_used)`` over its links.
+        """
+        return float(self.free_bandwidths(a, np.array([b], dtype=np.int64), state, k)[0])
+
+    def free_bandwidths(self, a: int, servers: Any, state: Any, k: int = 1) -> np.ndarray:
+        """:meth:`free_bandwidth` between server ``a`` and each of ``servers`` (an index
+        array), vectorised: a float64 array of ``len(servers)``.
+
+        Trees: from the rooted tree's ancestor links (:attr:`server_ancestors`), every
+        server at once. Other graphs: the servers on one switch (leaves, every server of a
+        Fabric or optical topology) share their paths to ``a`` but for their own host link,
+        so the paths are looked up once per switch (cached as :meth:`k_paths` caches them);
+        other servers one by one. The values are :meth:`k_paths`' paths' bottlenecks,
+        exactly.
+        """
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        link_free = np.asarray(getattr(state, "link_free", state), dtype=np.float64)
+        if link_free.shape != (self.topology.n_links,):
+            raise ValueError(f"link_free has shape {link_free.shape}, expected "
+                             f"({self.topology.n_links},)")
+        servers = np.asarray(servers, dtype=np.int64).reshape(-1)
+        n = self.topology.n_servers
+        if servers.size and (servers.min() < 0 or servers.max() >= n) or not 0 <= a < n:
+            raise IndexError(f"server index out of range 0..{n - 1}")
+        out = np.full(servers.shape[0], np.inf)
+        if self.is_flat or not servers.size:
+            return out
+        if self.is_tree:
+            return self._tree_free(a, servers, link_free)
+        rest = servers != a
+        if self._by_rack:
+            if self._leaf_hub is None:
+                self._build_leaves()
+            ha = int(self._leaf_hub[a])
+            hubs = self._leaf_hub[servers]
+            grouped = rest & (hubs >= 0) & (ha >= 0)
+            if grouped.any():
+                out[grouped] = self._leaf_free(a, ha, servers[grouped], hubs[grouped],
+                                               link_free, k)
+            rest &= ~grouped
+        for i in np.flatnonzero(rest).tolist():
+            b = int(servers[i])
+            out[i] = max(link_free[p].min(initial=np.inf) for p in self.k_paths(a, b, k))
+        return out
+
+    def _tree_free(self, a: int, servers: np.ndarray, link_free: np.ndarray) -> np.ndarray:
+        """Bottleneck free bandwidth of the tree paths from ``a`` to ``servers``: each
+        server's chain of uplinks (:attr:`server_ancestors`) below the part it shares with
+        ``a``'s, and the same part of ``a``'s chain."""
+        lf = np.append(link_free, np.inf)  # index -1 (a chain's padding) reads inf
+        mine = self.server_ancestors[a]
+        mine = mine[mine >= 0]
+        theirs = self.server_ancestors[servers]
+        shared = np.isin(theirs, mine) & (theirs >= 0)
+        # theirs: the links below the shared top; mine: the first len(mine) - shared ones
+        their_min = np.where(shared, np.inf, lf[theirs]).min(axis=1, initial=np.inf)
+        below = mine.size - shared.sum(axis=1)
+        prefix = np.minimum.accumulate(np.append(np.inf, lf[mine]))  # prefix[j]: first j
+        out = np.minimum(their_min, prefix[below])
+        out[servers == a] = np.inf
+        return out
+
+    def _leaf_free(self, a: int, ha: int, servers: np.ndarray, hubs: np.ndarray,
+                   link_free: np.ndarray, k: int) -> np.ndarray:
+        """:meth:`free_bandwidths` from leaf ``a`` (on switch ``ha``) to leaves ``servers``
+        (on ``hubs``), none of them ``a``: per (switch, side of ``a``) group, the best of
+        ``min(a's host link, the middle of a path)`` over the paths :meth:`k_paths` gives
+        (the middle is looked up from the lower-indexed server's switch, as there), then
+        the minimum with each server's own host link."""
+        up = float(link_free[self._host_link[a]])
+        after = servers > a
+        keys, inverse = np.unique(hubs * 2 + after, return_inverse=True)
+        best = np.empty(keys.shape[0])
+        for g, key in enumerate(keys.tolist()):
+            hb, later = key >> 1, key & 1
+            if hb == ha:  # one switch: the only path is the two host links
+                best[g] = up
+                continue
+            mids = self._rack_paths(ha, hb, k) if later else self._rack_paths(hb, ha, k)
+            best[g] = max(min(up, link_free[m].min(initial=np.inf)) for m in mids)
+        return np.minimum(best[inverse.reshape(-1)], link_free[self._host_link[servers]])
+
     def _rack_paths(self, ha: int, hb: int, k: int) -> tuple[np.ndarray, ...]:
         """Links of the k shortest paths from switch ``ha`` to ``hb`` between two leaves."""
         key = (ha, hb, k)

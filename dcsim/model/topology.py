@@ -231,6 +231,150 @@ class Topology:
             return -1
         return 2 if np.all(pods == pods[0]) else 3
 
+    # ------------------------------------------------------------------ racks and pods
+    # Membership comes from the servers' ``rack`` and ``pod`` ids (:attr:`server_rack`,
+    # :attr:`server_pod`; -1 where a server has none); the rack's switches and uplinks from
+    # the links. Each table is built once, vectorised, and cached on the topology.
+    def racks(self) -> np.ndarray:
+        """The rack ids that some server has, ascending (int64, read-only; empty on a
+        topology without racks, e.g. ``flat``)."""
+        return self._membership("rack")[0]
+
+    def pods(self) -> np.ndarray:
+        """The pod ids that some server has, ascending (int64, read-only)."""
+        return self._membership("pod")[0]
+
+    def rack_of(self, servers: Any) -> Any:
+        """The rack id of a server index (an int), or of each of an index array (-1: none).
+        The same as ``server_rack[servers]``."""
+        return _ids_at(self.server_rack, servers)
+
+    def pod_of(self, servers: Any) -> Any:
+        """The pod id of a server index (an int), or of each of an index array (-1: none)."""
+        return _ids_at(self.server_pod, servers)
+
+    def rack_servers(self, rack: int) -> np.ndarray:
+        """The servers (indices, ascending) whose rack id is ``rack``: empty when none has
+        it; ``-1`` gives the servers without a rack. Read-only."""
+        return _members(self._membership("rack"), rack)
+
+    def pod_servers(self, pod: int) -> np.ndarray:
+        """The servers (indices, ascending) whose pod id is ``pod``. Read-only."""
+        return _members(self._membership("pod"), pod)
+
+    def pod_racks(self, pod: int) -> np.ndarray:
+        """The rack ids of the servers of pod ``pod``, ascending (no -1). Read-only."""
+        table = self.__dict__.get("_dcsim_pod_racks")
+        if table is None:
+            keep = (self.server_rack >= 0) & (self.server_pod >= 0)
+            pairs = np.unique(np.stack([self.server_pod[keep], self.server_rack[keep]]), axis=1)
+            table = _table(pairs[0], pairs[1])
+            self._dcsim_pod_racks = table
+        keys, ptr, values = table
+        at = int(np.searchsorted(keys, pod))
+        if at == keys.size or keys[at] != pod:
+            return _NO_IDS
+        return values[ptr[at]:ptr[at + 1]]
+
+    def rack_switches(self, rack: int) -> list[Any]:
+        """The switches (graph nodes, in graph order) with a link to a server of rack
+        ``rack``: its ToR on the built-in topologies (``r<rack>``)."""
+        nodes = self._rack_tables()[0]
+        at = self._rack_at(rack)
+        if at < 0:
+            return []
+        graph_nodes = self.__dict__.get("_dcsim_graph_nodes")
+        if graph_nodes is None:
+            graph_nodes = self._dcsim_graph_nodes = list(self.graph)
+        return [graph_nodes[v] for v in nodes[1][nodes[0][at]:nodes[0][at + 1]].tolist()]
+
+    def rack_uplinks(self, rack: int) -> np.ndarray:
+        """The link indices (ascending, read-only) leaving rack ``rack`` upward: every link
+        between one of its :meth:`rack_switches` and a switch that is not one of them (a
+        link to a server is never an uplink). On a fat tree the ToR's one link to its pod
+        switch; on a Fabric or optical topology the ToR's link to each tier-2 switch of its
+        pod. Empty for a rack id no server has."""
+        at = self._rack_at(rack)
+        if at < 0:
+            return _NO_IDS
+        ptr, links = self._rack_tables()[1]
+        return links[ptr[at]:ptr[at + 1]]
+
+    def rack_uplink_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every rack's uplinks at once, as CSR arrays ``(ptr, links)``: the uplinks of rack
+        ``racks()[i]`` are ``links[ptr[i]:ptr[i + 1]]`` (read-only). For per-rack sums
+        without a loop, e.g. the free uplink bandwidth of every rack:
+        ``np.add.reduceat(np.append(link_free[links], 0), ptr[:-1])`` where no rack's list
+        is empty (``np.diff(ptr) > 0``)."""
+        return self._rack_tables()[1]
+
+    def _rack_at(self, rack: int) -> int:
+        """The position of rack id ``rack`` in :meth:`racks`, -1 when no server has it."""
+        racks = self.racks()
+        at = int(np.searchsorted(racks, rack))
+        return at if at < racks.size and racks[at] == rack else -1
+
+    def _membership(self, what: str
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(public ids, ids, ptr, servers)`` for ``rack`` or ``pod``: the servers with id
+        ``ids[i]`` are ``servers[ptr[i]:ptr[i + 1]]``, ascending; ``ids`` may start with -1
+        (servers without one), the public ids (:meth:`racks`, :meth:`pods`) do not."""
+        key = f"_dcsim_{what}_members"
+        table = self.__dict__.get(key)
+        if table is None:
+            ids = self.server_rack if what == "rack" else self.server_pod
+            keys, ptr, servers = _table(ids, np.arange(self.n_servers, dtype=np.int64))
+            public = keys[keys >= 0]
+            public.flags.writeable = False
+            table = (public, keys, ptr, servers)
+            setattr(self, key, table)
+        return table
+
+    def _rack_tables(self) -> tuple[tuple[np.ndarray, np.ndarray],
+                                    tuple[np.ndarray, np.ndarray]]:
+        """CSR tables over :meth:`racks`: each rack's switches (graph positions) and its
+        uplinks (link indices), built from the link ends in one vectorised pass."""
+        cached = self.__dict__.get("_dcsim_rack_tables")
+        if cached is not None:
+            return cached
+        racks = self.racks()
+        n_nodes = self.graph.number_of_nodes()
+        ends = self.link_ends()
+        link_srv = self.link_servers()
+        # (rack position, switch) for every server-switch link of a server with a rack
+        sw_rack, sw_node = [], []
+        for col in (0, 1):
+            s, w = link_srv[:, col], link_srv[:, 1 - col]
+            keep = (s >= 0) & (w < 0)
+            keep[keep] = self.server_rack[s[keep]] >= 0
+            sw_rack.append(np.searchsorted(racks, self.server_rack[s[keep]]))
+            sw_node.append(ends[keep, 1 - col])
+        pair = np.unique(np.concatenate(sw_rack) * n_nodes + np.concatenate(sw_node))
+        p_rack, p_node = pair // n_nodes, pair % n_nodes
+        switches = _csr(p_rack, p_node, racks.size)
+        # uplinks: a switch-switch link (u, v) with u a switch of the rack and v not one
+        by_node = np.argsort(p_node, kind="stable")  # the racks of each switch
+        node_keys = p_node[by_node]
+        up_rack, up_link = [], []
+        both = np.flatnonzero((link_srv[:, 0] < 0) & (link_srv[:, 1] < 0))
+        for col in (0, 1):
+            u, v = ends[both, col], ends[both, 1 - col]
+            lo = np.searchsorted(node_keys, u, side="left")
+            hi = np.searchsorted(node_keys, u, side="right")
+            count = hi - lo
+            link = np.repeat(both, count)
+            start = np.repeat(lo - np.cumsum(count) + count, count)
+            rack = p_rack[by_node[start + np.arange(int(count.sum()))]]
+            other = np.repeat(v, count)
+            inside = np.isin(rack * n_nodes + other, pair)
+            up_rack.append(rack[~inside])
+            up_link.append(link[~inside])
+        upl = np.unique(np.concatenate(up_rack) * max(self.n_links, 1)
+                        + np.concatenate(up_link))
+        uplinks = _csr(upl // max(self.n_links, 1), upl % max(self.n_links, 1), racks.size)
+        cached = self._dcsim_rack_tables = (switches, uplinks)
+        return cached
+
     def describe(self) -> dict[str, Any]:
         """Counts for logs and manifests."""
         return {
@@ -241,6 +385,51 @@ class Topology:
             "resources": list(self.resources),
             **self.params,
         }
+
+
+_NO_IDS = np.zeros(0, dtype=np.int64)
+_NO_IDS.flags.writeable = False
+
+
+def _ids_at(ids: np.ndarray, servers: Any) -> Any:
+    """``ids[servers]``: an int for one server index, an int64 array for an index array."""
+    if isinstance(servers, (int, np.integer)):
+        return int(ids[servers])
+    return ids[np.asarray(servers, dtype=np.int64)]
+
+
+def _table(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(unique keys, ptr, values)``: the values of ``keys == uniq[i]`` are
+    ``values[ptr[i]:ptr[i + 1]]``, in their order in ``values``. Read-only arrays."""
+    order = np.argsort(keys, kind="stable")
+    uniq, counts = np.unique(keys, return_counts=True)
+    ptr = np.zeros(uniq.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    out = (uniq.astype(np.int64), ptr, values[order].astype(np.int64))
+    for a in out:
+        a.flags.writeable = False
+    return out
+
+
+def _members(table: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], key: int
+             ) -> np.ndarray:
+    """The values of ``key`` in a :meth:`Topology._membership` table (empty if absent)."""
+    _, keys, ptr, values = table
+    at = int(np.searchsorted(keys, key))
+    if at == keys.size or keys[at] != key:
+        return _NO_IDS
+    return values[ptr[at]:ptr[at + 1]]
+
+
+def _csr(rows: np.ndarray, values: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(ptr, values)`` of (row, value) pairs sorted by row then value: row ``i``'s values
+    are ``values[ptr[i]:ptr[i + 1]]``. Read-only arrays."""
+    ptr = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n_rows), out=ptr[1:])
+    vals = np.asarray(values, dtype=np.int64)
+    for a in (ptr, vals):
+        a.flags.writeable = False
+    return ptr, vals
 
 
 def _positions(graph: nx.Graph) -> dict[Any, int]:
