@@ -78,15 +78,21 @@ def program() -> None:
                    "a plugin's, a library version) changed since they ran.")
 @click.option("--overwrite", is_flag=True,
               help="Delete the results in the output directory first (any configuration).")
+@click.option("--progress-every", type=click.FloatRange(min=0), default=None,
+              metavar="SECONDS", envvar="DCSIM_PROGRESS_EVERY", show_envvar=True,
+              help="Off a terminal (a log file, a batch job): a progress line every SECONDS "
+                   "(default 10; 0: one per finished run only). On a terminal the line is "
+                   "redrawn every second.")
 def run(config: Path, out: Path | None, seeds: int | None, sets: tuple[str, ...],
         jobs: int | None, executor: str | None, address: str | None, resume: bool,
-        rerun_changed: bool, overwrite: bool) -> None:
+        rerun_changed: bool, overwrite: bool, progress_every: float | None) -> None:
     """Run the experiment in CONFIG and write Parquet results."""
     import signal
 
     from dcsim.allocators.jit import kernels_on
     from dcsim.runner import load_experiment, run_experiment
-    from dcsim.runner.execute import make_executor, unchanged_runs
+    from dcsim.runner.execute import RunsFailed, make_executor, unchanged_runs
+    from dcsim.runner.stale_report import stale_report_note
 
     if resume and overwrite:
         raise click.UsageError("--resume and --overwrite exclude each other")
@@ -123,11 +129,17 @@ def run(config: Path, out: Path | None, seeds: int | None, sets: tuple[str, ...]
     before = (unchanged_runs(exp, target) if rerun_changed else
               finished_here() if resume else 0)
     try:
-        with ProgressLine(total, before, sys.stderr, tty=sys.stderr.isatty()) as bar:
+        with ProgressLine(total, before, sys.stderr, tty=sys.stderr.isatty(),
+                          every=progress_every) as bar:
             out_dir = run_experiment(exp, out=out, overwrite=overwrite, resume=resume,
                                      rerun_changed=rerun_changed, executor=ex,
                                      on_done=lambda row: bar.update(1),
                                      on_failed=lambda failure: bar.update(1), log=log)
+    except RunsFailed:
+        note = stale_report_note(target)
+        if note:
+            log(note)
+        raise
     except KeyboardInterrupt:
         kept = finished_here()
         again = " ".join(shlex.quote(a) for a in sys.argv[1:]
@@ -139,6 +151,9 @@ def run(config: Path, out: Path | None, seeds: int | None, sets: tuple[str, ...]
     click.echo(f"{total} runs -> {out_dir} in {duration(wall)}")
     _print_headline(exp, out_dir)
     click.echo(f"summary: {out_dir / 'summary.parquet'}")
+    note = stale_report_note(out_dir)
+    if note:
+        click.echo(note)
 
 
 def _print_headline(exp, out_dir: Path, max_rows: int = 40) -> None:

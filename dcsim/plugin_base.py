@@ -37,8 +37,12 @@ class Configurable:
         """The name results use for this plugin with ``options`` (e.g. ``ahab(kraken)``).
 
         Default: ``name`` alone, or ``name(key=value, ...)`` listing the options that differ
-        from their defaults. Override for a shorter composition label.
+        from their defaults; a value that names a file shows as the file's name and a short
+        hash of its contents (``checkpoint=ck.npz@1a2b3c4d``, :mod:`dcsim.labels`), never
+        its folder. Override for a shorter composition label.
         """
+        from dcsim.labels import for_label
+
         changed = {
             k: v for k, v in options.model_dump().items()
             if k in type(options).model_fields
@@ -46,7 +50,7 @@ class Configurable:
         }
         if not changed:
             return cls.name
-        return f"{cls.name}({', '.join(f'{k}={v}' for k, v in changed.items())})"
+        return f"{cls.name}({', '.join(f'{k}={for_label(v)}' for k, v in changed.items())})"
 
     @property
     def label(self) -> str:

@@ -75,6 +75,7 @@ from dcsim.learn.deeprm_rollout import (  # noqa: F401  (re-exported)
     run_lockstep,
     torch_logits,
 )
+from dcsim.learn.pace import Pace
 from dcsim.queue.env import QueueConfig, QueueEnv
 from dcsim.schedulers.deeprm import (
     ImageSpec,
@@ -183,6 +184,10 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, spec: ImageSpe
         it = doc["iteration"]
         t0 -= doc["wall_s"]
         say(f"resuming after iteration {it} of {cfg.iterations} from {out / rs.RESUME_FILE}")
+    # the lines' iteration, decisions/s and ETA, counted from where this invocation starts
+    steps = int(sum(r.get("decisions", 0) for r in rows))
+    pace = Pace(cfg.iterations, cfg.max_wall_s)
+    pace.begin(it, time.perf_counter() - t0, steps)
     guard.arm()  # from here a first SIGINT/SIGTERM stops after the iteration under way
     while it < cfg.iterations:
         it += 1
@@ -209,6 +214,7 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, spec: ImageSpe
             returns.append(b.returns)
             slowdowns.append(b.slowdowns)
         opt.step()
+        steps += decisions
         sd = np.concatenate(slowdowns)
         row = {"iteration": it, "wall_s": time.perf_counter() - t0,
                "train_return": float(np.concatenate(returns).mean()),
@@ -233,11 +239,14 @@ def _train(cfg: TrainConfig, out: Path, command: str | None, say, spec: ImageSpe
             save_checkpoint(paths["last"], weights, spec,
                             _meta(cfg, command=command, iteration=it, iterations=it,
                                   wall=wall, eval_slowdown=ev, best_iteration=best[1]))
-            say(f"iter {it:5d}  {wall:8.1f}s  train return {row['train_return']:9.2f}  "
+            say(f"{pace.head(it, wall, steps, width=5)}  "
+                f"train return {row['train_return']:9.2f}  "
                 f"train slowdown {row['train_slowdown']:6.3f}  eval slowdown {ev:6.3f}"
                 f"{f' ({unfinished} unfinished)' if unfinished else ''}  "
                 f"(sampled {ev_sampled:6.3f})  entropy {row['entropy']:.3f}")
         rows.append(row)
+        if it % cfg.eval_every != 0 and not stop and pace.due(row["wall_s"]):
+            say(pace.head(it, row["wall_s"], steps, width=5))  # between evaluations
         halt = not stop and guard(it)  # Ctrl-C (or stop_after): stop here, resumable
         if halt and it % cfg.eval_every != 0:  # between evaluations: saved, not evaluated
             save_checkpoint(paths["last"], policy.numpy_weights(), spec, _meta(

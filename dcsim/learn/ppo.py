@@ -268,8 +268,7 @@ def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
                 row[f"eval_acceptance:{name}"] = acc
             record.evaluated(it, policy.numpy_weights(), ev["acceptance"],
                              {"per_topology": per_topo}, wall=wall, env_steps=run.env_steps)
-            say(f"iter {it:4d}  {wall:7.1f}s  steps {run.env_steps:8d} "
-                f"({row['steps_per_s']:5.0f}/s)  train acc {row['train_acceptance']:.3f}  "
+            say(f"{run.head(wall)}  train acc {row['train_acceptance']:.3f}  "
                 f"eval acc {ev['acceptance']:.3f} (tetris {eval_tetris['acceptance']:.3f})  "
                 f"entropy {row['entropy']:.3f}  kl {row['approx_kl']:.4f}  "
                 f"v_loss {row['v_loss']:.2f}")

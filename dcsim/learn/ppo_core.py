@@ -51,6 +51,7 @@ from dcsim import __version__
 from dcsim.errors import ConfigError
 from dcsim.learn import resume as rs
 from dcsim.learn.lockstep import LockstepEnvs
+from dcsim.learn.pace import Pace
 from dcsim.learn.ppo_loss import ppo_loss
 from dcsim.learn.shards import Shards
 
@@ -464,15 +465,20 @@ class Learner:
         self.it = 0
         self.env_steps = 0
         self.t0 = time.perf_counter()
+        #: the head of the progress lines: iteration, steps/s, ETA (dcsim.learn.pace)
+        self.pace = Pace(cfg.iterations, cfg.max_wall_s)
+        self.say: Callable[[str], None] = lambda s: None
 
     def start(self, envs: LockstepEnvs, state: tuple[dict[str, np.ndarray], dict[str, Any]]
               | None, say: Callable[[str], None]) -> list[Any]:
         """Reset ``envs`` (each with a seed drawn from the episodes' generator), or, with a
         resume ``state``, restore everything from it; returns the first observations."""
         self.envs = envs
+        self.say = say
         obs = envs.reset_all()
         self.t0 = time.perf_counter()
         if state is None:
+            self.pace.begin(0, 0.0, 0)
             return obs
         arrays, doc = state
         for name, module in self.modules.items():
@@ -484,6 +490,7 @@ class Learner:
         self.record.restore(arrays, doc["best"])
         self.it, self.env_steps = doc["iteration"], doc["env_steps"]
         self.t0 -= doc["wall_s"]
+        self.pace.begin(self.it, self.wall(), self.env_steps)
         say(f"resuming after iteration {self.it} of {self.cfg.iterations} from "
             f"{self.out / rs.RESUME_FILE}")
         return obs
@@ -523,6 +530,12 @@ class Learner:
         """Whether this iteration ends with an evaluation."""
         return self.it % self.cfg.eval_every == 0 or stop
 
+    def head(self, wall: float | None = None) -> str:
+        """The head of this iteration's progress line: ``iter 40/200``, the wall time,
+        the steps and steps/s, the ETA (:class:`~dcsim.learn.pace.Pace`)."""
+        return self.pace.head(self.it, self.wall() if wall is None else wall,
+                              self.env_steps)
+
     def end_iteration(self, row: dict[str, Any], stop: bool, guard: rs.StopRequest,
                       weights: Callable[[], dict[str, np.ndarray]]) -> None:
         """The iteration's ``row`` recorded; on a halt (Ctrl-C, ``stop_after``) between
@@ -530,6 +543,8 @@ class Learner:
         table and the resume state as :func:`dcsim.learn.resume.end_iteration` says."""
         it, rec = self.it, self.record
         rec.rows.append(row)
+        if it % self.cfg.eval_every != 0 and not stop and self.pace.due(self.wall()):
+            self.say(self.head())  # a long stretch between evaluations: how far it is
         halt = not stop and guard(it)  # Ctrl-C (or stop_after): stop here, resumable
         if halt and it % self.cfg.eval_every != 0:  # between evaluations: not evaluated
             rec.unevaluated(it, weights(), wall=row["wall_s"], env_steps=self.env_steps)

@@ -258,8 +258,7 @@ def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
             wall = run.wall()
             row.update(eval_fr=ev, wall_s=wall)
             record.evaluated(it, weights, ev, {}, wall=wall, env_steps=run.env_steps)
-            say(f"iter {it:4d}  {wall:7.1f}s  steps {run.env_steps:8d} "
-                f"({row['steps_per_s']:4.0f}/s)  train FR {row['train_fr']:.4f}  eval FR "
+            say(f"{run.head(wall)}  train FR {row['train_fr']:.4f}  eval FR "
                 f"{ev:.4f} (greedy {baselines['greedy']:.4f}, alpha_vbpp "
                 f"{baselines['alpha_vbpp']:.4f})  entropy {row['entropy']:.3f}  "
                 f"kl {row['approx_kl']:.4f}")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dcsim.errors import ConfigError, PluginError
+from dcsim.labels import absolute_paths, without_paths
 from dcsim.plugins import get_plugin_class
 from dcsim.results.schema import param_types
 from dcsim.results.writer import label_problem
@@ -87,8 +88,8 @@ def load_experiment(
             except PluginError as e:
                 raise ConfigError(f"{source}: {where}.name: {e}") from None
             options = cls.parse_options(a.options, where=f"{source}: {where}.options")
-            label = a.label or cls.label_for(options)
-            problem = label_problem(label)
+            label = a.label or without_paths(cls.label_for(options))
+            problem = label_problem(label) or _path_problem(label)
             if problem:
                 raise ConfigError(f"{source}: {where}.label: {label[:40]!r}"
                                   f"{'...' if len(label) > 40 else ''} {problem}")
@@ -131,6 +132,16 @@ def _check_point(point: ExperimentSpec, data: dict[str, Any], source: str, base_
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from None
     return point
+
+
+def _path_problem(label: str) -> str | None:
+    """Why a ``label:`` holding an absolute path is refused (labels name results and
+    reports, which travel; :mod:`dcsim.labels`), or None."""
+    found = absolute_paths(label)
+    if found:
+        return (f"holds an absolute path ({found[0][:60]}); a label names results and "
+                "reports: name the file, not its folder")
+    return None
 
 
 def _slug(label: str) -> str:

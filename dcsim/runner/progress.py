@@ -1,15 +1,16 @@
 """The progress of a ``dcsim run``: its progress line (:class:`ProgressLine`), and how far
 the runs in flight are.
 
-A run cannot tell the terminal how far it is: it may run in this process, in a pool worker
-or on a Dask worker on the same machine. When ``dcsim run`` draws its progress line on a
-terminal it names a scratch folder in the environment variable :data:`ENV` (inherited by
-the workers it starts); each run then keeps one small file there,
-``<run_id>.json`` (``{"done": requests offered, "total": requests or null, "time":
-simulated time, "elapsed": wall seconds}``), rewritten about once a second by a watcher
-thread and removed when the run ends. The watcher only *reads* the engine's counters, so
-what a run computes, and its rows, do not depend on whether anyone watches. Off a terminal
-(a log file, a batch job) the variable is unset and nothing is written.
+A run cannot tell the command how far it is: it may run in this process, in a pool worker
+or on a Dask worker on the same machine. While ``dcsim run`` reports progress (on a
+terminal, and off one unless ``--progress-every 0``) it names a scratch folder in the
+environment variable :data:`ENV` (inherited by the workers it starts); each run then keeps
+one small file there, ``<run_id>.json`` (``{"done": requests offered, "total": requests or
+null, "time": simulated time, "elapsed": wall seconds}``), rewritten about once a second
+(:data:`INTERVAL`, or :data:`ENV_INTERVAL` seconds) by a watcher thread and removed when
+the run ends. The watcher only *reads* the engine's counters, so what a run computes, and
+its rows, do not depend on whether anyone watches. Without the variable (a Dask worker
+that ``dcsim run`` did not start, a run outside ``dcsim run``) nothing is written.
 """
 
 from __future__ import annotations
@@ -26,8 +27,15 @@ from typing import Any
 #: the environment variable naming the folder of the in-flight runs' progress files
 ENV = "DCSIM_PROGRESS_DIR"
 
+#: the environment variable that shortens :data:`INTERVAL` (set by :class:`ProgressLine`
+#: when its lines come more often than once a second)
+ENV_INTERVAL = "DCSIM_PROGRESS_INTERVAL"
+
 #: seconds between two writes of a run's progress file
 INTERVAL = 1.0
+
+#: seconds between two progress lines off a terminal (``dcsim run --progress-every``)
+EVERY = 10.0
 
 #: ``probe()`` -> (requests offered so far, requests in all or None, simulated time)
 Probe = Callable[[], tuple[int, "int | None", float]]
@@ -37,10 +45,10 @@ Probe = Callable[[], tuple[int, "int | None", float]]
 def watch_run(run_id: str, probe: Probe, interval: float | None = None,
               folder: str | os.PathLike | None = None) -> Iterator[None]:
     """While the body runs, write ``probe()`` to ``<folder>/<run_id>.json`` every
-    ``interval`` seconds (default :data:`INTERVAL`; ``folder`` defaults to
-    ``$DCSIM_PROGRESS_DIR``; without one, do nothing). The file is removed when the body
-    ends, however it ends."""
-    interval = INTERVAL if interval is None else interval
+    ``interval`` seconds (default ``$DCSIM_PROGRESS_INTERVAL``, else :data:`INTERVAL`;
+    ``folder`` defaults to ``$DCSIM_PROGRESS_DIR``; without one, do nothing). The file is
+    removed when the body ends, however it ends."""
+    interval = _interval() if interval is None else interval
     where = folder if folder is not None else os.environ.get(ENV)
     if not where or not Path(where).is_dir():
         yield
@@ -75,6 +83,15 @@ def watch_run(run_id: str, probe: Probe, interval: float | None = None,
         stop.set()
         thread.join()
         path.unlink(missing_ok=True)
+
+
+def _interval() -> float:
+    """:data:`INTERVAL`, or the shorter interval ``$DCSIM_PROGRESS_INTERVAL`` names."""
+    try:
+        asked = float(os.environ.get(ENV_INTERVAL, ""))
+    except ValueError:
+        return INTERVAL
+    return min(INTERVAL, max(asked, 0.05)) if asked > 0 else INTERVAL
 
 
 def in_flight(folder: str | os.PathLike) -> list[dict[str, Any]]:
@@ -132,27 +149,33 @@ class ProgressLine:
     at each finished run, the end is re-estimated as its time plus the mean time per run so
     far × the runs left, and between runs the ETA counts down to that end, so it never
     stands still while runs of different costs are under way. On a terminal the line is
-    redrawn in place every second; off one (a log file, a batch job) one line is written
-    per finished run.
+    redrawn in place every second. Off one (a log file, a batch job) one plain line is
+    written per finished run, and one every ``every`` seconds (default :data:`EVERY`) when
+    no line came in that time, so a log shows a long run moving; ``every=0``: per finished
+    run only.
 
-    On a terminal the line also shows the runs in flight (:mod:`dcsim.runner.progress`):
-    requests offered and simulated time of a single run, the fraction done of several; and
-    while the runs left are all in flight, the ETA is projected from their own pace, so a
-    single long run has one before it ends. The scratch folder the runs report into is
-    made on entering and removed on leaving (``watch=False``: none)."""
+    The line also shows the runs in flight (:mod:`dcsim.runner.progress`): requests offered
+    and simulated time of a single run, the fraction done of several; and while the runs
+    left are all in flight, the ETA is projected from their own pace, so a single long run
+    has one before it ends. The scratch folder the runs report into is made on entering
+    and removed on leaving (``watch=False``: none; default: on a terminal, and off one
+    while ``every`` lines are written)."""
 
     def __init__(self, total: int, before: int, stream, tty: bool, clock=time.perf_counter,
-                 watch: bool | None = None):
+                 watch: bool | None = None, every: float | None = None):
         self.total, self.before, self.stream, self.tty, self.clock = (
             total, before, stream, tty, clock)
-        self.watch = tty if watch is None else watch
+        self.every = EVERY if every is None else max(float(every), 0.0)
+        self.watch = (tty or self.every > 0) if watch is None else watch
         self.folder: Path | None = None  # the in-flight runs' progress files
-        self._env_before: str | None = None
+        self._env_before: dict[str, str | None] = {}
         self.done = 0
         self.t0 = clock()
+        self.said = self.t0  # when the last plain line was written (off a terminal)
         self.end: float | None = None  # projected end, from the runs finished so far
         self._stop = threading.Event()
         self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
 
     def status(self) -> str:
         now = self.clock() - self.t0
@@ -162,24 +185,24 @@ class ProgressLine:
         if left:
             end = None if self.end is None else max(self.end - now, 0.0)
             if flight and len(flight) >= left:  # the last runs: their own pace tells
-                from dcsim.runner.progress import remaining
-
                 own = remaining(flight)
                 end = own if own is not None else end
             eta = ", ETA --" if end is None else f", ETA {duration(end)}"
         line = f"[{self.done}/{self.total}] runs done, {duration(now)} elapsed{eta}"
         if flight:
-            from dcsim.runner.progress import describe
-
             line += f"; {describe(flight)}"
         return line
 
     def _in_flight(self) -> list:
         if self.folder is None:
             return []
-        from dcsim.runner.progress import in_flight
-
         return in_flight(self.folder)
+
+    def _say(self) -> None:
+        """One plain line (off a terminal); the caller holds the lock."""
+        self.stream.write(self.status() + "\n")
+        self.stream.flush()
+        self.said = self.clock()
 
     def update(self, n: int) -> None:
         with self._lock:
@@ -189,8 +212,14 @@ class ProgressLine:
             now = self.clock() - self.t0
             self.end = now + now / (self.done - self.before) * (self.total - self.done)
             if not self.tty:
-                self.stream.write(self.status() + "\n")
-                self.stream.flush()
+                self._say()
+
+    def heartbeat(self) -> None:
+        """Off a terminal: a line, unless one was written less than ``every`` seconds ago
+        (a run that finished just now said it)."""
+        with self._lock:
+            if self.clock() - self.said >= self.every * 0.999:  # the wait's own rounding
+                self._say()
 
     def _draw(self) -> None:
         import shutil
@@ -200,41 +229,52 @@ class ProgressLine:
             self.stream.write("\r" + self.status()[:width] + "\033[K")
             self.stream.flush()
 
+    def _set_env(self, name: str, value: str) -> None:
+        self._env_before.setdefault(name, os.environ.get(name))
+        os.environ[name] = value  # inherited by the workers started after
+
     def __enter__(self):
         if self.watch:
-            import os
             import tempfile
 
-            from dcsim.runner.progress import ENV
-
             self.folder = Path(tempfile.mkdtemp(prefix="dcsim-progress-"))
-            self._env_before = os.environ.get(ENV)
-            os.environ[ENV] = str(self.folder)  # inherited by the workers started after
+            self._set_env(ENV, str(self.folder))
+            if not self.tty and 0 < self.every < 2 * INTERVAL:  # fresh numbers each line
+                self._set_env(ENV_INTERVAL, repr(self.every / 2))
         if self.tty:
             def tick() -> None:
                 while not self._stop.wait(1.0):
                     self._draw()
 
             self._draw()
-            threading.Thread(target=tick, name="dcsim-progress", daemon=True).start()
+        elif self.every > 0:
+            def tick() -> None:
+                while not self._stop.wait(self.every):
+                    self.heartbeat()
+        else:
+            return self
+        self._thread = threading.Thread(target=tick, name="dcsim-progress", daemon=True)
+        self._thread.start()
         return self
 
     def __exit__(self, *exc):
         self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+            self._thread = None
         if self.tty:
             self._draw()
             self.stream.write("\n")
             self.stream.flush()
         if self.folder is not None:
-            import os
             import shutil
 
-            from dcsim.runner.progress import ENV
-
-            if self._env_before is None:
-                os.environ.pop(ENV, None)
-            else:
-                os.environ[ENV] = self._env_before
+            for name, before in self._env_before.items():
+                if before is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = before
+            self._env_before = {}
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
         return False
