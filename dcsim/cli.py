@@ -209,16 +209,25 @@ def validate(config: Path, seeds: int | None, sets: tuple[str, ...]) -> None:
               help="Also the paired difference of every allocator against this one.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where to write the report (default: RESULTS/report).")
+@click.option("--correction", type=click.Choice(["none", "holm", "bonferroni"]),
+              default="none", show_default=True,
+              help="Multiple-comparison correction of the paired differences' * (and filled "
+                   "markers): over the allocators compared with the baseline at each sweep "
+                   "point, per metric.")
+@click.option("--point", "points", multiple=True, metavar="PARAM=VALUE",
+              help="A sweep point the per-point figures (CDF, heat map, time series) draw "
+                   "(repeatable; default: every point, at most 8).")
 @click.option("--no-figures", is_flag=True, help="Tables only.")
 def report(results: Path, metrics: tuple[str, ...], by: str | None, baseline: str | None,
-           out: Path | None, no_figures: bool) -> None:
+           out: Path | None, correction: str, points: tuple[str, ...],
+           no_figures: bool) -> None:
     """Tables (mean and 95 % interval over seeds), paired differences, figures and one HTML
     page from the output directory RESULTS of `dcsim run`."""
     from dcsim.report import make_report
     from dcsim.report.terminal import print_tables
 
     rep = make_report(results, list(metrics) or None, by, baseline, out,
-                      draw=not no_figures)
+                      draw=not no_figures, correction=correction, points=list(points))
     r = rep.results
     click.echo(f"{r.name}: {len(r.summary)} runs, {len(r.allocators)} allocators, "
                f"{r.seeds} seeds" + (f", swept: {', '.join(r.params)}" if r.params else ""))

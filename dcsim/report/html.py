@@ -53,6 +53,13 @@ def _figure(title: str, paths: list[Path], cls: str = "") -> str:
             f"(also <code>figures/{png.stem}.svg</code>)</figcaption></figure>")
 
 
+def _marks(rep) -> str:
+    """What a ``*`` says, as the end of "* marks a difference …"."""
+    star = rep.star()
+    return "whose interval excludes 0" if star == "the interval excludes 0" else \
+        f"{star} (its interval is the uncorrected 95 % one)"
+
+
 def write_html(rep, path: Path) -> Path:
     """Write ``rep`` (a :class:`~dcsim.report.build.Report`) as one HTML page: the notes on
     the seeds, the paired-difference figure (with a baseline), the tables, the other
@@ -89,13 +96,14 @@ def write_html(rep, path: Path) -> Path:
         if i >= n_levels:
             parts.append(f"<h3>{html.escape(rep.label(metric))}: paired difference against "
                          f"{html.escape(str(rep.baseline))}</h3><p>Same seed, same requests: "
-                         "the difference is taken seed by seed; * marks an interval that "
-                         "excludes 0.</p>")
+                         "the difference is taken seed by seed; * marks a difference "
+                         f"{html.escape(_marks(rep))}.</p>")
         else:
             parts.append(f"<h3>{html.escape(title)}</h3>")
         parts.append(_table(rows))
         if note:
-            parts.append(f'<p class="footnote">{html.escape(note)}</p>')
+            parts.append('<p class="footnote">'
+                         + "<br>".join(html.escape(x) for x in note.splitlines()) + "</p>")
     if rest:
         parts.append("<h2>Figures</h2>")
         parts += [_figure(title, paths) for title, paths in rest]

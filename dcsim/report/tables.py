@@ -7,6 +7,14 @@ numbers), so the difference ``metric(allocator) − metric(baseline)`` is taken 
 at each sweep point, and its mean and Student-t interval are computed over those
 differences. Seed-to-seed variation of the workload cancels, so the interval is usually far
 narrower than the two separate intervals suggest. Only seeds both ran are paired.
+
+**Significance.** ``excludes_zero`` says the 95 % interval excludes 0, the same as the
+two-sided t-test's ``p_value`` below 0.05. With several allocators against one baseline
+that is several tests at once; ``correction="holm"`` (or ``"bonferroni"``) adjusts the
+p-values over the family of one metric at one sweep point (the allocators' differences
+against the baseline there, those with an interval) and ``significant`` is then the
+adjusted ``p_adjusted`` below 0.05 (without a correction, ``significant`` is
+``excludes_zero``). The tables' ``*`` and the figure's filled markers show ``significant``.
 """
 
 from __future__ import annotations
@@ -14,12 +22,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 
 from dcsim.errors import ConfigError
+from dcsim.report.numbers import ALPHA, CORRECTIONS, adjust, cell, p_values
 from dcsim.results.stats import (
     STAT_COLUMNS,
-    cell,
     difference_range,
     interval_stats,
     metric_range,
@@ -43,13 +52,23 @@ def describe(summary: pd.DataFrame, metric: str, params: Sequence[str],
     return out[[*keys, "metric", *STAT_COLUMNS]]
 
 
+#: the columns :func:`paired` adds to :data:`~dcsim.results.stats.STAT_COLUMNS`
+TEST_COLUMNS = ["excludes_zero", "p_value", "p_adjusted", "significant"]
+
+
 def paired(summary: pd.DataFrame, metric: str, baseline: str, params: Sequence[str],
-           bounds: tuple[float, float] | None | str = _AUTO) -> pd.DataFrame:
+           bounds: tuple[float, float] | None | str = _AUTO,
+           correction: str = "none") -> pd.DataFrame:
     """One row per (sweep point, allocator other than ``baseline``): the mean paired
     difference ``allocator − baseline`` over the seeds both ran, its interval (clipped to
     the range of a difference of values in ``bounds``: [−1, 1] for a ratio), ``identical``
-    (the same difference in every seed: no interval, and never significant) and
-    ``excludes_zero`` (an interval wholly above or below 0)."""
+    (the same difference in every seed: no interval, and never significant),
+    ``excludes_zero`` (an interval wholly above or below 0), ``p_value`` (the two-sided
+    t-test of the differences' mean 0; NaN without an interval), ``p_adjusted`` (adjusted by
+    ``correction`` over the sweep point's allocators: :func:`mark`) and ``significant``."""
+    if correction not in CORRECTIONS:
+        raise ConfigError(f"--correction: no correction {correction!r}; the corrections "
+                          f"are {', '.join(CORRECTIONS)}")
     if baseline not in set(summary["allocator"]):
         raise ConfigError(f"--baseline: no allocator {baseline!r}; the allocators are "
                           f"{', '.join(dict.fromkeys(summary['allocator']))}")
@@ -65,7 +84,44 @@ def paired(summary: pd.DataFrame, metric: str, baseline: str, params: Sequence[s
     out.insert(len(group) + 1, "baseline", baseline)
     out["excludes_zero"] = ((out["n"] >= 2) & ~out["identical"] & out["half_width"].notna()
                             & ((out["ci_low"] > 0) | (out["ci_high"] < 0)))
-    return out[[*group, "metric", "baseline", *STAT_COLUMNS, "excludes_zero"]]
+    out["p_value"] = p_values(out["mean"], out["half_width"], out["n"], out["identical"])
+    out = mark(out, params, correction)
+    return out[[*group, "metric", "baseline", *STAT_COLUMNS, *TEST_COLUMNS]]
+
+
+def mark(df: pd.DataFrame, params: Sequence[str], correction: str = "none") -> pd.DataFrame:
+    """``df`` (rows of :func:`paired`) with ``p_adjusted``, its ``p_value`` adjusted by
+    ``correction`` within each family, one per sweep point (the rows that share the values
+    of ``params``), and ``significant``: ``p_adjusted`` below 0.05 (``excludes_zero`` with
+    no correction: the interval and the test agree)."""
+    df = df.copy()
+    adjusted = np.full(len(df), np.nan)
+    keys = list(params)
+    groups = (df.groupby(keys, sort=False, dropna=False, observed=True).indices.values()
+              if keys else [np.arange(len(df))])
+    p = df["p_value"].to_numpy(float)
+    for rows in groups:
+        adjusted[rows] = adjust(p[rows], correction)
+    df["p_adjusted"] = adjusted
+    if correction == "none":
+        df["significant"] = df["excludes_zero"].astype(bool)
+    else:
+        df["significant"] = np.nan_to_num(adjusted, nan=1.0) < ALPHA
+    return df
+
+
+def counts(df: pd.DataFrame) -> list[tuple[str, int, int, int, int, int]]:
+    """Per allocator of ``df`` (rows of :func:`paired`), in order: (allocator, cells with a
+    test, above zero and below zero by the interval alone, above and below after the
+    correction: ``significant``)."""
+    out = []
+    for alloc, g in df.groupby("allocator", sort=False):
+        tested = g["p_value"].notna()
+        up, down = g["mean"] > 0, g["mean"] < 0
+        raw, sig = g["excludes_zero"].astype(bool), g["significant"].astype(bool)
+        out.append((str(alloc), int(tested.sum()), int((raw & up).sum()),
+                    int((raw & down).sum()), int((sig & up).sum()), int((sig & down).sum())))
+    return out
 
 
 def row_params(summary: pd.DataFrame, params: Sequence[str], by: str | None) -> list[str]:
