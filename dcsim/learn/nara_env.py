@@ -40,6 +40,13 @@ an experiment file; :func:`env_config_from_experiment` reads them from one);
 :class:`~dcsim.sim.engine.Engine` given that generator, so a baseline run on the same seed
 sees the same requests. The episode terminates after the last arrival's
 decision (departures still pending are not simulated).
+
+``render_mode`` (Gymnasium's keyword; :mod:`dcsim.environments`): ``"ansi"``, ``render()`` is
+a few lines of text (the simulated time, the requests so far, the utilisation per resource
+and of the links, the pending request: its demand, the servers chosen, what remains, how
+many servers the mask offers); ``"rgb_array"``, an image with a bar per server and resource
+(the used fraction), the servers the mask offers marked green and those chosen for the
+pending request dark (one column group per action index, padding blank).
 """
 
 from __future__ import annotations
@@ -55,7 +62,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dcsim.allocators.multi.learned import GraphLayout, Observer, feature_sizes
 from dcsim.allocators.multi.step import MultiServerAllocator, Partial, allocate_multi_steps
-from dcsim.environments import register_envs
+from dcsim.environments import RENDER_MODES, bars_image, checked_render_mode, register_envs
 from dcsim.errors import ConfigError, DcsimError
 from dcsim.model import Placement, Request, StateView
 from dcsim.model.topologies import build_topology
@@ -197,12 +204,16 @@ class NaraEnv(gym.Env):
     """Choose the servers of Nara's multi-server requests one at a time (module docstring).
 
     ``NaraEnv(config)`` with a :class:`NaraEnvConfig` or a mapping of its fields; keyword
-    arguments override fields (``gymnasium.make("dcsim/Nara-v0", requests=128)``).
+    arguments override fields (``gymnasium.make("dcsim/Nara-v0", requests=128)``), except
+    ``render_mode`` (Gymnasium's: None, ``"ansi"`` or ``"rgb_array"``), which is not a
+    setting.
     """
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
 
-    def __init__(self, config: NaraEnvConfig | dict[str, Any] | None = None, **overrides):
+    def __init__(self, config: NaraEnvConfig | dict[str, Any] | None = None, *,
+                 render_mode: str | None = None, **overrides):
+        self.render_mode = checked_render_mode(render_mode, ENV_ID)
         if overrides:
             base = config.model_dump() if isinstance(config, NaraEnvConfig) else dict(
                 config or {})
@@ -314,6 +325,61 @@ class NaraEnv(gym.Env):
         """The eligible servers (bool, max_servers) of the pending choice."""
         return self._mask.copy()
 
+    def render(self) -> str | np.ndarray | None:
+        """The current state as text (``render_mode="ansi"``) or an image
+        (``"rgb_array"``); None without a render mode (module docstring)."""
+        if self.render_mode == "ansi":
+            return self._render_text()
+        if self.render_mode == "rgb_array":
+            return self._render_image()
+        return None
+
+    def _render_text(self) -> str:
+        eng = self.engine
+        if eng is None:
+            return f"{ENV_ID}: no episode yet (call reset())"
+        view, topo = eng.view, self.topology
+        cap, free = view.capacity, view.free
+        res = topo.resources
+        util = "  ".join(f"{r} {_share(cap[:, j] - free[:, j], cap[:, j])}"
+                         for j, r in enumerate(res))
+        if view.link_capacity.shape[0]:
+            util += f"  links {_share(view.link_capacity - view.link_free, view.link_capacity)}"
+        decided = len(self.allocator.results)
+        lines = [f"{ENV_ID}  t={view.now:g}  topology {self.topology_index} ({topo.name}, "
+                 f"{topo.n_servers} servers)",
+                 f"requests: {eng.received} of {self.config.requests} arrived, {decided} "
+                 f"decided, {eng.accepted} placed",
+                 f"utilisation: {util}"]
+        part = self.partial
+        if part is None:
+            lines.append(f"pending: nothing (the episode is over after {decided} decisions)")
+        else:
+            req = part.request
+            demand = " ".join(f"{r} {v:g}" for r, v in zip(res, req.demand, strict=True))
+            left = " ".join(f"{r} {v:g}" for r, v in zip(res, part.remaining, strict=True))
+            chosen = ", ".join(map(str, part.servers)) or "none yet"
+            lines += [f"pending: request {req.id} (demand {demand}, bandwidth "
+                      f"{req.bandwidth:.3g}, duration {req.duration:g})",
+                      f"  servers chosen: {chosen}; remaining {left}; the mask offers "
+                      f"{int(self._mask.sum())} of {self.max_servers} servers"]
+        return "\n".join(lines) + "\n"
+
+    def _render_image(self) -> np.ndarray:
+        S, R = self.max_servers, len(self.topologies[0].resources)
+        used = np.full((S, R), np.nan)
+        marks = np.zeros(S, dtype=np.int8)
+        if self.engine is not None:
+            view = self.engine.view
+            n = view.capacity.shape[0]
+            used[:n] = np.divide(view.capacity - view.free, view.capacity,
+                                 out=np.zeros(view.capacity.shape), where=view.capacity > 0)
+            part = self.partial
+            if part is not None:
+                marks[:len(self._mask)][self._mask] = 1
+                marks[part.servers] = 2
+        return bars_image(used, marks)
+
     # ------------------------------------------------------------------ helpers
     @property
     def partial(self) -> Partial | None:
@@ -362,6 +428,12 @@ class NaraEnv(gym.Env):
         return {"received": eng.received, "accepted": eng.accepted,
                 "decided": len(self.allocator.results), "invalid_action": invalid,
                 "topology": self.topology_index}
+
+
+def _share(used: np.ndarray, capacity: np.ndarray) -> str:
+    """``used`` over ``capacity`` (summed) as a percentage, ``"-"`` with no capacity."""
+    total = float(np.sum(capacity))
+    return f"{100.0 * float(np.sum(used)) / total:.1f}%" if total > 0 else "-"
 
 
 def observation_space(max_nodes: int, max_edges: int, max_servers: int, n_resources: int,

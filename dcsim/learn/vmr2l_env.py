@@ -22,6 +22,12 @@ its own host is always a legal no-op) and :meth:`VMR2LEnv.slot_mask` (for a chos
 the model's own feasibility plus the no-op). A masked action (what ``check_env`` and random
 agents send) is not an error: the step is a no-op with reward 0 and ``info["invalid"]``;
 with the masks, no action is ever invalid.
+
+``render_mode`` (Gymnasium's keyword; :mod:`dcsim.environments`): ``"ansi"``, ``render()`` is
+a few lines of text (the step and the migrations left, the fragment and the utilisation per
+resource, what the last step did); ``"rgb_array"``, an image with a bar per slot (host ×
+NUMA, the action's slot order) for the used cpu and memory, the last migration's source
+marked red and its destination dark.
 """
 
 from __future__ import annotations
@@ -31,9 +37,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from dcsim.environments import register_envs
+from dcsim.environments import RENDER_MODES, bars_image, checked_render_mode, register_envs
 from dcsim.errors import ConfigError
 from dcsim.reschedulers.vmr2l import (
     HOST_FEATURES,
@@ -44,9 +50,11 @@ from dcsim.reschedulers.vmr2l import (
     tokens_of,
     update_features,
 )
+from dcsim.validation import first_error
 from dcsim.vm.mapping_io import parse_mapping
 from dcsim.vm.model import MappingState
 from dcsim.vm.synthetic import PRESETS, synthetic_preset
+from dcsim.vm.types import BOTH, MoveRecord
 
 ENV_ID = "dcsim/VMR2L-v0"
 REWARD_SCALE = 128.0
@@ -95,17 +103,36 @@ class VMR2LEnvConfig(BaseModel):
         return self.max_vms if self.max_vms is not None else 16 * self.max_hosts
 
 
+def load_env_config(config: VMR2LEnvConfig | dict[str, Any] | None = None,
+                    overrides: dict[str, Any] | None = None, where: str = "env"
+                    ) -> VMR2LEnvConfig:
+    """``config`` (a :class:`VMR2LEnvConfig`, a mapping of its fields or None for the
+    defaults) with ``overrides`` replacing fields, validated; an invalid or unknown field is
+    a :class:`~dcsim.errors.ConfigError` naming it (``env.mnl: ...``)."""
+    if isinstance(config, VMR2LEnvConfig) and not overrides:
+        return config
+    base = config.model_dump() if isinstance(config, VMR2LEnvConfig) else dict(config or {})
+    try:
+        return VMR2LEnvConfig.model_validate({**base, **overrides})
+    except ValidationError as e:
+        raise ConfigError(first_error(e, where)) from None
+
+
 class VMR2LEnv(gym.Env):
-    """VMR²L rescheduling as a Gymnasium environment (see the module docstring)."""
+    """VMR²L rescheduling as a Gymnasium environment (see the module docstring).
 
-    metadata = {"render_modes": []}
+    ``VMR2LEnv(config)`` with a :class:`VMR2LEnvConfig` (or a mapping of its fields); keyword
+    arguments override fields (``gymnasium.make("dcsim/VMR2L-v0", hosts=8)``), except
+    ``render_mode`` (Gymnasium's: None, ``"ansi"`` or ``"rgb_array"``), which is not a
+    setting.
+    """
 
-    def __init__(self, config: VMR2LEnvConfig | None = None, **kwargs: Any):
-        if config is None:
-            config = VMR2LEnvConfig(**kwargs)
-        elif kwargs:
-            config = config.model_copy(update=kwargs)
-        self.config = config
+    metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
+
+    def __init__(self, config: VMR2LEnvConfig | dict[str, Any] | None = None, *,
+                 render_mode: str | None = None, **kwargs: Any):
+        self.render_mode = checked_render_mode(render_mode, ENV_ID)
+        self.config = config = load_env_config(config, kwargs)
         H, M = config.max_hosts, config.vm_capacity
         self.observation_space = spaces.Dict({
             "hosts": spaces.Box(0.0, 1.0, (H, HOST_FEATURES), dtype=np.float32),
@@ -119,6 +146,9 @@ class VMR2LEnv(gym.Env):
         self.state: MappingState | None = None
         self.tokens = np.zeros(0, dtype=np.int64)
         self.t = 0
+        #: what the last step did, for render(): None before it, else (invalid, the move
+        #: applied or None, the fragment before, after)
+        self._last: tuple[bool, MoveRecord | None, int, int] | None = None
 
     # ------------------------------------------------------------------ helpers
     def _draw(self) -> MappingState:
@@ -139,6 +169,7 @@ class VMR2LEnv(gym.Env):
         self.state = state.copy()
         self.tokens = tokens
         self.t = 0
+        self._last = None
         self._features = observe(self.state, self.tokens)
         self._fragment = self.state.fragment()
         self._total_free = self.state.total_free_cpu()   # a migration does not change it
@@ -193,22 +224,89 @@ class VMR2LEnv(gym.Env):
         token, slot = int(action[0]), int(action[1])
         before = self._fragment
         invalid = not (0 <= token < len(self.tokens)) or not self.slot_mask(token)[slot]
-        moved = None
+        moved = record = None
         if not invalid:
             m = slot_migration(self.state, int(self.tokens[token]), slot)
             if m is not None:
                 src = int(self.state.vm_host[m.vm])
-                self.state.apply(m, self.t + 1)
+                record = self.state.apply(m, self.t + 1)
                 self._moved(src, m.host)
                 moved = m
         self.t += 1
         after = self._fragment = self.state.fragment() if moved is not None else before
+        self._last = (invalid, record, before, after)
         reward = (before - after) / REWARD_SCALE
         done = self.t >= self.config.mnl
         info = {"invalid": invalid, "moved": moved is not None, "migration": moved,
                 "fragment": after,   # MappingState.fragment_rate(), without summing again
                 "fragment_rate": after / self._total_free if self._total_free else 0.0}
         return self._obs(), float(reward), done, False, info
+
+
+    # ------------------------------------------------------------------ rendering
+    def render(self) -> str | np.ndarray | None:
+        """The current state as text (``render_mode="ansi"``) or an image
+        (``"rgb_array"``); None without a render mode (module docstring)."""
+        if self.render_mode == "ansi":
+            return self._render_text()
+        if self.render_mode == "rgb_array":
+            return self._render_image()
+        return None
+
+    def _render_text(self, env_id: str = ENV_ID) -> str:
+        """``render()``'s text, headed by ``env_id`` (the two-step variant's own)."""
+        st, cfg = self.state, self.config
+        if st is None:
+            return f"{env_id}: no episode yet (call reset())"
+        free = st.total_free_cpu()
+        lines = [
+            f"{env_id}  step {self.t} of {cfg.mnl} ({cfg.mnl - self.t} to go)  "
+            f"{st.n_hosts} hosts, {len(self.tokens)} migratable VMs of {st.n_vms}",
+            f"fragment: {self._fragment} of {free} free cores (rate "
+            f"{self._fragment / free if free else 0.0:.4f})  utilisation: cpu "
+            f"{100 * st.util_cpu():.1f}%  mem {100 * st.util_mem():.1f}%"]
+        if self._last is None:
+            lines.append("last step: none yet")
+        else:
+            invalid, rec, before, after = self._last
+            if rec is not None:
+                what = (f"VM {st.vm_ids[rec.vm]} moved {_slot(st, rec.from_host, rec.from_numa)}"
+                        f" -> {_slot(st, rec.to_host, rec.to_numa)}, fragment {before} -> "
+                        f"{after} cores")
+            else:
+                what = ("an action the masks forbid (a no-op)" if invalid
+                        else "a no-op (the VM's own host)")
+            lines.append(f"last step: {what}")
+        return "\n".join(lines) + "\n"
+
+    def _render_image(self, marks: np.ndarray | None = None) -> np.ndarray:
+        """The slots' used cpu and memory; ``marks`` (per slot) replaces the last
+        migration's."""
+        H = self.config.max_hosts
+        used = np.full((2 * H, 2), np.nan)
+        if self.state is None:
+            return bars_image(used, np.zeros(2 * H, dtype=np.int8))
+        st = self.state
+        for k, (cap, fr) in enumerate(((st.cap_cpu, st.free_cpu), (st.cap_mem, st.free_mem))):
+            used[:2 * st.n_hosts, k] = np.divide(cap - fr, cap, out=np.zeros(cap.shape),
+                                                 where=cap > 0).ravel()
+        if marks is None:
+            marks = np.zeros(2 * H, dtype=np.int8)
+            rec = self._last[1] if self._last is not None else None
+            if rec is not None:
+                marks[_slots(rec.from_host, rec.from_numa)] = 3
+                marks[_slots(rec.to_host, rec.to_numa)] = 2
+        return bars_image(used, marks)
+
+
+def _slots(host: int, numa: int) -> list[int]:
+    """The action slots (``2h + j``) a VM on ``host``, NUMA ``numa`` occupies."""
+    return [2 * host, 2 * host + 1] if numa == BOTH else [2 * host + numa]
+
+
+def _slot(state: MappingState, host: int, numa: int) -> str:
+    """``host/numa`` as text (``host/both`` for a double-NUMA VM)."""
+    return f"{state.host_ids[host]}/{'both' if numa == BOTH else numa}"
 
 
 def register() -> None:

@@ -25,6 +25,10 @@ actions. Observation: ``VMR2LEnv``'s, plus ``stage`` and ``chosen``. Options and
 ``reset(options={"mapping": state})`` starts from a given mapping; ``info["migration"]`` is
 the :class:`~dcsim.vm.types.Migration` a slot step applied (None if it moved nothing).
 
+``render_mode``: ``dcsim/VMR2L-v0``'s (``"ansi"``, ``"rgb_array"``), plus the stage: in the
+slot stage the text names the chosen VM and how many slots it may take, and the image marks
+those slots green and the VM's own red.
+
 dcsim's own trainer and the shipped VMR²L policy use ``dcsim/VMR2L-v0`` and choose both
 parts in one forward pass; this variant changes neither.
 """
@@ -37,8 +41,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from dcsim.environments import register_envs
-from dcsim.learn.vmr2l_env import VMR2LEnv, VMR2LEnvConfig
+from dcsim.environments import RENDER_MODES, checked_render_mode, register_envs
+from dcsim.learn.vmr2l_env import VMR2LEnv, VMR2LEnvConfig, _slot, _slots
 
 __all__ = ["ENV_ID", "VMR2LTwoStepEnv"]
 
@@ -48,10 +52,13 @@ ENV_ID = "dcsim/VMR2L-TwoStep-v0"
 class VMR2LTwoStepEnv(gym.Env):
     """A migration as two steps, the VM then its slot (see the module docstring)."""
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
 
-    def __init__(self, config: VMR2LEnvConfig | None = None, **kwargs: Any):
-        #: the wrapped one-action-per-migration environment (its state, masks and reward)
+    def __init__(self, config: VMR2LEnvConfig | dict[str, Any] | None = None, *,
+                 render_mode: str | None = None, **kwargs: Any):
+        self.render_mode = checked_render_mode(render_mode, ENV_ID)
+        #: the wrapped one-action-per-migration environment (its state, masks and reward;
+        #: this one renders through it)
         self.inner = VMR2LEnv(config, **kwargs)
         self.config = self.inner.config
         H, M = self.config.max_hosts, self.config.vm_capacity
@@ -110,6 +117,30 @@ class VMR2LTwoStepEnv(gym.Env):
                 token, slot = -1, 0   # past the slots: a no-op, as a masked slot is
         obs, reward, terminated, truncated, info = self.inner.step((token, slot))
         return self._observe(obs), reward, terminated, truncated, {**info, "stage": 0}
+
+    def render(self) -> str | np.ndarray | None:
+        """``dcsim/VMR2L-v0``'s text or image of the current state, with the stage (module
+        docstring); None without a render mode."""
+        inner, token = self.inner, self.token
+        if self.render_mode == "ansi":
+            text = inner._render_text(ENV_ID)
+            if inner.state is None:
+                return text
+            if token is None:
+                return text + "pending: the VM stage (choose a VM token)\n"
+            st = inner.state
+            k = int(inner.tokens[token])
+            return (text + f"pending: the slot stage for VM {st.vm_ids[k]} (token {token}, on "
+                    f"{_slot(st, int(st.vm_host[k]), int(st.vm_numa[k]))}): "
+                    f"{int(inner.slot_mask(token).sum())} legal slots\n")
+        if self.render_mode == "rgb_array":
+            if token is None or inner.state is None:
+                return inner._render_image()
+            k = int(inner.tokens[token])
+            marks = inner.slot_mask(token).astype(np.int8)
+            marks[_slots(int(inner.state.vm_host[k]), int(inner.state.vm_numa[k]))] = 3
+            return inner._render_image(marks)
+        return None
 
 
 register_envs()
