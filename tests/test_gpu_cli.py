@@ -138,7 +138,7 @@ def test_run_writes_consistent_summary_pods_and_timeseries(good):
         for r in run.itertuples():
             devices = list(r.devices)
             if not r.accepted:
-                assert r.node == -1 and devices == []
+                assert pd.isna(r.node) and devices == []   # null: no node
                 continue
             assert len(devices) == r.num_gpu and len(set(devices)) == r.num_gpu
             assert all(0 <= d < nodes["gpu"][r.node] for d in devices)

@@ -27,6 +27,7 @@ import pandas as pd
 
 from dcsim.errors import ConfigError
 from dcsim.report.numbers import ALPHA, CORRECTIONS, adjust, cell, p_values
+from dcsim.results.schema import param_text
 from dcsim.results.stats import (
     STAT_COLUMNS,
     difference_range,
@@ -175,10 +176,9 @@ def same(col: pd.Series, v) -> pd.Series:
 
 
 def fmt(v) -> str:
-    """A sweep value as a table or legend shows it (``none`` when absent)."""
-    if missing(v):
-        return "none"
-    return f"{v:g}" if isinstance(v, float) else str(v)
+    """A sweep value as a table or legend shows it (``none`` when absent), as every table
+    dcsim prints spells it (:func:`dcsim.results.schema.param_text`)."""
+    return param_text(v)
 
 
 def in_order(df: pd.DataFrame, labels: Sequence[str]) -> pd.DataFrame:

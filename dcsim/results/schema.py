@@ -13,6 +13,15 @@ length is refused with a :class:`SchemaError` naming the table and the column, a
 the run is kept. ``docs/reference/outputs.md`` is checked against these declarations
 (``tests/test_schema.py``).
 
+**Missing values are nulls.** Where a value does not apply (a rejected request's ``start``,
+a job that never finished, a run that measured nothing) the column holds an Arrow null,
+never NaN, and typed columns stay typed: an int column's engine marker (``-1`` for a
+rejected VM's ``host``) is written as a null int (:attr:`Col.sentinel`). Each column that
+can be null says when (:attr:`Col.null`); in ``summary.parquet`` a column that only some
+runs have (one with ``when``, in a sweep whose points differ) is null in the others, and a
+sweep parameter is null at a point the YAML gives as ``null``. pandas skips nulls in its
+aggregates, polars and duckdb too; they did not skip NaN (``tests/test_nulls.py``).
+
 Around a table's own columns the writer adds the run's sweep parameters (constant per file,
 typed once for the whole sweep: :func:`param_types`) and, when read back as a dataset, the
 partition columns ``allocator`` and ``seed``.
@@ -21,11 +30,13 @@ partition columns ``allocator`` and ``seed``.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 
 from dcsim.errors import DcsimError
@@ -54,11 +65,19 @@ class Col:
     when: str | None = None  # only when the run has this property ("links")
     #: the values it can take, (low, high), where its unit does not say (a ratio of counts)
     bounds: tuple[float, float] | None = None
+    #: when the column holds a null: the rows where a value does not apply ("rejected")
+    null: str | None = None
+    #: an int column's value in the engine's records that is written as null (-1)
+    sentinel: int | None = None
 
     @property
     def range(self) -> tuple[float, float] | None:
         """The values the column can take: its ``bounds``, else [0, 1] for a fraction."""
         return self.bounds or ((0.0, 1.0) if self.unit == "fraction" else None)
+
+    @property
+    def nullable(self) -> bool:
+        return self.null is not None
 
     @property
     def family(self) -> str | None:
@@ -89,6 +108,7 @@ class Table:
         ``attribute``, stays open), columns whose ``when`` is not in ``flags`` left out."""
         flags = set(flags)
         fixed: list[tuple[str, pa.DataType | None]] = []
+        sentinels: dict[str, int] = {}
         open_family: Col | None = None
         for c in self.columns:
             if c.when is not None and c.when not in flags:
@@ -99,7 +119,9 @@ class Table:
                 continue
             names = families.get(c.family, ()) if c.family else ()
             fixed.extend((n, ARROW[c.type]) for n in c.expand(names))
-        return Bound(self.name, fixed, open_family)
+            if c.sentinel is not None:
+                sentinels.update(dict.fromkeys(c.expand(names), c.sentinel))
+        return Bound(self.name, fixed, open_family, sentinels)
 
 
 @dataclass
@@ -110,6 +132,8 @@ class Bound:
     table: str
     columns: list[tuple[str, pa.DataType | None]]
     open_family: Col | None = None
+    #: int columns whose engine marker (-1) is written as null (:attr:`Col.sentinel`)
+    sentinels: dict[str, int] = field(default_factory=dict)
 
     def resolve(self, names: Iterable[str]) -> list[tuple[str, pa.DataType | None]]:
         """The final column list given a first batch's ``names`` (in order); raises
@@ -186,6 +210,14 @@ def _kind(v: Any) -> str:
     return "string"
 
 
+def param_text(v: Any) -> str:
+    """A sweep value as every table dcsim prints shows it: ``none`` where the YAML gave
+    ``null`` (read back as None, NaN or pandas' NA), ``%g`` for a float, else as text."""
+    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+        return "none"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
 def param_value(v: Any, type_name: str) -> Any:
     """``v`` as its column's type (numbers and text as they are; anything else as JSON)."""
     if v is None:
@@ -199,6 +231,7 @@ def param_value(v: Any, type_name: str) -> Any:
 
 # ------------------------------------------------------------------------------ tables
 _RES = "the topology's resources, e.g. `cpu`, `mem`"
+_NOTHING = "nothing was measured"
 
 LOSS_REQUESTS = Table("requests", (
     Col("id", "int64", "—", "arrival index within the run, from 0"),
@@ -209,13 +242,15 @@ LOSS_REQUESTS = Table("requests", (
     Col("<attribute>", "inferred", "—", "one column per workload attribute"),
     Col("accepted", "bool", "—", "whether it was placed"),
     Col("wait", "float64", "time", "time held before being offered (capacity: wait)"),
-    Col("start", "float64", "time", "when it started holding resources; NaN if rejected"),
+    Col("start", "float64", "time", "when it started holding resources", null="rejected"),
     Col("end", "float64", "time", "start + duration (+ power.power_on_delay when its "
-        "server was switched on for it); NaN if rejected"),
+        "server was switched on for it)", null="rejected"),
     Col("n_servers", "int64", "servers", "number of servers used"),
     Col("servers", "list<int64>", "—", "indices of the servers used"),
-    Col("locality", "int64", "—", "0 one server, 1 one rack, 2 one pod, 3 across pods"),
-    Col("footprint", "float64", "bandwidth", "bandwidth reserved on all links"),
+    Col("locality", "int64", "—", "0 one server, 1 one rack, 2 one pod, 3 across pods",
+        null="rejected, or its rack or pod unknown", sentinel=-1),
+    Col("footprint", "float64", "bandwidth", "bandwidth reserved on all links",
+        null="rejected"),
     Col("measured", "bool", "—", "counted in the summary (after warm-up)"),
     Col("decision_s", "float64", "wall-clock s", "time the allocate call took"),
 ), "one per request")
@@ -259,12 +294,15 @@ LOSS_FAILURES = Table("component_failures", (
 LOSS_SUMMARY = Table("summary", (
     Col("received", "int64", "requests", "measured arrivals"),
     Col("accepted", "int64", "requests", "measured arrivals placed"),
-    Col("acceptance_ratio", "float64", "—", "accepted / received", bounds=(0, 1)),
-    Col("acceptance_last20", "float64", "—", "the Nara papers' acceptance", bounds=(0, 1)),
+    Col("acceptance_ratio", "float64", "—", "accepted / received", bounds=(0, 1),
+        null=_NOTHING),
+    Col("acceptance_last20", "float64", "—", "the Nara papers' acceptance", bounds=(0, 1),
+        null=_NOTHING),
     Col("util_<resource>", "float64", "fraction", "time-averaged used share"),
     Col("util_bw_<tier>", "float64", "fraction", "time-averaged reserved share of a tier",
         when="links"),
-    Col("util_<resource>_last50", "float64", "fraction", "Nara's per-request utilisation"),
+    Col("util_<resource>_last50", "float64", "fraction", "Nara's per-request utilisation",
+        null=_NOTHING),
     Col("mean_concurrent", "float64", "requests", "time-averaged requests held"),
     Col("window_start", "float64", "time", "the measured window's start"),
     Col("window_end", "float64", "time", "the measured window's end"),
@@ -302,11 +340,11 @@ QUEUE_JOBS = Table("jobs", (
     Col("<resource>", "float64", "slots", "demand per resource"),
     Col("accepted", "bool", "—", "admitted"),
     Col("dropped", "bool", "—", "dropped on a full backlog"),
-    Col("start", "float64", "steps", "when it started (NaN if it never did)"),
-    Col("end", "float64", "steps", "when it finished (NaN if it never did)"),
-    Col("wait", "float64", "steps", "start − arrival"),
-    Col("completion_time", "float64", "steps", "end − arrival"),
-    Col("slowdown", "float64", "—", "completion_time / duration"),
+    Col("start", "float64", "steps", "when it started", null="it never started"),
+    Col("end", "float64", "steps", "when it finished", null="it never finished"),
+    Col("wait", "float64", "steps", "start − arrival", null="it never started"),
+    Col("completion_time", "float64", "steps", "end − arrival", null="it never finished"),
+    Col("slowdown", "float64", "—", "completion_time / duration", null="it never finished"),
 ), "one per job")
 
 QUEUE_TIMESERIES = Table("timeseries", (
@@ -323,8 +361,9 @@ QUEUE_SUMMARY = Table("summary", (
     Col("received", "int64", "jobs", "jobs of all the run's job sets"),
     Col("accepted", "int64", "jobs", "jobs admitted"),
     Col("acceptance_ratio", "float64", "—", "accepted / received", bounds=(0, 1)),
-    Col("mean_slowdown", "float64", "—", "the DeepRM metric"),
-    Col("mean_completion_time", "float64", "steps", "mean finish − arrival"),
+    Col("mean_slowdown", "float64", "—", "the DeepRM metric", null="no job finished"),
+    Col("mean_completion_time", "float64", "steps", "mean finish − arrival",
+        null="no job finished"),
     Col("finished", "int64", "jobs", "finished jobs"),
     Col("dropped", "int64", "jobs", "dropped jobs"),
     Col("unfinished", "int64", "jobs", "jobs never started or cut"),
@@ -349,7 +388,8 @@ VM_STATIC_SUMMARY = Table("summary", (
     Col("fr_after", "float64", "—", "fragment rate after", bounds=(0, 1)),
     Col("migrations", "int64", "migrations", "steps used"),
     Col("seconds", "float64", "wall-clock s", "the rescheduler's own time"),
-    Col("bound", "float64", "—", "a lower bound on the reachable FR", bounds=(0, 1)),
+    Col("bound", "float64", "—", "a lower bound on the reachable FR", bounds=(0, 1),
+        null="the rescheduler gives none"),
     Col("status", "string", "—", "how the rescheduler ended"),
     Col("fragment_before", "int64", "cores", "Σ free cores mod 16 before"),
     Col("fragment_after", "int64", "cores", "Σ free cores mod 16 after"),
@@ -385,8 +425,8 @@ VM_ONLINE_VMS = Table("vms", (
     Col("mem", "int64", "MB", "memory"),
     Col("numas", "int64", "—", "1 or 2"),
     Col("accepted", "bool", "—", "whether it was placed"),
-    Col("host", "int64", "—", "host index at arrival; −1 rejected"),
-    Col("numa", "int64", "—", "0, 1; −1 both; −2 rejected"),
+    Col("host", "int64", "—", "host index at arrival", null="rejected", sentinel=-1),
+    Col("numa", "int64", "—", "0, 1; −1 both", null="rejected", sentinel=-2),
     Col("migrations", "int64", "—", "times it moved"),
     Col("decision_s", "float64", "wall-clock s", "the placer's time"),
     Col("interruptions", "int64", "—", "times a host failure hit it", when="failures"),
@@ -454,7 +494,8 @@ GPU_PODS = Table("pods", (
     Col("gpu_milli", "int64", "milli-GPU", "share of each GPU asked (1000: whole GPUs)"),
     Col("gpu_types", "string", "—", "the GPU models it accepts, |-separated; empty: any"),
     Col("accepted", "bool", "—", "whether it was placed"),
-    Col("node", "int64", "—", "node index (the node list's row); −1 if rejected"),
+    Col("node", "int64", "—", "node index (the node list's row)", null="rejected",
+        sentinel=-1),
     Col("devices", "list<int64>", "—", "the GPU devices of its node it took"),
     Col("arrived_gpu_share", "float64", _GPU_SHARE, "GPU asked by the pods offered so "
         "far (this one included)", bounds=(0.0, float("inf"))),

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from dcsim.results.schema import SUMMARY_TAIL, TABLES, Col
+from dcsim.results.schema import SUMMARY_TAIL, TABLES, Col, param_text
 
 #: a cell whose values are all equal
 IDENTICAL = "identical in every seed"
@@ -267,7 +267,7 @@ def headline(summary: pd.DataFrame, by: list[str], limit: int = 4, mode: str | N
     rows = [[*by, *metrics, "seeds"]]
     for i in range(len(columns[0])):
         key = columns[0].iloc[i][by]
-        rows.append([*(str(k) for k in key), *(cell(c.iloc[i]) for c in columns),
+        rows.append([*(param_text(k) for k in key), *(cell(c.iloc[i]) for c in columns),
                      str(seeds.iloc[i])])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) if i < len(by) else c.rjust(w)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -65,6 +66,34 @@ def label_problem(label: str) -> str | None:
     return None
 
 
+def arrow_column(values: Any, typ: pa.DataType | None, sentinel: int | None = None) -> pa.Array:
+    """One column of a batch as Arrow, of its declared type (None: inferred). Where a value
+    does not apply it is null, never NaN: a float NaN is written as null, and so is an int
+    column's ``sentinel`` (:attr:`~dcsim.results.schema.Col.sentinel`), so that pandas,
+    polars and duckdb all skip it (polars' ``mean`` and duckdb's ``avg`` over a NaN give
+    NaN). A column of nulls only is float64."""
+    if sentinel is not None:
+        arr = np.asarray(values)
+        out = pa.array(arr, type=typ, mask=arr == sentinel)
+    else:
+        out = pa.array(values, type=typ, from_pandas=True)
+    return out.cast(pa.float64()) if pa.types.is_null(out.type) else out
+
+
+def nullable_ints(names: Any) -> dict[bytes, bytes] | None:
+    """Schema metadata that makes pandas read the int columns ``names`` (which may hold
+    nulls) as its nullable ``Int64``, not as float64 with NaN: the part of the metadata
+    pandas itself writes for such a column, which pyarrow's ``to_pandas`` follows (polars
+    and duckdb read the Arrow type, int64, as it is)."""
+    names = list(names)
+    if not names:
+        return None
+    meta = {"index_columns": [], "column_indexes": [], "columns": [
+        {"name": n, "field_name": n, "pandas_type": "int64", "numpy_type": "Int64",
+         "metadata": None} for n in names]}
+    return {b"pandas": json.dumps(meta).encode()}
+
+
 class _Stream:
     """One declared table of one run, written in row groups to a hidden temporary name.
     Every batch must have exactly the table's columns, all of one length; the first fixes
@@ -89,20 +118,16 @@ class _Stream:
         if self.columns is None:
             self.columns = self.table.resolve(columns)
         n = check_batch(self.table.table, columns, [c for c, _ in self.columns])
-        arrays = {}
-        for name, typ in self.columns:
-            arr = pa.array(columns[name], type=typ) if typ is not None else pa.array(
-                columns[name])
-            if pa.types.is_null(arr.type):
-                arr = arr.cast(pa.float64())
-            arrays[name] = arr
+        arrays = {name: arrow_column(columns[name], typ, self.table.sentinels.get(name))
+                  for name, typ in self.columns}
         for k, (v, typ) in self.constants.items():
             if k in arrays:  # a sweep column would silently replace the table's own
                 raise SchemaError(f"{self.table.table}: the sweep column {k!r} is also one "
                                   f"of the table's own columns")
             arrays[k] = pa.array([v] * n, type=typ)
         if self.schema is None:
-            self.schema = pa.schema([pa.field(k, a.type) for k, a in arrays.items()])
+            self.schema = pa.schema([pa.field(k, a.type) for k, a in arrays.items()],
+                                    metadata=nullable_ints(self.table.sentinels))
             self.final.parent.mkdir(parents=True, exist_ok=True)
             self.writer = pq.ParquetWriter(self.tmp, self.schema, compression="zstd")
         table = pa.Table.from_arrays([arrays[f.name].cast(f.type) for f in self.schema],
@@ -187,7 +212,9 @@ def write_table_file(path: Path, table: Table, columns: dict[str, Any],
     bound = table.bind(**families)
     names = bound.resolve(columns)
     check_batch(table.name, columns, [n for n, _ in names])
-    arrow = pa.table({n: pa.array(columns[n], type=t) for n, t in names})
+    arrow = pa.table({n: arrow_column(columns[n], t, bound.sentinels.get(n)) for n, t in names})
+    arrow = arrow.replace_schema_metadata(nullable_ints(n for n in bound.sentinels
+                                                        if n in arrow.column_names))
     sink = pa.BufferOutputStream()
     pq.write_table(arrow, sink)
     write_atomic(Path(path), sink.getvalue().to_pybytes())
@@ -241,6 +268,11 @@ def finished_runs(out: Path) -> dict[str, dict[str, Any]]:
 def write_summary(out: Path, rows: list[dict[str, Any]], order: list[str]) -> Path:
     """Write ``summary.parquet`` (rows in run order) atomically."""
     df = pd.DataFrame(rows)
+    for c in df.columns:   # an int column that some runs lack stays int (nullable Int64)
+        values = [r[c] for r in rows if r.get(c) is not None]
+        if values and len(values) < len(rows) and all(
+                isinstance(v, int | np.integer) and not isinstance(v, bool) for v in values):
+            df[c] = pd.array([r.get(c) for r in rows], dtype="Int64")
     if "run_id" in df.columns and order:
         rank = {r: i for i, r in enumerate(order)}
         df = df.sort_values("run_id", key=lambda s: s.map(rank)).reset_index(drop=True)

@@ -208,8 +208,15 @@ def run_experiment(
     ``failures.jsonl`` and the others go on; if any failed, :class:`RunsFailed` is raised
     after the summary and manifest are written.
     """
+    from dcsim.results.unify import unify_tables
     from dcsim.results.verify import refuse_links
-    from dcsim.results.writer import finished_runs, write_atomic, write_json, write_summary
+    from dcsim.results.writer import (
+        finished_runs,
+        run_records,
+        write_atomic,
+        write_json,
+        write_summary,
+    )
     from dcsim.runner.fingerprint import experiment_code
 
     out = Path(out) if out is not None else Path("results") / exp.name
@@ -268,6 +275,9 @@ def run_experiment(
                     (out / FAILURES).unlink(missing_ok=True)
             present = [rows[i] for i in order if i in rows]
             if present:
+                # one column list per table over the runs (a sweep's points can differ)
+                records = run_records(out)
+                unify_tables(out, {k: records[k] for k in order if k in records})
                 write_summary(out, present, order)
             write_json(out / "manifest.json",
                        _manifest(exp, rows, failures, started, executor.describe(), code))
