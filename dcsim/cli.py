@@ -11,8 +11,9 @@ from pathlib import Path
 import click
 
 from dcsim import __version__
+from dcsim.durations import duration
 from dcsim.errors import DcsimError
-from dcsim.runner.progress import ProgressLine, duration
+from dcsim.runner.progress import ProgressLine
 
 
 class _Group(click.Group):

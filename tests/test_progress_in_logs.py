@@ -38,14 +38,14 @@ def _rows(path: Path) -> pd.DataFrame:
 
 
 def test_a_single_run_logs_progress_lines_while_it_runs(tmp_path):
-    """One run of a few seconds, stdout and stderr in a log file, a line every 0.2 s: many
+    """One run of a second or more, stdout and stderr in a log file, a line every 0.05 s: many
     lines before the run ends, each one plain, with the run's requests, simulated time
     and an ETA (a 60 s run at the default 10 s gives 5 or 6)."""
     cfg = _config(tmp_path, 40_000)
     log = tmp_path / "run.log"
     with open(log, "w") as f:
         p = subprocess.run([sys.executable, "-m", "dcsim", "run", str(cfg), "--out",
-                            str(tmp_path / "logged"), "--progress-every", "0.2"],
+                            str(tmp_path / "logged"), "--progress-every", "0.05"],
                            stdout=f, stderr=subprocess.STDOUT, cwd=tmp_path, timeout=300,
                            env={k: v for k, v in os.environ.items() if k != ENV})
     text = log.read_text()

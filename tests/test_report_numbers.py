@@ -5,7 +5,6 @@ differences (Holm by hand, and its properties)."""
 from __future__ import annotations
 
 import math
-import re
 from decimal import Decimal
 
 import numpy as np
@@ -27,21 +26,7 @@ from dcsim.report.numbers import (
     interval_text,
     p_values,
 )
-
-NUMBER = re.compile(r"^(-?\d+(?:\.(\d+))?)(e[+-]\d+)?$")
-
-
-def parts(text: str) -> list[tuple[Decimal, int, str]]:
-    """Each number of a cell: (value, decimals of its mantissa, exponent suffix)."""
-    out = []
-    for token in re.split(r" ± |\[|\]|, ", text.replace(" †", "").replace(" *", "")):
-        token = token.strip()
-        if not token:
-            continue
-        m = NUMBER.match(token)
-        assert m, f"{token!r} of {text!r} is not a number"
-        out.append((Decimal(token), len(m.group(2) or ""), m.group(3) or ""))
-    return out
+from tests.helpers.cells import parts
 
 
 # ------------------------------------------------------------------------------ by hand

@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from dcsim.report import load, make_report
+from tests.helpers.cells import parts
 from tests.helpers.cli import invoke, ok
 from tests.helpers.configs import small_experiment
-from tests.test_report_numbers import parts
 
 POINTS = ["offered_load=0.7", "offered_load=1.1"]
 #: a fat tree under `capacity: wait`: requests wait (a CDF of wait), two offered loads

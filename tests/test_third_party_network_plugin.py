@@ -54,7 +54,8 @@ def test_its_experiment_runs_and_reserves_bandwidth(site, tmp_path):
     """The plugin's experiment.yaml runs; every allocator has rows, the plugin's requests
     span servers and reserve bandwidth on the rack uplinks."""
     out = tmp_path / "out"
-    done = run(site, "-m", "dcsim", "run", str(PLUGIN / "experiment.yaml"), "--out", str(out))
+    done = run(site, "-m", "dcsim", "run", str(PLUGIN / "experiment.yaml"), "--out", str(out),
+               "--seeds", "1", "--set", "workload.requests=200")   # the how-to runs it whole
     assert done.returncode == 0, done.stdout + done.stderr
     summary = pd.read_parquet(out / "summary.parquet")
     assert set(summary["allocator"]) == LABELS

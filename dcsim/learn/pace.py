@@ -13,7 +13,7 @@ large ``eval_every`` moving.
 
 from __future__ import annotations
 
-from dcsim.runner.progress import duration
+from dcsim.durations import duration
 
 #: seconds without a line after which an iteration between evaluations prints one
 EVERY = 10.0

@@ -270,8 +270,9 @@ class VMR2LEnv(gym.Env):
         else:
             invalid, rec, before, after = self._last
             if rec is not None:
-                what = (f"VM {st.vm_ids[rec.vm]} moved {_slot(st, rec.from_host, rec.from_numa)}"
-                        f" -> {_slot(st, rec.to_host, rec.to_numa)}, fragment {before} -> "
+                what = (f"VM {st.vm_ids[rec.vm]} moved "
+                        f"{slot_text(st, rec.from_host, rec.from_numa)}"
+                        f" -> {slot_text(st, rec.to_host, rec.to_numa)}, fragment {before} -> "
                         f"{after} cores")
             else:
                 what = ("an action the masks forbid (a no-op)" if invalid
@@ -294,17 +295,17 @@ class VMR2LEnv(gym.Env):
             marks = np.zeros(2 * H, dtype=np.int8)
             rec = self._last[1] if self._last is not None else None
             if rec is not None:
-                marks[_slots(rec.from_host, rec.from_numa)] = 3
-                marks[_slots(rec.to_host, rec.to_numa)] = 2
+                marks[occupied_slots(rec.from_host, rec.from_numa)] = 3
+                marks[occupied_slots(rec.to_host, rec.to_numa)] = 2
         return bars_image(used, marks)
 
 
-def _slots(host: int, numa: int) -> list[int]:
+def occupied_slots(host: int, numa: int) -> list[int]:
     """The action slots (``2h + j``) a VM on ``host``, NUMA ``numa`` occupies."""
     return [2 * host, 2 * host + 1] if numa == BOTH else [2 * host + numa]
 
 
-def _slot(state: MappingState, host: int, numa: int) -> str:
+def slot_text(state: MappingState, host: int, numa: int) -> str:
     """``host/numa`` as text (``host/both`` for a double-NUMA VM)."""
     return f"{state.host_ids[host]}/{'both' if numa == BOTH else numa}"
 

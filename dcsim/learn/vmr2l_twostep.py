@@ -42,7 +42,7 @@ import numpy as np
 from gymnasium import spaces
 
 from dcsim.environments import RENDER_MODES, checked_render_mode, register_envs
-from dcsim.learn.vmr2l_env import VMR2LEnv, VMR2LEnvConfig, _slot, _slots
+from dcsim.learn.vmr2l_env import VMR2LEnv, VMR2LEnvConfig, occupied_slots, slot_text
 
 __all__ = ["ENV_ID", "VMR2LTwoStepEnv"]
 
@@ -131,14 +131,14 @@ class VMR2LTwoStepEnv(gym.Env):
             st = inner.state
             k = int(inner.tokens[token])
             return (text + f"pending: the slot stage for VM {st.vm_ids[k]} (token {token}, on "
-                    f"{_slot(st, int(st.vm_host[k]), int(st.vm_numa[k]))}): "
+                    f"{slot_text(st, int(st.vm_host[k]), int(st.vm_numa[k]))}): "
                     f"{int(inner.slot_mask(token).sum())} legal slots\n")
         if self.render_mode == "rgb_array":
             if token is None or inner.state is None:
                 return inner._render_image()
             k = int(inner.tokens[token])
             marks = inner.slot_mask(token).astype(np.int8)
-            marks[_slots(int(inner.state.vm_host[k]), int(inner.state.vm_numa[k]))] = 3
+            marks[occupied_slots(int(inner.state.vm_host[k]), int(inner.state.vm_numa[k]))] = 3
             return inner._render_image(marks)
         return None
 

@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from dcsim.durations import duration
+
 #: the environment variable naming the folder of the in-flight runs' progress files
 ENV = "DCSIM_PROGRESS_DIR"
 
@@ -133,13 +135,6 @@ def remaining(records: list[dict[str, Any]]) -> float | None:
             return None
         worst = max(worst, r["elapsed"] * (total - done) / done)
     return worst if records else None
-
-
-def duration(seconds: float) -> str:
-    """``12.3 s``, ``4 min 05 s`` or ``1 h 02 min``."""
-    m, s = divmod(int(round(seconds)), 60)
-    h, m = divmod(m, 60)
-    return f"{h} h {m:02d} min" if h else f"{m} min {s:02d} s" if m else f"{seconds:.1f} s"
 
 
 class ProgressLine:
