@@ -16,7 +16,6 @@ Used by the headline table a finished ``dcsim run`` prints (:func:`headline`) an
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,12 +23,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from dcsim.results.cells import CLIP_MARK, IDENTICAL, cell, number  # noqa: F401  (re-exported)
 from dcsim.results.schema import SUMMARY_TAIL, TABLES, Col, param_text
 
-#: a cell whose values are all equal
-IDENTICAL = "identical in every seed"
-#: the mark of a cell whose interval was clipped to the metric's range
-CLIP_MARK = "†"
 #: the columns a table of intervals has, per group
 STAT_COLUMNS = ["mean", "half_width", "ci_low", "ci_high", "n", "identical", "clipped"]
 
@@ -124,44 +120,6 @@ def ci_cell(values, digits: int = 2) -> str:
     if n == 0:
         return "—"
     return f"{m:.{digits}f}" if np.isnan(h) else f"{m:.{digits}f} ± {h:.{digits}f}"
-
-
-def number(v: float, digits: int = 3) -> str:
-    """A value as a cell shows it: ``digits`` decimals, or significant digits when large."""
-    return f"{v:.{digits}g}" if abs(v) >= 10 ** digits else f"{v:.{digits}f}"
-
-
-def shows_clipped(row: Mapping[str, Any], digits: int = 3) -> bool:
-    """Whether ``row``'s interval, printed as mean ± half-width, would show values outside
-    the metric's range (an interval clipped by less than the last digit shows none)."""
-    if not row.get("clipped", False):
-        return False
-    m, h = row["mean"], row["half_width"]
-    return (number(m + h, digits) != number(row["ci_high"], digits)
-            or number(m - h, digits) != number(row["ci_low"], digits))
-
-
-def cell(row: Mapping[str, Any], digits: int = 3, flag: bool = False) -> str:
-    """A table cell from a row of :func:`interval_stats`: ``mean ± half-width``; ``mean
-    (identical in every seed)`` when every seed gave the same value; ``mean [low, high] †``
-    when the interval was clipped to the metric's range; the mean alone with one seed,
-    ``—`` with none. ``flag``: `` *`` when the row's ``excludes_zero``."""
-    m, h = row["mean"], row["half_width"]
-    if not isinstance(m, float | np.floating) or math.isnan(m):
-        return "—"
-    text = number(m, digits)
-    if row.get("identical", False):
-        return f"{text} ({IDENTICAL})"
-    if math.isnan(h):
-        return text
-    if shows_clipped(row, digits):
-        text += (f" [{number(row['ci_low'], digits)}, {number(row['ci_high'], digits)}] "
-                 f"{CLIP_MARK}")
-    else:   # in the mean's notation: "1.71e+09 ± 5.19e+08", not "± 519118338.800"
-        text += f" ± {h:.{digits}g}" if abs(m) >= 10 ** digits else f" ± {h:.{digits}f}"
-    if flag and row.get("excludes_zero", False):
-        text += " *"
-    return text
 
 
 def clip_note(bounds: tuple[float, float] | None, of: str = "the metric's") -> str:
