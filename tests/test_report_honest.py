@@ -93,9 +93,14 @@ def test_an_interval_outside_a_ratios_range_is_clipped_and_marked():
     # a metric with no range is not clipped
     r = only(describe(f, "acceptance_ratio", [], bounds=None), "a")
     assert not bool(r["clipped"]) and cell(r) == "0.6 ± 4.4"
-    # clipped by less than the last digit shows: the interval as it prints, unmarked
+    # clipped by less than the last digit shown: the interval as it prints, unmarked
+    r = {"mean": 0.95, "half_width": 0.0504, "clipped": True, "ci_low": 0.8996,
+         "ci_high": 1.0}
+    assert cell(r) == "0.950 ± 0.050"
+    # clipped by more: the bracket, with the digits of its own half-width
     r = only(describe(rows({"a": [0.9999, 1.0, 1.0]}), "acceptance_ratio", []), "a")
-    assert bool(r["clipped"]) and r["ci_high"] == 1.0 and cell(r) == "1.000 ± 0.000"
+    assert bool(r["clipped"]) and r["ci_high"] == 1.0
+    assert cell(r) == "0.999967 [0.999823, 1.000000] †"
 
 
 def test_a_paired_interval_is_clipped_to_the_range_of_a_difference():
