@@ -78,6 +78,21 @@ def register_when_imported() -> None:
 RENDER_MODES: tuple[str, ...] = ("ansi", "rgb_array")
 
 
+class Rendered:
+    """``render()`` for an environment that draws itself as text (``render_text()``,
+    ``render_mode="ansi"``) and as an image (``render_image()``, ``"rgb_array"``): None
+    without a render mode."""
+
+    render_mode: str | None = None
+
+    def render(self):
+        if self.render_mode == "ansi":
+            return self.render_text()
+        if self.render_mode == "rgb_array":
+            return self.render_image()
+        return None
+
+
 def checked_render_mode(render_mode: object, env_id: str) -> str | None:
     """``render_mode`` if the environments support it (None or one of :data:`RENDER_MODES`);
     otherwise a :class:`~dcsim.errors.ConfigError` naming it and the supported ones."""

@@ -62,7 +62,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dcsim.allocators.multi.learned import GraphLayout, Observer, feature_sizes
 from dcsim.allocators.multi.step import MultiServerAllocator, Partial, allocate_multi_steps
-from dcsim.environments import RENDER_MODES, bars_image, checked_render_mode, register_envs
+from dcsim.environments import (
+    RENDER_MODES,
+    Rendered,
+    bars_image,
+    checked_render_mode,
+    register_envs,
+)
 from dcsim.errors import ConfigError, DcsimError
 from dcsim.model import Placement, Request, StateView
 from dcsim.model.topologies import build_topology
@@ -200,7 +206,7 @@ class AgentAllocator(MultiServerAllocator):
         return result
 
 
-class NaraEnv(gym.Env):
+class NaraEnv(Rendered, gym.Env):
     """Choose the servers of Nara's multi-server requests one at a time (module docstring).
 
     ``NaraEnv(config)`` with a :class:`NaraEnvConfig` or a mapping of its fields; keyword
@@ -325,16 +331,7 @@ class NaraEnv(gym.Env):
         """The eligible servers (bool, max_servers) of the pending choice."""
         return self._mask.copy()
 
-    def render(self) -> str | np.ndarray | None:
-        """The current state as text (``render_mode="ansi"``) or an image
-        (``"rgb_array"``); None without a render mode (module docstring)."""
-        if self.render_mode == "ansi":
-            return self._render_text()
-        if self.render_mode == "rgb_array":
-            return self._render_image()
-        return None
-
-    def _render_text(self) -> str:
+    def render_text(self) -> str:
         eng = self.engine
         if eng is None:
             return f"{ENV_ID}: no episode yet (call reset())"
@@ -365,7 +362,7 @@ class NaraEnv(gym.Env):
                       f"{int(self._mask.sum())} of {self.max_servers} servers"]
         return "\n".join(lines) + "\n"
 
-    def _render_image(self) -> np.ndarray:
+    def render_image(self) -> np.ndarray:
         S, R = self.max_servers, len(self.topologies[0].resources)
         used = np.full((S, R), np.nan)
         marks = np.zeros(S, dtype=np.int8)

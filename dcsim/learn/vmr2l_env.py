@@ -39,7 +39,13 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from dcsim.environments import RENDER_MODES, bars_image, checked_render_mode, register_envs
+from dcsim.environments import (
+    RENDER_MODES,
+    Rendered,
+    bars_image,
+    checked_render_mode,
+    register_envs,
+)
 from dcsim.errors import ConfigError
 from dcsim.reschedulers.vmr2l import (
     HOST_FEATURES,
@@ -118,7 +124,7 @@ def load_env_config(config: VMR2LEnvConfig | dict[str, Any] | None = None,
         raise ConfigError(first_error(e, where)) from None
 
 
-class VMR2LEnv(gym.Env):
+class VMR2LEnv(Rendered, gym.Env):
     """VMR²L rescheduling as a Gymnasium environment (see the module docstring).
 
     ``VMR2LEnv(config)`` with a :class:`VMR2LEnvConfig` (or a mapping of its fields); keyword
@@ -244,16 +250,7 @@ class VMR2LEnv(gym.Env):
 
 
     # ------------------------------------------------------------------ rendering
-    def render(self) -> str | np.ndarray | None:
-        """The current state as text (``render_mode="ansi"``) or an image
-        (``"rgb_array"``); None without a render mode (module docstring)."""
-        if self.render_mode == "ansi":
-            return self._render_text()
-        if self.render_mode == "rgb_array":
-            return self._render_image()
-        return None
-
-    def _render_text(self, env_id: str = ENV_ID) -> str:
+    def render_text(self, env_id: str = ENV_ID) -> str:
         """``render()``'s text, headed by ``env_id`` (the two-step variant's own)."""
         st, cfg = self.state, self.config
         if st is None:
@@ -280,7 +277,7 @@ class VMR2LEnv(gym.Env):
             lines.append(f"last step: {what}")
         return "\n".join(lines) + "\n"
 
-    def _render_image(self, marks: np.ndarray | None = None) -> np.ndarray:
+    def render_image(self, marks: np.ndarray | None = None) -> np.ndarray:
         """The slots' used cpu and memory; ``marks`` (per slot) replaces the last
         migration's."""
         H = self.config.max_hosts

@@ -123,7 +123,7 @@ class VMR2LTwoStepEnv(gym.Env):
         docstring); None without a render mode."""
         inner, token = self.inner, self.token
         if self.render_mode == "ansi":
-            text = inner._render_text(ENV_ID)
+            text = inner.render_text(ENV_ID)
             if inner.state is None:
                 return text
             if token is None:
@@ -135,11 +135,11 @@ class VMR2LTwoStepEnv(gym.Env):
                     f"{int(inner.slot_mask(token).sum())} legal slots\n")
         if self.render_mode == "rgb_array":
             if token is None or inner.state is None:
-                return inner._render_image()
+                return inner.render_image()
             k = int(inner.tokens[token])
             marks = inner.slot_mask(token).astype(np.int8)
             marks[occupied_slots(int(inner.state.vm_host[k]), int(inner.state.vm_numa[k]))] = 3
-            return inner._render_image(marks)
+            return inner.render_image(marks)
         return None
 
 
