@@ -12,6 +12,10 @@ and, with ``--figures DIR``, draws Fig. 3a/3b/3c (used CU, footprint and concurr
 against lambda, one line per configuration with its 95 % band) as
 ``DIR/ahab_fig3{a,b,c}.png`` and ``.svg`` (needs matplotlib: ``pip install -e ".[plot]"``).
 ``--heat-only`` prints just Fig. 4/5 (for ``results/ahab_lambda20`` or ``--heat DIR``).
+``--paired`` prints just the paired differences the reproduction quotes (:data:`PAIRED`:
+the first configuration's used CU minus the second's, seed by seed, mean ± 95 % CI and the
+seeds where the first is ahead), per λ and, where their results exist, per lookahead and
+per host capacity.
 """
 
 from __future__ import annotations
@@ -80,6 +84,75 @@ SWEEPS = [
     ("ahab_host_capacity", ["topology_server_cpu", "host_link", "allocator"],
      "Fig. 9: used CU against host capacity"),
 ]
+
+
+#: the paired differences docs/reproductions.md quotes: (results folder, or None for the λ
+#: experiments; the grouping columns; the column naming the configurations; the pairs
+#: (first, second), each ``first − second`` per seed)
+PAIRED = [
+    (None, ["lam"], "allocator",
+     [("vc_tetris", "oktopus"), ("vc_tetris", "kraken"), ("vc_tetris", "strawman(kraken)"),
+      ("strawman(kraken)", "oktopus"), ("strawman(kraken)", "kraken"),
+      ("ahab(vc_tetris)", "ahab(oktopus)"), ("ahab(vc_tetris)", "vc_tetris")]),
+    ("ahab_lookahead", ["lookahead"], "embed", [("vc_tetris", "oktopus"), ("vc_tetris", "kraken")]),
+    ("ahab_host_capacity", ["topology_server_cpu", "host_link"], "allocator",
+     [("vc_tetris", "oktopus"), ("vc_tetris", "kraken"), ("oktopus", "kraken")]),
+]
+
+
+def paired(df: pd.DataFrame, first: str, second: str, by: list[str],
+           label: str = "allocator", metric: str = "util_cpu") -> pd.DataFrame:
+    """Per combination of the ``by`` columns: ``first − second`` of ``metric`` seed by seed
+    (the configurations named in the ``label`` column; same seed, same VCs): its mean, the
+    half-width of its 95 % Student-t interval, the number of seeds and the seeds where
+    ``first`` is ahead (its value is larger)."""
+    rows = []
+    for key, g in df[df[label].isin([first, second])].groupby(by, sort=True):
+        per_seed = g.pivot_table(index="seed", columns=label, values=metric)
+        if first not in per_seed or second not in per_seed:
+            continue
+        d = (per_seed[first] - per_seed[second]).dropna()
+        m, h, n = mean_ci(d)
+        rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
+                     "first": first, "second": second, "mean": m, "half_width": h, "n": n,
+                     "ahead": int((d > 0).sum())})
+    return pd.DataFrame(rows)
+
+
+def paired_table(df: pd.DataFrame, by: list[str], label: str,
+                 pairs: list[tuple[str, str]], metric: str = "util_cpu") -> str | None:
+    """The :func:`paired` rows of every pair as a Markdown table, or None without any."""
+    frames = [paired(df, a, b, by, label, metric) for a, b in pairs]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return None
+    t = pd.concat(frames, ignore_index=True).sort_values(by, kind="stable")
+    lines = ["| " + " | ".join(by) + " | pair | difference (mean ± 95 % CI) | first ahead in |",
+             "|---" * (len(by) + 3) + "|"]
+    for _, r in t.iterrows():
+        half = "" if np.isnan(r["half_width"]) else f" ± {r['half_width']:.3f}"
+        lines.append("| " + " | ".join(str(r[c]) for c in by)
+                     + f" | {r['first']} − {r['second']} | {r['mean']:+.3f}{half} | "
+                     f"{r['ahead']} of {r['n']} seeds |")
+    return "\n".join(lines)
+
+
+def paired_tables(results: Path) -> list[tuple[str, str]]:
+    """(title, table) of each :data:`PAIRED` family whose results exist."""
+    from dcsim.report import load as load_results
+
+    out = []
+    for name, by, label, pairs in PAIRED:
+        if name is None:
+            df, where = load(results), "the λ experiments"
+        elif (results / name / "summary.parquet").exists():
+            df, where = load_results(results / name).summary, name
+        else:
+            continue
+        t = paired_table(df, by, label, pairs) if len(df) else None
+        if t:
+            out.append((f"Paired differences of used CU, {where}", t))
+    return out
 
 
 #: Fig. 4 bins of N: "grouped into bins of size 6" from N = 3 ("3 ≤ N < 9" is the first)
@@ -189,7 +262,17 @@ def main() -> None:
     ap.add_argument("--heat", type=Path, default=None,
                     help="results folder for Fig. 4/5 (default: <results>/ahab_lambda20)")
     ap.add_argument("--heat-only", action="store_true", help="print only Fig. 4/5")
+    ap.add_argument("--paired", action="store_true",
+                    help="print only the paired differences the reproduction quotes")
     args = ap.parse_args()
+    if args.paired:
+        tables = paired_tables(args.results)
+        if not tables:
+            raise SystemExit(f"no AHAB results under {args.results}")
+        for title, t in tables:
+            print(f"\n### {title}\n")
+            print(t)
+        return
     heat = requests_of(args.heat or args.results / "ahab_lambda20")
     if args.heat_only:
         if heat is None:
