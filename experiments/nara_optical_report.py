@@ -380,24 +380,23 @@ def main() -> None:
                     help="the 20-seed comparison of the agents retrained under the "
                          "baselines' rules (nara_rules_retrained)")
     args = ap.parse_args()
-    if args.retrained:
-        p = args.results / "nara_rules_retrained" / "summary.parquet"
-        if not p.exists():
-            raise SystemExit(f"no {p}: run the 20-seed command of docs/reproductions.md "
-                             "(\"Retrained under the baselines' rules\") first")
-        print("\n### Retrained under the baselines' rules, 20 seeds: acceptance_last20 "
-              "(means; paired differences mean ± 95 % CI over seeds)\n")
-        print(retrained(pd.read_parquet(p)))
-        return
-    if args.terms:
-        p = args.results / "nara_optical_terms" / "summary.parquet"
-        if not p.exists():
-            raise SystemExit(f"no {p}: run `dcsim run experiments/nara_optical_terms.yaml "
-                             "--jobs 2` first")
-        print("\n### Table 2 under each reading of the Tetris score (nara_topology against "
-              "the paper's four baselines)\n")
-        print(terms(pd.read_parquet(p)))
-        return
+    sections = {  # option: (experiment, how to make it, heading, table)
+        "retrained": ("nara_rules_retrained", "run the 20-seed command of docs/reproductions.md "
+                      "(\"Retrained under the baselines' rules\") first",
+                      "Retrained under the baselines' rules, 20 seeds: acceptance_last20 "
+                      "(means; paired differences mean ± 95 % CI over seeds)", retrained),
+        "terms": ("nara_optical_terms", "run `dcsim run experiments/nara_optical_terms.yaml "
+                  "--jobs 2` first", "Table 2 under each reading of the Tetris score "
+                  "(nara_topology against the paper's four baselines)", terms),
+    }
+    for option, (name, how, heading, table) in sections.items():
+        if getattr(args, option):
+            p = args.results / name / "summary.parquet"
+            if not p.exists():
+                raise SystemExit(f"no {p}: {how}")
+            print(f"\n### {heading}\n")
+            print(table(pd.read_parquet(p)))
+            return
     small_p = args.results / "nara_optical_learned" / "summary.parquet"
     scaled_p = args.results / "nara_optical_learned_scaled" / "summary.parquet"
     if not small_p.exists():
