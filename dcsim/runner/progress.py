@@ -6,7 +6,7 @@ or on a Dask worker on the same machine. While ``dcsim run`` reports progress (o
 terminal, and off one unless ``--progress-every 0``) it names a scratch folder in the
 environment variable :data:`ENV` (inherited by the workers it starts); each run then keeps
 one small file there, ``<run_id>.json`` (``{"done": requests offered, "total": requests or
-null, "time": simulated time, "elapsed": wall seconds}``), rewritten about once a second
+null, "time": simulated time or null, "elapsed": wall seconds}``), rewritten about once a second
 (:data:`INTERVAL`, or :data:`ENV_INTERVAL` seconds) by a watcher thread and removed when
 the run ends. The watcher only *reads* the engine's counters, so what a run computes, and
 its rows, do not depend on whether anyone watches. Without the variable (a Dask worker
@@ -39,8 +39,9 @@ INTERVAL = 1.0
 #: seconds between two progress lines off a terminal (``dcsim run --progress-every``)
 EVERY = 10.0
 
-#: ``probe()`` -> (requests offered so far, requests in all or None, simulated time)
-Probe = Callable[[], tuple[int, "int | None", float]]
+#: ``probe()`` -> (requests offered so far, requests in all or None, simulated time or
+#: None where the run has no clock: gpu mode's one pass)
+Probe = Callable[[], tuple[int, "int | None", "float | None"]]
 
 
 @contextmanager
@@ -65,7 +66,8 @@ def watch_run(run_id: str, probe: Probe, interval: float | None = None,
         except Exception:  # the engine is not built yet, or is being torn down
             return
         record = {"done": int(done), "total": None if total is None else int(total),
-                  "time": float(now), "elapsed": time.monotonic() - t0}
+                  "time": None if now is None else float(now),
+                  "elapsed": time.monotonic() - t0}
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
             tmp.write_text(json.dumps(record))
@@ -116,10 +118,11 @@ def describe(records: list[dict[str, Any]]) -> str:
         return ""
     if len(records) == 1:
         r = records[0]
+        at = f", t = {r['time']:,.1f}" if r.get("time") is not None else ""  # one pass: none
         if r.get("total"):
             return (f"this run: {r['done']:,} of {r['total']:,} requests "
-                    f"({100 * r['done'] / r['total']:.0f} %), t = {r['time']:,.1f}")
-        return f"this run: {r['done']:,} requests, t = {r['time']:,.1f}"
+                    f"({100 * r['done'] / r['total']:.0f} %){at}")
+        return f"this run: {r['done']:,} requests{at}"
     parts = [f"{100 * r['done'] / r['total']:.0f} %" if r.get("total") else f"{r['done']:,}"
              for r in records]
     return f"{len(records)} running: " + ", ".join(parts)

@@ -43,6 +43,8 @@ import math
 import os
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager as ContextManager
+from contextlib import nullcontext
 from functools import partial
 from typing import Any
 
@@ -121,6 +123,7 @@ class GpuRun:
         self.inflated = inflated
         n = len(rows)
         self.n = n
+        self.offered = 0   # pods offered so far (read by a progress watcher, never written)
         self.cap_gpu = float(cluster.total_gpu_milli)
         self.cap_cpu = float(cluster.cpu_cap.sum()) or 1.0
         self.cap_mem = float(cluster.mem_cap.sum()) or 1.0
@@ -146,6 +149,7 @@ class GpuRun:
         """Offer pod ``i`` to the allocator; place it if it chose a node."""
         pod = self.pods.pod(int(self.rows[i]), i)
         self.asked += pod.total_gpu_milli
+        self.offered += 1
         placement = self.place(i, pod, first=True)
         self.arrived[i] = self.asked / self.cap_gpu
         self.alloc[i] = self.used / self.cap_gpu
@@ -490,11 +494,15 @@ def _online_workload(s: GpuSpec, pods: PodTable, cap_gpu: float, rng: np.random.
 def run_gpu(spec: dict[str, Any] | GpuSpec, allocator, rng: np.random.Generator,
             sink: Sink | None, base_dir: str | os.PathLike | None = None, *,
             where: str = "gpu", failures=None,
-            failure_rng: np.random.Generator | None = None) -> dict[str, Any]:
+            failure_rng: np.random.Generator | None = None,
+            watch: Callable[[Callable[[], tuple]], ContextManager] | None = None
+            ) -> dict[str, Any]:
     """One run of ``allocator`` (an instance) on the ``gpu:`` section ``spec`` (see the
     module docstring); returns the summary. ``failures`` (a validated ``failures:``
     section; with ``gpu.arrivals`` only) fails nodes, drawn from ``failure_rng``
-    (:mod:`dcsim.sim.gpu_failures`)."""
+    (:mod:`dcsim.sim.gpu_failures`). ``watch(probe)``, if given, is entered around the
+    simulation; ``probe()`` reads (pods offered, pods in all, simulated time or None in a
+    one-pass run) and changes nothing (``dcsim run``'s progress lines)."""
     s = parse_gpu(spec, where) if not isinstance(spec, GpuSpec) else spec
     if failures is not None and s.arrivals is None:
         raise ConfigError(f"failures: mode gpu fails nodes only in a run with "
@@ -516,8 +524,10 @@ def run_gpu(spec: dict[str, Any] | GpuSpec, allocator, rng: np.random.Generator,
 
     allocator.setup(cluster.view(), GpuContext(pods, typical, frag))
     run = GpuRun(s, cluster, pods, frag, allocator, rows, inflated)
+    watching = watch if watch is not None else (lambda probe: nullcontext())
     if s.arrivals is None:
-        return _one_pass(run, sink)
+        with watching(lambda: (run.offered, run.n, None)):
+            return _one_pass(run, sink)
     a = s.arrivals
     every = a.sample_every or (float(times[-1]) / 200 if len(times) and times[-1] > 0
                                else 1.0)
@@ -528,4 +538,6 @@ def run_gpu(spec: dict[str, Any] | GpuSpec, allocator, rng: np.random.Generator,
 
         def make(engine):
             return GpuFailures(engine, failures, failure_rng, base_dir)
-    return GpuOnline(run, times, holding, warm, every, sink, make).simulate_all()
+    online = GpuOnline(run, times, holding, warm, every, sink, make)
+    with watching(lambda: (run.offered, run.n, float(online.env.now))):
+        return online.simulate_all()

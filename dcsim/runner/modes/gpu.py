@@ -45,9 +45,15 @@ class GpuMode(Mode):
         if spec.failures is not None:
             frng = failure_rng(spec.seed, plan.seed)
             flags.append("failures")
-        return Built(lambda sink: run_gpu(spec.gpu, alloc, workload_rng, sink,
-                                          plan.base_dir, failures=spec.failures,
-                                          failure_rng=frng), flags=flags)
+        def simulate(sink) -> dict[str, Any]:
+            from dcsim.runner.progress import watch_run
+
+            # read-only: dcsim run's progress lines (dcsim.runner.progress)
+            return run_gpu(spec.gpu, alloc, workload_rng, sink, plan.base_dir,
+                           failures=spec.failures, failure_rng=frng,
+                           watch=lambda probe: watch_run(plan.run_id, probe))
+
+        return Built(simulate, flags=flags)
 
 
 def check_node_failures(failures, s, base_dir: str) -> None:
