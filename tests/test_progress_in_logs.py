@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -119,32 +120,39 @@ def test_off_a_terminal_the_runs_report_into_a_folder_at_the_lines_pace(monkeypa
         assert bar.folder is None and ENV not in os.environ
 
 
-def test_a_gpu_run_logs_its_pods_offered(tmp_path):
-    """mode: gpu reports from inside a run too: pods offered of all (no simulated time in
-    the one pass, which has none); the rows do not change."""
+@pytest.mark.parametrize("name, plugins, sets, clock", [
+    ("fgd_default", {"gpu_allocators": ["fgd"]},
+     ["gpu.nodes.limit=200", "gpu.pods.limit=1500"], False),     # the one pass: no clock
+    ("vm_online_azure", {"placers": ["best_fit"]}, ["vm.workload.trace.limit=3000"], True),
+])
+def test_gpu_and_vm_online_runs_log_what_they_offered(tmp_path, name, plugins, sets, clock):
+    """mode: gpu and vm_online report from inside a run too: pods or VMs offered of all,
+    and the simulated time where the run has a clock; the rows do not change."""
     from tests import golden
 
-    exp = golden.reduced_file("fgd_default", tmp_path)
+    exp = golden.reduced_file(name, tmp_path)
     cfg = yaml.safe_load(exp.read_text())
-    cfg.update(seeds=1, gpu_allocators=["fgd"])
+    cfg.update(seeds=1, **plugins)
+    cfg.pop("matrix", None)       # one run: its lines' counts only rise
     exp.write_text(yaml.safe_dump(cfg))
-    log = tmp_path / "gpu.log"
+    over = [a for s in sets for a in ("--set", s)]
+    log = tmp_path / "run.log"
     with open(log, "w") as f:
         p = subprocess.run([sys.executable, "-m", "dcsim", "run", str(exp), "--out",
-                            str(tmp_path / "logged"), "--progress-every", "0.05",
-                            "--set", "gpu.nodes.limit=200", "--set", "gpu.pods.limit=1500"],
+                            str(tmp_path / "logged"), "--progress-every", "0.05", *over],
                            stdout=f, stderr=subprocess.STDOUT, cwd=tmp_path, timeout=300,
                            env={k: v for k, v in os.environ.items() if k != ENV})
     text = log.read_text()
     assert p.returncode == 0, text
     inside = [s for s in text.splitlines() if "this run: " in s]
     assert inside, text
-    got = [re.search(r"this run: ([\d,]+) of ([\d,]+) requests \(\d+ %\)$", s) for s in inside]
-    assert all(got), inside        # no "t =": the one pass has no clock
+    tail = r", t = [\d,.]+$" if clock else r"$"
+    got = [re.search(r"this run: ([\d,]+) of ([\d,]+) requests \(\d+ %\)" + tail, s)
+           for s in inside]
+    assert all(got), inside
     done = [int(m.group(1).replace(",", "")) for m in got]
     assert done == sorted(done) and done[-1] > 0
     r = CliRunner().invoke(main, ["run", str(exp), "--out", str(tmp_path / "quiet"),
-                                  "--progress-every", "0", "--set", "gpu.nodes.limit=200",
-                                  "--set", "gpu.pods.limit=1500"])
+                                  "--progress-every", "0", *over])
     assert r.exit_code == 0, r.output
     pd.testing.assert_frame_equal(_rows(tmp_path / "logged"), _rows(tmp_path / "quiet"))

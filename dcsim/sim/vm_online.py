@@ -89,6 +89,7 @@ import math
 import os
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager as ContextManager
 from functools import partial
 from typing import Any
 
@@ -336,7 +337,8 @@ class OnlineEngine(SimCore):
 def run_online(spec: dict[str, Any], placer, rescheduler_cls_lookup: Callable[[str], type]
                | None, rng: np.random.Generator, sink: Sink | None, *,
                base_dir: str | os.PathLike | None = None, where: str = "vm",
-               failures=None, failure_rng: np.random.Generator | None = None
+               failures=None, failure_rng: np.random.Generator | None = None,
+               watch: Callable[[Callable[[], tuple]], ContextManager] | None = None
                ) -> dict[str, Any]:
     """Run the online mode of ``spec`` (the ``vm:`` section, validated as
     :class:`OnlineSpec`; errors are ConfigErrors naming ``where.field``) with ``placer`` (an
@@ -347,7 +349,9 @@ def run_online(spec: dict[str, Any], placer, rescheduler_cls_lookup: Callable[[s
     against ``base_dir``. Sends ``"timeseries"`` and ``"vms"`` columns to ``sink`` and
     returns the summary metrics (see the module docstring). ``failures`` (a validated
     ``failures:`` section) fails hosts, drawn from ``failure_rng``
-    (:mod:`dcsim.sim.vm_failures`)."""
+    (:mod:`dcsim.sim.vm_failures`). ``watch(probe)``, if given, is entered around the
+    simulation; ``probe()`` reads (VMs arrived, VMs in all, simulated time) and changes
+    nothing (``dcsim run``'s progress lines)."""
     s = validate_section(OnlineSpec, spec if spec is not None else {}, where)
     # the three streams of randomness, independent of each other and of the mapping kind
     mapping_seed, workload_seed, resched_seed = rng.integers(2**63, size=3).tolist()
@@ -375,4 +379,8 @@ def run_online(spec: dict[str, Any], placer, rescheduler_cls_lookup: Callable[[s
 
         def make(engine):
             return VMFailures(engine, failures, failure_rng, base_dir)
-    return OnlineEngine(s, state, stream, placer, resched, sink, failures=make).run()
+    engine = OnlineEngine(s, state, stream, placer, resched, sink, failures=make)
+    if watch is None:
+        return engine.run()
+    with watch(lambda: (engine.received, len(stream.arrival), float(engine.env.now))):
+        return engine.run()
