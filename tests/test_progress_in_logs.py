@@ -124,10 +124,13 @@ def test_off_a_terminal_the_runs_report_into_a_folder_at_the_lines_pace(monkeypa
     ("fgd_default", {"gpu_allocators": ["fgd"]},
      ["gpu.nodes.limit=200", "gpu.pods.limit=1500"], False),     # the one pass: no clock
     ("vm_online_azure", {"placers": ["best_fit"]}, ["vm.workload.trace.limit=3000"], True),
+    ("deeprm_load_sweep", {"schedulers": ["sjf"]}, ["workload.jobsets=150"], True),
 ])
-def test_gpu_and_vm_online_runs_log_what_they_offered(tmp_path, name, plugins, sets, clock):
-    """mode: gpu and vm_online report from inside a run too: pods or VMs offered of all,
-    and the simulated time where the run has a clock; the rows do not change."""
+def test_gpu_vm_online_and_queue_runs_log_what_they_offered(tmp_path, name, plugins, sets,
+                                                            clock):
+    """mode: gpu, vm_online and queue report from inside a run too: pods, VMs or jobs
+    offered of all (a queue run's after each job set), and the simulated time where the
+    run has a clock; the rows do not change."""
     from tests import golden
 
     exp = golden.reduced_file(name, tmp_path)

@@ -67,7 +67,8 @@ def test_a_paired_difference_the_same_in_every_seed_has_no_interval_and_no_star(
     # each allocator's own values vary: an ordinary interval, 0.6 ± t(2) 0.1 / √3
     d = only(describe(f, "acceptance_ratio", []), "first_fit")
     half = stats.t.ppf(0.975, 2) * 0.1 / np.sqrt(3)
-    assert not bool(d["identical"]) and cell(d) == f"0.60 ± {half:.2f}" == "0.60 ± 0.25"   # 2 significant
+    # the half-width to 2 significant digits, the mean to its place
+    assert not bool(d["identical"]) and cell(d) == f"0.60 ± {half:.2f}" == "0.60 ± 0.25"
 
 
 def test_values_the_same_in_every_seed_say_so_in_the_level_table():

@@ -12,6 +12,7 @@ all job sets of the run, as the DeepRM authors do (slowdown over finished jobs).
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager as ContextManager
 from typing import Any
 
 import numpy as np
@@ -52,9 +53,23 @@ def _timeseries(k: int, rec: dict[str, np.ndarray], end: int, resources: tuple[s
 
 
 def run_queue(config: QueueConfig, jobsets: list[JobSet], scheduler: Scheduler,
-              sink: Sink | None = None) -> dict[str, Any]:
+              sink: Sink | None = None,
+              watch: Callable[[Callable[[], tuple]], ContextManager] | None = None
+              ) -> dict[str, Any]:
     """Run ``scheduler`` on every job set; stream one row per job to ``sink("jobs", …)``
-    and return the run's summary metrics."""
+    and return the run's summary metrics. ``watch(probe)``, if given, is entered around
+    the job sets; ``probe()`` reads (jobs of the job sets played, jobs in all, steps played)
+    and changes nothing (``dcsim run``'s progress lines)."""
+    if watch is None:
+        return _run_queue(config, jobsets, scheduler, sink, {})
+    seen = {"jobs": 0, "steps": 0}
+    total = sum(len(js) for js in jobsets)
+    with watch(lambda: (seen["jobs"], total, float(seen["steps"]))):
+        return _run_queue(config, jobsets, scheduler, sink, seen)
+
+
+def _run_queue(config: QueueConfig, jobsets: list[JobSet], scheduler: Scheduler,
+               sink: Sink | None, seen: dict[str, int]) -> dict[str, Any]:
     env = QueueEnv(config)
     resources = jobsets[0].resources if jobsets else ()
     capacity = config.capacity_for(len(resources))
@@ -79,6 +94,7 @@ def run_queue(config: QueueConfig, jobsets: list[JobSet], scheduler: Scheduler,
         ran = np.nan_to_num(ran)
         work += (js.demand * ran[:, None]).sum(axis=0)
         steps += end
+        seen["jobs"], seen["steps"] = counts["received"], steps   # for a progress watcher
         if sink is not None:
             n = len(js)
             cols: dict[str, Any] = {

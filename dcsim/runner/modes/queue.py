@@ -63,4 +63,11 @@ class QueueMode(Mode):
                                 Path(plan.base_dir))
         scheduler = plugin_instance(plan, "scheduler", plugin_rng)
         families, _ = topology_families(topology)
-        return Built(lambda sink: run_queue(config, jobsets, scheduler, sink), families)
+        def simulate(sink) -> dict[str, Any]:
+            from dcsim.runner.progress import watch_run
+
+            # read-only: dcsim run's progress lines (dcsim.runner.progress)
+            return run_queue(config, jobsets, scheduler, sink,
+                             watch=lambda probe: watch_run(plan.run_id, probe))
+
+        return Built(simulate, families)
