@@ -78,14 +78,14 @@ def unify_tables(out: Path, records: dict[str, dict]) -> list[str]:
         if order is None:     # a column typed differently by two runs: left as it is
             continue
         target = [f.name for f in order]
+        types = {f.name: f.type for f in order}
         ints = set().union(*(_pandas_ints(s) for s in schemas.values()))
         for run_id, rel in items:
             have = schemas[rel]
             if have.names == target:
                 continue
-            missing = {f.name for f in order} - set(have.names)
-            ints_here = ints | {n for n in missing
-                                if pa.types.is_integer(order[target.index(n)].type)}
+            missing = types.keys() - set(have.names)
+            ints_here = ints | {n for n in missing if pa.types.is_integer(types[n])}
             schema = pa.schema(order, metadata=nullable_ints(sorted(ints_here)))
             _rewrite(out / rel, schema)
             record = records[run_id]

@@ -211,8 +211,8 @@ def run_experiment(
     from dcsim.results.unify import unify_tables
     from dcsim.results.verify import refuse_links
     from dcsim.results.writer import (
-        finished_runs,
         run_records,
+        summary_row,
         write_atomic,
         write_json,
         write_summary,
@@ -261,7 +261,9 @@ def run_experiment(
             # what is committed on disk is the truth: runs that finished while an interrupted
             # pool shut down are there even though this loop never saw their results
             order = [r.run_id for r in exp.runs]
-            rows.update({k: v for k, v in finished_runs(out).items() if k in set(order)})
+            planned = set(order)
+            records = {k: v for k, v in run_records(out).items() if k in planned}
+            rows.update({k: summary_row(v) for k, v in records.items()})
             # ... and a run committed there did not fail, whatever an executor reported
             committed_failures = [k for k in failures if k in rows]
             if committed_failures:
@@ -276,7 +278,6 @@ def run_experiment(
             present = [rows[i] for i in order if i in rows]
             if present:
                 # one column list per table over the runs (a sweep's points can differ)
-                records = run_records(out)
                 unify_tables(out, {k: records[k] for k in order if k in records})
                 write_summary(out, present, order)
             write_json(out / "manifest.json",

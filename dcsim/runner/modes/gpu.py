@@ -3,6 +3,7 @@ pods of a node list and pod list (the ``gpu:`` section, :mod:`dcsim.sim.gpu`).""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from dcsim.runner.modes.base import Built, Mode, plugin_instance
@@ -34,6 +35,7 @@ class GpuMode(Mode):
         return {"gpu": parse_gpu(spec.gpu, where="gpu").model_dump(mode="json")}
 
     def build(self, spec, plan, workload_rng, plugin_rng) -> Built:
+        from dcsim.runner.progress import watch_run
         from dcsim.sim.failures import failure_rng
         from dcsim.sim.gpu import run_gpu
 
@@ -45,15 +47,10 @@ class GpuMode(Mode):
         if spec.failures is not None:
             frng = failure_rng(spec.seed, plan.seed)
             flags.append("failures")
-        def simulate(sink) -> dict[str, Any]:
-            from dcsim.runner.progress import watch_run
-
-            # read-only: dcsim run's progress lines (dcsim.runner.progress)
-            return run_gpu(spec.gpu, alloc, workload_rng, sink, plan.base_dir,
-                           failures=spec.failures, failure_rng=frng,
-                           watch=lambda probe: watch_run(plan.run_id, probe))
-
-        return Built(simulate, flags=flags)
+        watch = partial(watch_run, plan.run_id)   # read-only: dcsim run's progress lines
+        return Built(lambda sink: run_gpu(spec.gpu, alloc, workload_rng, sink, plan.base_dir,
+                                          failures=spec.failures, failure_rng=frng,
+                                          watch=watch), flags=flags)
 
 
 def check_node_failures(failures, s, base_dir: str) -> None:

@@ -3,6 +3,7 @@ time-slotted environment, :mod:`dcsim.queue`, run by :func:`dcsim.sim.queue.run_
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,7 @@ class QueueMode(Mode):
     def build(self, spec, plan, workload_rng, plugin_rng) -> Built:
         from dcsim.model.topologies import build_topology
         from dcsim.queue.spec import build_jobsets
+        from dcsim.runner.progress import watch_run
         from dcsim.sim.queue import run_queue
 
         topology = build_topology(spec.topology, plan.base_dir)
@@ -63,11 +65,6 @@ class QueueMode(Mode):
                                 Path(plan.base_dir))
         scheduler = plugin_instance(plan, "scheduler", plugin_rng)
         families, _ = topology_families(topology)
-        def simulate(sink) -> dict[str, Any]:
-            from dcsim.runner.progress import watch_run
-
-            # read-only: dcsim run's progress lines (dcsim.runner.progress)
-            return run_queue(config, jobsets, scheduler, sink,
-                             watch=lambda probe: watch_run(plan.run_id, probe))
-
-        return Built(simulate, families)
+        watch = partial(watch_run, plan.run_id)   # read-only: dcsim run's progress lines
+        return Built(lambda sink: run_queue(config, jobsets, scheduler, sink, watch=watch),
+                     families)

@@ -34,6 +34,7 @@ class VMOnlineMode(Mode):
 
     def build(self, spec, plan, workload_rng, plugin_rng) -> Built:
         from dcsim.plugins import get_plugin_class
+        from dcsim.runner.progress import watch_run
         from dcsim.sim.failures import failure_rng
         from dcsim.sim.vm_online import run_online
 
@@ -41,16 +42,10 @@ class VMOnlineMode(Mode):
         lookup = partial(get_plugin_class, kind="rescheduler")
         frng = failure_rng(spec.seed, plan.seed) if spec.failures is not None else None
         flags = ["failures"] if spec.failures is not None else []
-        def simulate(sink) -> dict[str, Any]:
-            from dcsim.runner.progress import watch_run
-
-            # read-only: dcsim run's progress lines (dcsim.runner.progress)
-            return run_online(spec.vm, placer, lookup, workload_rng, sink,
-                              base_dir=plan.base_dir, failures=spec.failures,
-                              failure_rng=frng,
-                              watch=lambda probe: watch_run(plan.run_id, probe))
-
-        return Built(simulate, flags=flags)
+        watch = partial(watch_run, plan.run_id)   # read-only: dcsim run's progress lines
+        return Built(lambda sink: run_online(spec.vm, placer, lookup, workload_rng, sink,
+                                             base_dir=plan.base_dir, failures=spec.failures,
+                                             failure_rng=frng, watch=watch), flags=flags)
 
 
 def check_host_failures(failures, vm: dict[str, Any], base_dir: str) -> None:
