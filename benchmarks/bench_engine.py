@@ -16,7 +16,7 @@ The printed ratio is dcsim's requests/s over the baseline's (1.0 = no overhead).
 baseline at 1k servers (issue #37).
 
 ``--power`` runs dcsim with energy accounting on (a linear power model, servers idle-off:
-``dcsim.sim.power``), to measure what it costs (issue #38).
+``dcsim.modes.loss.power``), to measure what it costs (issue #38).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import simpy
 
 from dcsim.allocators.single import FirstFitAllocator
 from dcsim.model import Topology
-from dcsim.sim import Engine, EngineConfig
+from dcsim.modes.loss import Engine, EngineConfig
 from dcsim.workload import RequestBatch
 
 
@@ -113,7 +113,8 @@ POWER = {"server": {"model": "linear", "idle_w": 100.0, "peak_w": 250.0},
 def dcsim_run(topo, arrival, duration, demand, power: bool = False) -> float:
     setup = None
     if power:
-        from dcsim.sim.power import PowerSpec, build_power
+        from dcsim.modes.loss.power import build_power
+        from dcsim.modes.loss.spec import PowerSpec
 
         setup = build_power(PowerSpec.model_validate(POWER), topo)
     eng = Engine(topo, Source(arrival, duration, demand), FirstFitAllocator(),

@@ -33,8 +33,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from dcsim.modes.gpu.engine import run_gpu  # noqa: E402
 from dcsim.plugins import get_plugin_class  # noqa: E402
-from dcsim.sim.gpu import run_gpu  # noqa: E402
 from tests.helpers.fgd_reference import Reference  # noqa: E402
 
 TRACE = ROOT / "traces" / "alibaba_gpu_2023_openb"

@@ -60,7 +60,7 @@ from dcsim.greedy import greedy_argmax, greedy_argmax_torch
 from dcsim.learn.gnn import NaraPolicy, graph_batch, stack_obs
 from dcsim.learn.nara_env import NaraEnv
 from dcsim.learn.ppo import load_train_config, train
-from dcsim.sim import Engine, EngineConfig
+from dcsim.modes.loss import Engine, EngineConfig
 
 ROOT = Path(__file__).parents[1]
 #: topology -> (preset, H of the uniform holding time): the paper's settings

@@ -33,8 +33,8 @@ import numpy as np
 import yaml
 
 from dcsim.model.topologies import build_topology
+from dcsim.modes.loss import Engine, EngineConfig
 from dcsim.plugins import get_allocator_class
-from dcsim.sim import Engine, EngineConfig
 from dcsim.workload.spec import build_source
 
 EXPERIMENT = Path(__file__).parents[1] / "experiments" / "nara_table1.yaml"

@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_nara import AUTHORS, WORKLOAD  # noqa: E402
 
 from dcsim.model.topologies import build_topology  # noqa: E402
+from dcsim.modes.loss import Engine, EngineConfig
 from dcsim.plugins import get_allocator_class  # noqa: E402
-from dcsim.sim import Engine, EngineConfig  # noqa: E402
 from dcsim.workload.spec import build_source  # noqa: E402
 
 SIZES = {"fabric10k": 64, "fabric20k": 128, "fabric40k": 256}  # racks per pod of δ

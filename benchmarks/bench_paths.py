@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_nara import AUTHORS, TOPOLOGIES, WORKLOAD  # noqa: E402
 
 from dcsim.model.topologies import build_topology  # noqa: E402
+from dcsim.modes.loss import Engine, EngineConfig
 from dcsim.plugins import get_allocator_class  # noqa: E402
-from dcsim.sim import Engine, EngineConfig  # noqa: E402
 from dcsim.workload.spec import build_source  # noqa: E402
 
 #: request columns that depend on the machine's speed, not on the decisions

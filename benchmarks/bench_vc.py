@@ -7,7 +7,7 @@ Builds the k = 12 fat-tree, loads it by running the lambda = 12 workload with th
 until more than half the compute is used (so AHAB's 50 % shortcut does not apply), then
 times, on that state: one embedding of a fresh VC, and one AHAB decision (2 x 20 sequences x
 15 lookahead VCs = 600 embeddings of work), with the embedder's compiled lookahead kernel
-(numba, the ``fast`` extra; ``dcsim.allocators.jit``) and with the numpy lookahead, the
+(numba, the ``fast`` extra; ``dcsim.kernels``) and with the numpy lookahead, the
 same decisions, the median of 3 rounds each, after a first decision that loads the kernel.
 Prints them, their ratio, and the decision against one embedding; the goal is a
 ratio <= 100, i.e. the lookahead costing less than 100 single embeddings. Then one numpy

@@ -90,7 +90,7 @@ def run(config: Path, out: Path | None, seeds: int | None, sets: tuple[str, ...]
     """Run the experiment in CONFIG and write Parquet results."""
     import signal
 
-    from dcsim.allocators.jit import kernels_on
+    from dcsim.kernels import kernels_on
     from dcsim.runner import load_experiment, run_experiment
     from dcsim.runner.execute import RunsFailed, make_executor, unchanged_runs
     from dcsim.runner.stale_report import stale_report_note
@@ -188,7 +188,7 @@ def _print_headline(exp, out_dir: Path, max_rows: int = 40) -> None:
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE")
 def validate(config: Path, seeds: int | None, sets: tuple[str, ...]) -> None:
     """Check CONFIG without running it; print the runs it expands to."""
-    from dcsim.allocators.jit import kernels_on
+    from dcsim.kernels import kernels_on
     from dcsim.runner import load_experiment
 
     exp = load_experiment(config, seeds=seeds, sets=sets)
@@ -319,7 +319,7 @@ def reschedule(mapping: Path, algorithm: str, mnl: int, options: tuple[str, ...]
     """Lower the fragment rate of the VM mapping in MAPPING (the VMR2L authors' JSON) by at
     most MNL migrations; print FR before/after, migrations and time."""
     from dcsim.config_files import parse_set
-    from dcsim.runner.reschedule import reschedule_file
+    from dcsim.modes.reschedule.command import reschedule_file
 
     s = reschedule_file(mapping, algorithm, mnl, dict(parse_set(o) for o in options), out,
                         seed=seed)

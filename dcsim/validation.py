@@ -17,6 +17,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
+from dcsim.errors import ConfigError
+
 __all__ = ["ConfigModel", "StrictModel", "error_lines", "first_error"]
 
 
@@ -133,3 +135,17 @@ def error_lines(err: ValidationError, where: str, data: Any = None,
         lines.append(f"{'.'.join(parts).replace('.[', '[')}: {msg}")
     more = len(err.errors()) - 3
     return "; ".join(lines) + (f" (and {more} more)" if more > 0 else "")
+
+
+def validate_section(model: type[BaseModel], raw: Any, where: str) -> Any:
+    """``model`` validated from ``raw``; the first error as a :class:`ConfigError` naming
+    the field path under ``where`` (e.g. ``vm.reschedule.mnl: Input should be ...``); an
+    instance of ``model`` (a section parsed already) is returned as it is."""
+    if isinstance(raw, model):
+        return raw
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping of settings, got {raw!r}")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(first_error(e, where, model=model, unknown=None)) from None

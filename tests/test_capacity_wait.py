@@ -13,8 +13,8 @@ from dcsim.allocators.multi.baselines import Tetris
 from dcsim.allocators.single import FirstFitAllocator, RandomAllocator
 from dcsim.cli import main
 from dcsim.model.topologies import build_topology
-from dcsim.sim import EngineConfig
-from dcsim.sim.metrics import acceptance_last20
+from dcsim.modes.loss import EngineConfig
+from dcsim.modes.loss.metrics import acceptance_last20
 from tests.helpers.engine import run
 from tests.helpers.sources import ListSource, random_source
 from tests.helpers.trees import star_topology

@@ -18,7 +18,7 @@ from dcsim.allocators.multi.baselines import NALB, NULB, RandomMulti, Tetris
 from dcsim.allocators.single import FirstFitAllocator
 from dcsim.cli import main
 from dcsim.model.topologies import build_topology
-from dcsim.sim import EngineConfig
+from dcsim.modes.loss import EngineConfig
 from tests.helpers.engine import checked, run
 from tests.helpers.sources import ListSource
 from tests.helpers.trees import star_topology

@@ -14,15 +14,11 @@ from pydantic import BaseModel
 
 from dcsim import hookspecs
 from dcsim.cli import main
+from dcsim.experiment_sections import AllocatorSpec, MetricsSpec
 from dcsim.model.topologies import TOPOLOGY_KINDS, TopologySpec
-from dcsim.queue.spec import DeepRMJobs, TraceJobs
-from dcsim.runner.config import (
-    AllocatorSpec,
-    ExperimentSpec,
-    MetricsSpec,
-    QueueSpec,
-    WarmupSpec,
-)
+from dcsim.modes.loss.spec import WarmupSpec
+from dcsim.modes.queue.spec import DeepRMJobs, QueueSpec, TraceJobs
+from dcsim.runner.config import ExperimentSpec
 from dcsim.workload.arrivals import Arrival
 from dcsim.workload.distributions import KINDS, Distribution
 from dcsim.workload.spec import TraceSpec, WorkloadSpec

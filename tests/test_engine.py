@@ -12,7 +12,7 @@ from dcsim.allocators import Allocator
 from dcsim.allocators.single import BUILTIN_ALLOCATORS, FirstFitAllocator
 from dcsim.errors import PluginError
 from dcsim.model import Placement
-from dcsim.sim import Engine, EngineConfig
+from dcsim.modes.loss import Engine, EngineConfig
 from tests.helpers.engine import run
 from tests.helpers.sources import ListSource, random_source
 from tests.helpers.trees import star_topology
@@ -196,7 +196,7 @@ def test_the_fused_path_gives_the_rows_of_the_general_one(config, ties):
     ``tests/test_fused_loop.py`` adds stepwise decisions, Placements, None and bad indices
     mid-run, and a property test on tied streams."""
     from dcsim.allocators.single import BestFitAllocator
-    from dcsim.sim import EngineConfig
+    from dcsim.modes.loss import EngineConfig
     from tests.helpers.sources import random_source
     from tests.helpers.trees import star_topology
 
@@ -257,7 +257,7 @@ def test_periodic_samples_run_until_the_last_arrival():
     """``metrics.sample_interval``: a sample at 0, then every interval (the core's periodic
     process), the last one not after the last arrival's time plus one interval."""
     from dcsim.allocators.single import FirstFitAllocator
-    from dcsim.sim import EngineConfig
+    from dcsim.modes.loss import EngineConfig
     from tests.helpers.sources import ListSource
     from tests.helpers.trees import star_topology
 

@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 
 from dcsim.allocators.base import Allocator
 from dcsim.errors import ConfigError, PluginError
+from dcsim.experiment_sections import parse_failures
 from dcsim.model import Placement
-from dcsim.sim import Engine
-from dcsim.sim.failures import Components, FailureSchedule, failure_rng, parse_failures
-from dcsim.sim.loss_failures import LossFailures
+from dcsim.modes.loss import Engine
+from dcsim.modes.loss.failures import LossFailures
+from dcsim.sim.failures import Components, FailureSchedule, failure_rng
 from tests.helpers.failures import Tables, run_vm
 from tests.helpers.sources import ListSource, random_source
 from tests.helpers.trees import star_topology
@@ -55,7 +56,7 @@ def trace_file(tmp_path, rows):
 
 
 def run_loss(topology, source, allocator, failures: dict, tmp_path=None, seed=0, **cfg):
-    from dcsim.sim import EngineConfig
+    from dcsim.modes.loss import EngineConfig
 
     spec = parse_failures(failures)
     sink = Tables()
@@ -486,7 +487,8 @@ def test_a_bad_failure_trace_is_one_clear_error(tmp_path):
     (tmp_path / "q.yaml").write_text(yaml.safe_dump(cfg))
     r = invoke("run", tmp_path / "q.yaml", "--out", tmp_path / "q")
     assert r.exit_code != 0
-    assert "failures: only modes loss, vm_online and gpu simulate failures" in r.output
+    assert "failures: not used in mode 'queue' (only modes loss, vm_online and gpu read it)" \
+        in r.output
 
 
 def test_a_link_failure_under_a_virtual_cluster_by_hand(tmp_path):
@@ -543,8 +545,8 @@ def test_vm_online_invariants_with_host_failures(tmp_path, rows, reallocate, res
     and every VM is accounted for (placed, departed, or dropped by a failure, once)."""
     import pandas as pd
 
+    from dcsim.modes.vm_online.engine import run_online
     from dcsim.placers.builtin import BestFit
-    from dcsim.sim.vm_online import run_online
 
     vms = sorted(((i, a, d, c, m) for i, (a, d, c, m) in enumerate(rows)), key=lambda r: r[1])
     p = tmp_path / "vms.csv"

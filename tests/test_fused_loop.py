@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from dcsim.allocators.single import FirstFitAllocator
 from dcsim.errors import PluginError
 from dcsim.model import Placement
-from dcsim.sim import Engine, EngineConfig
+from dcsim.modes.loss import Engine, EngineConfig
 from tests.helpers.sources import ListSource
 from tests.helpers.trees import star_topology
 

@@ -26,8 +26,8 @@ from dcsim.gpu_allocators.baselines import (
     RandomGpu,
 )
 from dcsim.gpu_allocators.fgd import Fgd
+from dcsim.modes.gpu.engine import run_gpu
 from dcsim.plugins import registered
-from dcsim.sim.gpu import run_gpu
 from tests.helpers.gpu import gpu_nodes, make_cluster, pod_table, typical_of
 
 TRACE = str(Path(__file__).resolve().parents[1] / "traces" / "alibaba_gpu_2023_openb") + "/"

@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 
 from dcsim.cli import main
 from dcsim.errors import ConfigError, StateError
+from dcsim.experiment_sections import parse_failures
 from dcsim.gpu import MILLI, GpuCluster, GpuPod
 from dcsim.gpu.power import DeviceWatts, GpuPower, SocketWatts
+from dcsim.modes.gpu.engine import run_gpu
+from dcsim.modes.gpu.spec import check_gpu, parse_gpu
 from dcsim.plugins import get_plugin_class, registered
-from dcsim.sim.failures import parse_failures
-from dcsim.sim.gpu import run_gpu
-from dcsim.sim.gpu_spec import check_gpu, parse_gpu
 from tests.helpers.gpu import gpu_nodes
 
 DATA = str(Path(__file__).resolve().parent / "data" / "gpu")

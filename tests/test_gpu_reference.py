@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dcsim.modes.gpu.engine import run_gpu
 from dcsim.plugins import get_plugin_class
-from dcsim.sim.gpu import run_gpu
 from tests.helpers.fgd_reference import Reference
 
 TRACE = Path(__file__).resolve().parent.parent / "traces" / "alibaba_gpu_2023_openb"

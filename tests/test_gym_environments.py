@@ -24,7 +24,7 @@ from dcsim.learn.env_policies import NaraEnvPolicy, VMR2LTwoStepPolicy  # noqa: 
 from dcsim.learn.nara_env import NaraEnv  # noqa: E402
 from dcsim.learn.vmr2l_env import VMR2LEnv  # noqa: E402
 from dcsim.learn.vmr2l_twostep import VMR2LTwoStepEnv  # noqa: E402
-from dcsim.sim import Engine, EngineConfig  # noqa: E402
+from dcsim.modes.loss import Engine, EngineConfig  # noqa: E402
 from dcsim.vm.mapping_io import parse_mapping  # noqa: E402
 from dcsim.vm.synthetic import synthetic_preset  # noqa: E402
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from dcsim.allocators.single import FirstFitAllocator
-from dcsim.sim import Engine
+from dcsim.modes.loss import Engine
 from tests.helpers.sources import ListSource
 from tests.helpers.trees import star_topology
 
@@ -126,7 +126,7 @@ def test_labels_that_cannot_name_files_are_refused_by_validate(label, why):
 def _patch_run(monkeypatch, action):
     """``action(plan)`` runs before every loss-mode run (pool workers are forked, so they
     see the patch)."""
-    from dcsim.runner.modes.loss import LossMode
+    from dcsim.modes.loss.mode import LossMode
 
     real = LossMode.build
 

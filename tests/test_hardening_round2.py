@@ -21,15 +21,10 @@ from click.testing import CliRunner
 
 from dcsim.cli import main
 from dcsim.errors import DcsimError
-from dcsim.sim import Engine, EngineConfig
-from dcsim.sim.failures import (
-    FREE_ARRIVALS,
-    MAX_EVENTS_PER_ARRIVAL,
-    MIN_MEAN_TIME,
-    failure_rng,
-    parse_failures,
-)
-from dcsim.sim.loss_failures import LossFailures
+from dcsim.experiment_sections import MIN_MEAN_TIME, parse_failures
+from dcsim.modes.loss import Engine, EngineConfig
+from dcsim.modes.loss.failures import LossFailures
+from dcsim.sim.failures import FREE_ARRIVALS, MAX_EVENTS_PER_ARRIVAL, failure_rng
 from tests.helpers.sources import random_source
 from tests.helpers.trees import star_topology
 

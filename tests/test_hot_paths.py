@@ -13,7 +13,7 @@ from dcsim.allocators.single import FirstFitAllocator, feasible_servers
 from dcsim.model import ClusterState, Request, StateView
 from dcsim.model.state import EPS
 from dcsim.model.topologies import build_topology
-from dcsim.sim.metrics import Meter
+from dcsim.modes.loss.metrics import Meter
 
 FLAT = {"kind": "flat", "servers": 6, "server": {"cpu": 8.0, "mem": 16.0}}
 
@@ -98,7 +98,7 @@ _edge = st.one_of(st.floats(allow_nan=True, allow_infinity=True),
 def test_placement_total_check_is_allclose(pairs, nudge):
     """The engine's check that a placement totals the demand (Python floats) decides
     exactly as np.allclose(rtol=1e-9, atol=1e-9), infinities and NaN included."""
-    from dcsim.sim.engine import _close
+    from dcsim.modes.loss.engine import _close
 
     total = np.array([a for a, _ in pairs])
     demand = np.array([a + nudge if np.isfinite(a) else b for a, b in pairs])

@@ -12,7 +12,7 @@ from gymnasium.utils.env_checker import check_env  # noqa: E402
 from dcsim.allocators.multi.baselines import Tetris, tetris_scores  # noqa: E402
 from dcsim.errors import ConfigError  # noqa: E402
 from dcsim.learn.nara_env import ENV_ID, NaraEnv  # noqa: E402
-from dcsim.sim import Engine, EngineConfig  # noqa: E402
+from dcsim.modes.loss import Engine, EngineConfig  # noqa: E402
 
 
 def test_check_env_unpadded():

@@ -21,7 +21,7 @@ from dcsim.allocators.multi.learned import (
 )
 from dcsim.greedy import greedy_argmax_torch
 from dcsim.model.topologies import build_topology
-from dcsim.sim import Engine, EngineConfig
+from dcsim.modes.loss import Engine, EngineConfig
 from dcsim.workload.spec import build_source
 from tests.helpers.learned import (
     NINE,
@@ -218,7 +218,7 @@ def test_shipped_optical_policy_runs_as_the_nara_allocator_without_torch():
 import json, sys, numpy as np
 from dcsim.allocators.multi.learned import NaraAllocator
 from dcsim.model.topologies import build_topology
-from dcsim.sim import Engine, EngineConfig
+from dcsim.modes.loss import Engine, EngineConfig
 from dcsim.workload.spec import build_source
 wl = json.loads(sys.argv[1])
 topo = build_topology({"kind": "optical", "channels": 8, "oversubscription": "1:8"})

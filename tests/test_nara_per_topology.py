@@ -18,7 +18,7 @@ from dcsim.allocators.multi.learned import (
 )
 from dcsim.errors import ConfigError
 from dcsim.model.topologies import build_topology
-from dcsim.sim import Engine, EngineConfig
+from dcsim.modes.loss import Engine, EngineConfig
 from dcsim.workload.spec import build_source
 from tests.helpers.learned import NINE, WORKLOAD_2023, random_weights
 

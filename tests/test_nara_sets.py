@@ -13,8 +13,8 @@ import yaml
 from dcsim.allocators.single import FirstFitAllocator
 from dcsim.errors import ConfigError
 from dcsim.model.topologies import build_topology
-from dcsim.sim import Engine
-from dcsim.sim.metrics import last50_mean
+from dcsim.modes.loss import Engine
+from dcsim.modes.loss.metrics import last50_mean
 from dcsim.workload import TraceSource
 from dcsim.workload.spec import build_source
 from tests.helpers.sources import ListSource
@@ -202,7 +202,7 @@ def test_per_request_utilisation_hand_worked():
 
 def test_per_request_utilisation_counts_only_measured_requests():
     """With a warm-up of 2 requests the samples start at the third request's."""
-    from dcsim.sim import EngineConfig
+    from dcsim.modes.loss import EngineConfig
 
     topo = star_topology(n=1, cpu=10, mem=10)
     src = ListSource([0, 1, 2, 3, 4], [2, 10, 10, 10, 1],

@@ -16,12 +16,13 @@ from hypothesis import strategies as st
 from dcsim.allocators.single import FirstFitAllocator, RandomAllocator
 from dcsim.cli import main
 from dcsim.errors import ConfigError
+from dcsim.experiment_sections import parse_failures
 from dcsim.model.topologies import build_topology
+from dcsim.modes.loss import Engine, EngineConfig
+from dcsim.modes.loss.failures import LossFailures
+from dcsim.modes.loss.power import build_power
+from dcsim.modes.loss.spec import PowerSpec
 from dcsim.plugins import get_plugin_class, registered
-from dcsim.sim import Engine, EngineConfig
-from dcsim.sim.failures import parse_failures
-from dcsim.sim.loss_failures import LossFailures
-from dcsim.sim.power import PowerSpec, build_power
 from tests.helpers.sources import ListSource, random_source
 
 LINEAR = {"model": "linear", "idle_w": 100, "peak_w": 200}
@@ -106,7 +107,7 @@ def test_power_is_refused_outside_loss_mode(tmp_path):
     path.write_text(yaml.safe_dump(cfg))
     r = CliRunner().invoke(main, ["validate", str(path)])
     assert r.exit_code != 0, r.output
-    assert "power: only modes loss and gpu (gpu.power) account energy" in r.output, r.output
+    assert "power: not used in mode 'queue' (only mode loss reads it)" in r.output, r.output
 
 
 def _exp(tmp_path, section):
@@ -265,7 +266,7 @@ def test_fused_and_general_paths_give_the_same_energy(tmp_path):
 
 def test_folding_in_chunks_changes_nothing(monkeypatch):
     """The log folded every 3 events gives the energies of one fold at the end."""
-    import dcsim.sim.power as p
+    import dcsim.modes.loss.power as p
 
     src = random_source(np.random.default_rng(8), 300, rate=2.0, hold=6.0)
     spec = {"server": TABLE, "idle_policy": "off", "power_on_j": 1.0}

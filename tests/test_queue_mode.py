@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from dcsim.errors import ConfigError
+from dcsim.modes.queue.engine import run_queue
 from dcsim.queue.env import QueueConfig, QueueEnv
 from dcsim.queue.jobs import JobSet, deeprm_jobset
 from dcsim.runner import load_experiment, run_experiment
 from dcsim.schedulers.builtin import SCHEDULERS
-from dcsim.sim.queue import run_queue
 
 ROOT = Path(__file__).resolve().parents[1]
 SJF = next(c for c in SCHEDULERS if c.name == "sjf")
@@ -134,7 +134,7 @@ def test_capacity_comes_from_the_topology(tmp_path):
                                 "server": {"cpu": 10, "mem": 10}})
     exp = load_experiment(write(tmp_path, data))
     from dcsim.model.topologies import build_topology
-    from dcsim.runner.execute import queue_config
+    from dcsim.modes.queue.mode import queue_config
     cfg = queue_config(exp.spec, build_topology(exp.spec.topology))
     assert cfg.capacity_for(2).tolist() == [20.0, 20.0] and cfg.slots == 10
 

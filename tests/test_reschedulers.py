@@ -13,6 +13,7 @@ import pytest
 from scipy.optimize import OptimizeResult
 
 from dcsim.errors import ConfigError, PluginError
+from dcsim.modes.reschedule.command import MIGRATION_COLUMNS, reschedule_file, rescheduler_class
 from dcsim.reschedulers import Plan, Rescheduler, sequence_moves
 from dcsim.reschedulers import mip as rmip
 from dcsim.reschedulers.builtin import (
@@ -24,7 +25,6 @@ from dcsim.reschedulers.builtin import (
     register_reschedulers,
     removal_gains,
 )
-from dcsim.runner.reschedule import MIGRATION_COLUMNS, reschedule_file, rescheduler_class
 from dcsim.vm import BOTH, VM, Host, MappingState, Migration
 from dcsim.vm.mapping_io import load_mapping, parse_mapping
 from dcsim.vm.synthetic import synthetic_mapping, synthetic_preset

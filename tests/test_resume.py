@@ -142,7 +142,7 @@ def test_failed_runs_are_logged_the_others_finish_and_resume_reruns_them(tmp_pat
     """A run that raises is recorded in failures.jsonl (run, error, traceback) without
     stopping the others; the command exits 1 naming the count and the log; --resume then runs
     only the failed run and the dataset equals a clean run's."""
-    from dcsim.runner.modes.loss import LossMode
+    from dcsim.modes.loss.mode import LossMode
 
     real = LossMode.build
 
@@ -183,7 +183,7 @@ def test_failed_runs_are_logged_the_others_finish_and_resume_reruns_them(tmp_pat
 
 def test_failures_in_pool_workers_are_logged(tmp_path, monkeypatch):
     """The same on a 2-process pool (workers are forked, so they see the patch)."""
-    from dcsim.runner.modes.loss import LossMode
+    from dcsim.modes.loss.mode import LossMode
 
     real = LossMode.build
 

@@ -10,9 +10,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import dcsim.sim.metrics as metrics
-from dcsim.sim import streamed_sum
-from dcsim.sim.metrics import SpilledSamples, last50_mean
+import dcsim.modes.loss.metrics as metrics
+from dcsim.modes.loss import streamed_sum
+from dcsim.modes.loss.metrics import SpilledSamples, last50_mean
 from tests.helpers.cli import assert_same_dataset, ok
 from tests.helpers.configs import small_experiment
 
@@ -67,7 +67,7 @@ def test_a_run_whose_samples_spill_gives_the_rows_of_one_that_does_not(tmp_path,
 @settings(max_examples=80, deadline=None)
 @given(chunks=st.lists(st.lists(st.booleans(), max_size=400), max_size=12))
 def test_acceptance_last20_from_the_packed_log_is_the_same_float(chunks):
-    from dcsim.sim.metrics import AcceptanceLog, acceptance_last20
+    from dcsim.modes.loss.metrics import AcceptanceLog, acceptance_last20
 
     log = AcceptanceLog()
     for c in chunks:
@@ -83,7 +83,7 @@ def test_acceptance_last20_from_the_packed_log_is_the_same_float(chunks):
 
 
 def test_acceptance_last20_of_a_long_log_at_the_default_block():
-    from dcsim.sim.metrics import AcceptanceLog, acceptance_last20
+    from dcsim.modes.loss.metrics import AcceptanceLog, acceptance_last20
 
     rng = np.random.default_rng(3)
     log, parts = AcceptanceLog(), []

@@ -1,5 +1,5 @@
 """numpy's pairwise sum, computed from values read a block at a time
-(``dcsim.sim.streamed_sum``, issue #47 item 9): the same float as ``np.add.reduce`` and
+(``dcsim.modes.loss.streamed_sum``, issue #47 item 9): the same float as ``np.add.reduce`` and
 ``mean()`` over the whole array, bit for bit, for any length and block size; each read asks
 for the next values, in order, never more than a block; a numpy that sums another way fails
 here rather than shifting the Nara means unseen."""
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dcsim.sim import streamed_sum as ss
+from dcsim.modes.loss import streamed_sum as ss
 
 
 def reader(a: np.ndarray, leaf: int, calls: list):

@@ -14,19 +14,15 @@ import pytest
 import yaml
 
 from dcsim.errors import ConfigError, PluginError
+from dcsim.modes.reschedule.command import MIGRATION_COLUMNS, rescheduler_class
+from dcsim.modes.reschedule.engine import run_static
+from dcsim.modes.reschedule.spec import StaticSpec, check_static, parse_static
+from dcsim.modes.vm_online.spec import check_online
 from dcsim.reschedulers.builtin import AlphaVBPP, Greedy
 from dcsim.runner import load_experiment, run_experiment
 from dcsim.runner.config import sweep_points
-from dcsim.runner.reschedule import MIGRATION_COLUMNS, rescheduler_class
-from dcsim.sim.vm_online_spec import check_online
-from dcsim.sim.vm_static import (
-    StaticSpec,
-    build_mapping,
-    check_static,
-    parse_static,
-    run_static,
-    validate_section,
-)
+from dcsim.validation import validate_section
+from dcsim.vm.mapping_spec import build_mapping
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ROOT / "experiments"
@@ -213,7 +209,7 @@ def test_run_both_experiments_small_and_report(tmp_path):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"vm": None}, "vm: Field required in mode 'reschedule'"),
+    ({"vm": None}, "vm: Field required"),
     ({"allocators": ["first_fit"]}, "allocators: not used in mode 'reschedule'"),
     ({"reschedulers": ["nope"]}, "reschedulers.0.name: unknown rescheduler 'nope'"),
     ({"vm": {"mapping": {"synthetic": "huge"}, "mnl": 5}}, "vm.mapping.synthetic"),

@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dcsim.errors import ConfigError, PluginError, StateError
+from dcsim.modes.vm_online.engine import REJECTED, OnlineEngine, run_online
+from dcsim.modes.vm_online.spec import OnlineSpec, check_online, parse_online, placer_class
 from dcsim.placers import Placer
 from dcsim.placers.builtin import PLACERS, BestFit, FirstFit, register_placers
 from dcsim.reschedulers import Plan, Rescheduler
-from dcsim.sim.vm_online import REJECTED, OnlineEngine, run_online
-from dcsim.sim.vm_online_spec import OnlineSpec, check_online, parse_online, placer_class
 from dcsim.vm import BOTH, VM, Host, InvalidMigration, MappingState, Migration
 from dcsim.vm.arrivals import VMStream, trace_stream, vm_sizes
 from dcsim.vm.model import FRAGMENT_CORES

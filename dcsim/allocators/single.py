@@ -7,8 +7,8 @@ from typing import Literal
 import numpy as np
 
 from dcsim.allocators.base import Allocator, Choice
-from dcsim.allocators.jit import kernel_choice, kernels_on
 from dcsim.hookspecs import hookimpl
+from dcsim.kernels import kernel_choice, kernels_on
 from dcsim.model import Request, StateView
 from dcsim.model.state import EPS
 

@@ -1,4 +1,4 @@
-"""first_fit's scan compiled (numba; :mod:`dcsim.allocators.jit`): the first server whose
+"""first_fit's scan compiled (numba; :mod:`dcsim.kernels`): the first server whose
 two free columns reach both thresholds, stopping there instead of comparing every server.
 The same comparisons as the numpy code (``column >= threshold``, False for NaN), so the
 same index.

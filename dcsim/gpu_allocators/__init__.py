@@ -1,4 +1,4 @@
-"""GPU allocator plugins for GPU-sharing clusters (``mode: gpu``, :mod:`dcsim.sim.gpu`):
+"""GPU allocator plugins for GPU-sharing clusters (``mode: gpu``, :mod:`dcsim.modes.gpu.engine`):
 given the live cluster and an arriving pod, the node and GPU devices it gets."""
 
 from dcsim.gpu_allocators.base import (

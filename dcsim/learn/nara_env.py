@@ -1,7 +1,7 @@
 """A Gymnasium environment for Nara's server-by-server allocation (``dcsim/Nara-v0``).
 
 One ``step(action)`` chooses one server for the current request. The environment runs the
-*same* engine (:class:`~dcsim.sim.engine.Engine`, loss mode or ``capacity: wait``) and the
+*same* engine (:class:`~dcsim.modes.loss.engine.Engine`, loss mode or ``capacity: wait``) and the
 *same* allocation step (:func:`~dcsim.allocators.multi.step.allocate_multi_steps`: ``min(free,
 remaining)`` from each chosen server, the k-shortest-path check, both reservations) as the
 baselines: its allocator's ``allocate()`` returns a generator that yields a SimPy event at
@@ -37,7 +37,7 @@ policy batch holds any of them. ``features`` is the observation's feature versio
 An episode is ``requests`` arrivals of the workload (``workload:`` and ``topology:`` as in
 an experiment file; :func:`env_config_from_experiment` reads them from one);
 ``reset(seed=s)`` draws the workload from ``np.random.default_rng(s)``, exactly as an
-:class:`~dcsim.sim.engine.Engine` given that generator, so a baseline run on the same seed
+:class:`~dcsim.modes.loss.engine.Engine` given that generator, so a baseline run on the same seed
 sees the same requests. The episode terminates after the last arrival's
 decision (departures still pending are not simulated).
 
@@ -72,7 +72,7 @@ from dcsim.environments import (
 from dcsim.errors import ConfigError, DcsimError
 from dcsim.model import Placement, Request, StateView
 from dcsim.model.topologies import build_topology
-from dcsim.sim import Engine, EngineConfig
+from dcsim.modes.loss import Engine, EngineConfig
 from dcsim.validation import first_error
 from dcsim.workload.spec import build_source
 
@@ -159,7 +159,7 @@ class AgentAllocator(MultiServerAllocator):
     """The environment's allocator: the Nara step, each choice handed to the agent.
 
     ``allocate()`` returns a generator (a *stepwise* decision, see
-    :mod:`dcsim.sim.engine`): at each choice it sets :attr:`pending` to ``(partial, event)``
+    :mod:`dcsim.modes.loss.engine`): at each choice it sets :attr:`pending` to ``(partial, event)``
     and waits on ``event``; the environment delivers the chosen server (None: fail the
     request) by interrupting the waiting arrival process with it as the cause. A
     request with no eligible server left fails without asking. Finished requests are

@@ -12,7 +12,7 @@ import numpy as np
 from dcsim.allocators.multi.baselines import tetris_scores
 from dcsim.learn.gnn import stack_obs
 from dcsim.learn.nara_env import NaraEnv, NaraEnvConfig
-from dcsim.sim.metrics import acceptance_last20
+from dcsim.modes.loss.metrics import acceptance_last20
 
 __all__ = ["evaluate", "evaluate_tetris", "per_topology", "summary"]
 

@@ -2,7 +2,7 @@
 
 The built-ins (:mod:`dcsim.power.builtin`) are ``constant``, ``linear`` and ``table``;
 installed packages add their own through the ``register_power_models`` hook, like
-allocators. The engine's energy accounting is :mod:`dcsim.sim.power`.
+allocators. The engine's energy accounting is :mod:`dcsim.modes.loss.power`.
 """
 
 from dcsim.power.base import PowerModel

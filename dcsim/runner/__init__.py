@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 __all__ = ["Experiment", "RunPlan", "execute_run", "load_experiment", "run_experiment"]
 
 #: imported on first use (PEP 562): a command that needs only one submodule
-#: (``dcsim.runner.progress``, ``dcsim.runner.reschedule``) does not load the engine
+#: (``dcsim.runner.progress``, ``dcsim.modes.reschedule.command``) does not load the engine
 _LAZY = {"execute_run": "dcsim.runner.execute", "run_experiment": "dcsim.runner.execute",
          "Experiment": "dcsim.runner.plan", "RunPlan": "dcsim.runner.plan",
          "load_experiment": "dcsim.runner.plan"}

@@ -7,150 +7,56 @@ Input should be greater than 0``) and is raised as :class:`ConfigError`.
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, create_model, model_validator
 
-from dcsim.config_files import (  # noqa: F401  (their old home; re-exported)
-    MAX_EXPANDED_VALUES,
-    expanded_size,
-    load_yaml,
-    parse_set,
-    read_text,
-    read_yaml,
-    set_dotted,
-)
+from dcsim.config_files import set_dotted
 from dcsim.errors import ConfigError
-from dcsim.runner.modes.base import PLUGIN_LISTS
-from dcsim.sim.failures import FailureSpec
-from dcsim.sim.power import PowerSpec
+from dcsim.experiment_sections import AllocatorSpec, MetricsSpec
+from dcsim.modes import MODES
+from dcsim.modes.base import SECTION_ORDER, Mode
+from dcsim.results.names import RESERVED_COLUMNS
 from dcsim.validation import StrictModel
 
-
-class AllocatorSpec(StrictModel):
-    """One allocator (or, in queue mode, scheduler) of the comparison: its registered name,
-    options and optional label."""
-
-    name: str
-    options: dict[str, Any] = Field(default_factory=dict)
-    label: str | None = None
-
-
-class WarmupSpec(StrictModel):
-    requests: Annotated[int, Field(ge=0)] = 0
-    time: Annotated[float, Field(ge=0)] = 0.0
-
-
-class MetricsSpec(StrictModel):
-    sample_interval: Annotated[float, Field(gt=0)] | None = None
-    sample_every: Annotated[int, Field(gt=0)] = 100
-    flush_rows: Annotated[int, Field(gt=0)] = 65536  # rows per Parquet row group
-
-
-class QueueSpec(StrictModel):
-    """Queue mode's environment (DeepRM): visible slots, backlog, resource horizon."""
-
-    slots: Annotated[int, Field(ge=1)] = 10
-    backlog: Annotated[int, Field(ge=0)] = 60
-    horizon: Annotated[int, Field(ge=1)] = 20
-    max_steps: Annotated[int, Field(ge=1)] = 10_000
-
-
-#: queue mode's default machine: DeepRM's two resources of 10 slots each
-QUEUE_TOPOLOGY = {"kind": "flat", "servers": 1, "server": {"cpu": 10, "mem": 10}}
-
-
-#: mode -> (the list its plugins come from, their plugin kind); each mode itself is a
-#: module of :mod:`dcsim.runner.modes`
-MODES: dict[str, tuple[str, str]] = PLUGIN_LISTS
+#: the fields every experiment file has, whatever its mode
+COMMON = ("name", "description", "mode", "seed", "seeds", "metrics", "matrix")
 
 
 class ExperimentSpec(StrictModel):
-    """The whole experiment file. ``topology``, ``workload`` and ``vm`` are checked by their
-    builders.
+    """The whole experiment file: the fields every mode has, then (in a subclass per mode,
+    :func:`experiment_model`) the sections its mode reads (:attr:`Mode.own_sections`) and
+    its plugin list. ``mode:`` picks the mode (:data:`dcsim.modes.MODES`: ``loss``, the
+    default, ``queue``, ``reschedule``, ``vm_online``, ``gpu``); a section the mode does not
+    read is refused, naming the modes that read it.
 
-    ``mode: loss`` (default): requests arrive and are placed or rejected by ``allocators``.
-    ``mode: queue``: jobs wait in a queue and ``schedulers`` pick which starts (DeepRM);
-    ``workload`` is then a job source (:mod:`dcsim.queue.spec`) and ``topology`` defaults
-    to one machine of 10 cpu / 10 mem whose total capacity the jobs share.
-    ``mode: reschedule``: each of ``reschedulers`` migrates at most MNL VMs of a mapping
-    (``vm:``, :mod:`dcsim.sim.vm_static`) to lower its fragment rate (VMR²L).
-    ``mode: vm_online``: VMs arrive and depart (``vm:``, :mod:`dcsim.sim.vm_online`); each of
-    ``placers`` places them, with optional periodic rescheduling.
-    ``mode: gpu``: the pods of a GPU-sharing cluster (``gpu:``, :mod:`dcsim.sim.gpu`); each
-    of ``gpu_allocators`` places them (FGD, ATC'23).
+    In a sweep point the sections a mode parses itself (``topology``, ``workload``, ``vm``,
+    ``gpu``) hold its typed models (:meth:`Mode.sections`) in place of the file's mappings.
     """
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]+$")]
     description: str = ""
-    mode: Literal["loss", "queue", "reschedule", "vm_online", "gpu"] = "loss"
+    mode: str = "loss"
     seed: Annotated[int, Field(ge=0)] = 0
     seeds: Annotated[int, Field(ge=1)] = 1
-    # the mode's sections: mappings in the file; in a sweep point, the mode's typed models
-    # (Mode.sections: TopologySpec, WorkloadSpec or a job source, StaticSpec, OnlineSpec)
-    topology: dict[str, Any] | BaseModel | None = None
-    workload: dict[str, Any] | BaseModel | None = None
-    allocators: list[str | AllocatorSpec] = Field(default_factory=list)
-    schedulers: list[str | AllocatorSpec] = Field(default_factory=list)
-    reschedulers: list[str | AllocatorSpec] = Field(default_factory=list)
-    placers: list[str | AllocatorSpec] = Field(default_factory=list)
-    gpu_allocators: list[str | AllocatorSpec] = Field(default_factory=list)
-    queue: QueueSpec = Field(default_factory=QueueSpec)
-    vm: dict[str, Any] | BaseModel | None = None
-    gpu: dict[str, Any] | BaseModel | None = None
-    capacity: Literal["reject", "wait"] = "reject"  # lack of total cpu/mem: drop or hold
-    # requests ending at t: released before the arrival at t, or after its first step
-    departures: Literal["before_arrivals", "after_first_step"] = "before_arrivals"
-    failures: FailureSpec | None = None  # component failures (dcsim.sim.failures)
-    power: PowerSpec | None = None  # power and energy (dcsim.sim.power)
-    warmup: WarmupSpec = Field(default_factory=WarmupSpec)
-    metrics: MetricsSpec = Field(default_factory=MetricsSpec)
-    matrix: dict[str, list[Any]] = Field(default_factory=dict)
 
-    @model_validator(mode="after")
-    def _sections_of_the_mode(self) -> ExperimentSpec:
-        own = self.plugin_key
-        for key, _kind in MODES.values():
-            if key != own and getattr(self, key):
-                raise ValueError(f"{key}: not used in mode {self.mode!r}; list {own} instead")
-        if not getattr(self, own):
-            raise ValueError(f"{own}: mode {self.mode!r} needs at least one")
-        if self.mode in ("loss", "queue") and self.workload is None:
-            raise ValueError("workload: Field required")
-        if self.departures != "before_arrivals" and self.mode != "loss":
-            raise ValueError(f"departures: only the loss-mode engine has it (mode {self.mode!r})")
-        if self.failures is not None and self.mode not in ("loss", "vm_online", "gpu"):
-            raise ValueError(f"failures: only modes loss, vm_online and gpu simulate "
-                             f"failures (mode {self.mode!r})")
-        if self.power is not None and self.mode == "gpu":
-            raise ValueError("power: mode gpu takes its power model under gpu.power "
-                             "(watts per GPU model and CPU socket)")
-        if self.power is not None and self.mode != "loss":
-            raise ValueError(f"power: only modes loss and gpu (gpu.power) account energy "
-                             f"(mode {self.mode!r})")
-        if self.mode in ("reschedule", "vm_online") and self.vm is None:
-            raise ValueError(f"vm: Field required in mode {self.mode!r}")
-        if (self.mode == "gpu") != (self.gpu is not None):
-            raise ValueError("gpu: Field required in mode 'gpu'" if self.mode == "gpu" else
-                             f"gpu: only mode gpu reads it (mode {self.mode!r})")
-        if self.topology is None:
-            if self.mode == "loss":
-                raise ValueError("topology: Field required")
-            if self.mode == "queue":
-                self.topology = copy.deepcopy(QUEUE_TOPOLOGY)
-        return self
+    @property
+    def mode_object(self) -> Mode:
+        """The :class:`~dcsim.modes.base.Mode` of this experiment."""
+        return MODES[self.mode]
 
     @property
     def plugin_key(self) -> str:
         """The list this mode's plugins come from (``allocators``, ``schedulers``, …)."""
-        return MODES[self.mode][0]
+        return MODES[self.mode].plugin_key
 
     @property
     def plugin_kind(self) -> str:
         """This mode's plugin kind (``allocator``, ``scheduler``, …)."""
-        return MODES[self.mode][1]
+        return MODES[self.mode].plugin_kind
 
     def allocator_specs(self) -> list[AllocatorSpec]:
         """This mode's plugin entries (allocators, or schedulers in queue mode, …)."""
@@ -158,9 +64,80 @@ class ExperimentSpec(StrictModel):
                 for a in getattr(self, self.plugin_key)]
 
 
+def _needs_one(self):
+    """A mode's model validator: its plugin list has at least one entry."""
+    if not getattr(self, self.plugin_key):
+        raise ValueError(f"{self.plugin_key}: mode {self.mode!r} needs at least one")
+    return self
+
+
+@functools.cache
+def experiment_model(mode: str) -> type[ExperimentSpec]:
+    """The experiment file's model in ``mode``: :class:`ExperimentSpec`'s fields, the
+    mode's own sections (in :data:`~dcsim.modes.base.SECTION_ORDER`, then any other in the
+    mode's order), its plugin list, then
+    ``metrics`` and ``matrix``. Each is also an attribute of this module under its class
+    name (``LossExperiment``, …), so a validated spec pickles into a worker process."""
+    m = MODES[mode]
+    # the known sections in their usual place; a new mode's own after them, in its order
+    known = {k: i for i, k in enumerate(SECTION_ORDER)}
+    own = sorted(m.own_sections.items(), key=lambda kv: known.get(kv[0], len(known)))
+    fields: dict[str, Any] = {m.plugin_key: (list[str | AllocatorSpec],
+                                             Field(default_factory=list))}
+    fields.update({k: sec.field() for k, sec in own})
+    fields["metrics"] = (MetricsSpec, Field(default_factory=MetricsSpec))
+    fields["matrix"] = (dict[str, list[Any]], Field(default_factory=dict))
+    name = f"{''.join(w.title() for w in mode.split('_'))}Experiment"
+    model = create_model(name, __base__=ExperimentSpec, __module__=__name__,
+                         __validators__={"_needs_one": model_validator(mode="after")(_needs_one)},
+                         **fields)
+    globals()[name] = model
+    return model
+
+
+def _refused(data: dict[str, Any], mode: str) -> str | None:
+    """Why a top-level key of ``data`` is refused in ``mode`` (the first such key), or None:
+    another mode's plugin list, or a section only other modes read."""
+    m = MODES[mode]
+    for key, value in data.items():
+        if value is None or value == []:  # an empty section or list is no section
+            continue
+        if key in COMMON or key == m.plugin_key or key in m.own_sections:
+            continue
+        if key in m.refusals:
+            return f"{key}: {m.refusals[key]}"
+        lists = [o for o in MODES.values() if o.plugin_key == key]
+        if lists:
+            return f"{key}: not used in mode {mode!r}; list {m.plugin_key} instead"
+        readers = [o.name for o in MODES.values() if key in o.own_sections]
+        if readers:
+            names = ", ".join(readers[:-1]) + (" and " if len(readers) > 1 else "") + readers[-1]
+            return (f"{key}: not used in mode {mode!r} (only mode{'s' if len(readers) > 1 else ''}"
+                    f" {names} read{'' if len(readers) > 1 else 's'} it)")
+    return None
+
+
 def validate_spec(data: dict[str, Any], source: str) -> ExperimentSpec:
+    """``data`` (an experiment file's mapping) validated in its mode; a :class:`ConfigError`
+    names ``source`` and the field."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of settings, got {type(data).__name__}")
+    mode = data.get("mode", "loss")
+    if not isinstance(mode, str) or mode not in MODES:
+        names = [repr(n) for n in MODES]
+        raise ConfigError(f"{source}: mode: Input should be {', '.join(names[:-1])} or "
+                          f"{names[-1]}")
+    why = _refused(data, mode)
+    if why is not None:
+        raise ConfigError(f"{source}: {why}")
+    model = experiment_model(mode)
+    # an empty section or list the mode does not read, or a required section left empty,
+    # is no section (a required one is then "Field required")
+    data = {k: v for k, v in data.items()
+            if not ((v is None or v == []) and (k not in model.model_fields
+                                                 or model.model_fields[k].is_required()))}
     try:
-        return ExperimentSpec.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as e:
         errors = e.errors()
         err = errors[0]
@@ -179,36 +156,6 @@ def validate_spec(data: dict[str, Any], source: str) -> ExperimentSpec:
             from None
 
 
-#: Column names results already use; a swept key never takes one of them.
-RESERVED_COLUMNS = frozenset({
-    "experiment", "allocator", "seed", "run_id", "code_id", "wall_time_s", "received", "accepted",
-    "acceptance_ratio", "acceptance_last20", "mean_concurrent", "mean_footprint",
-    "mean_decision_s", "sim_time", "window_start", "window_end", "id", "arrival", "duration",
-    "bandwidth", "start", "end", "n_servers", "servers", "locality", "footprint", "measured",
-    "wait", "decision_s", "time", "active", "cpu", "mem",
-    # queue mode
-    "jobset", "dropped", "slowdown", "completion_time", "mean_slowdown",
-    "mean_completion_time", "finished", "unfinished", "jobsets", "forced_jobsets",
-    # failures (their table and summary columns)
-    "n_failures", "interrupted", "reallocated", "lost_request_time", "lost_vm_time", "event",
-    "kind", "component", "lost_time", "interruptions",
-    # power: (dcsim.sim.power)
-    "energy_j", "energy_servers_j", "energy_network_j", "mean_power_w", "mean_power_servers_w",
-    "mean_power_network_w", "power_ons", "carbon_g", "power_w", "power_servers_w",
-    "power_network_w",
-    # the statistics' columns (dcsim.results.stats.STAT_COLUMNS, beside the swept keys in
-    # the tables of `dcsim run` and `dcsim report`)
-    "mean", "half_width", "ci_low", "ci_high", "n", "identical", "clipped",
-    # gpu mode (its pods/ and timeseries/ tables and its summary; not its pods' "name",
-    # which a sweep of some `name` key keeps: the writer refuses that clash)
-    "row", "inflated", "num_gpu", "gpu_milli", "gpu_types", "node", "devices",
-    "arrived_gpu_share", "alloc_gpu_share", "frag_gpus", "arrived_pct", "pods", "frag_ratio",
-    "alloc_cpu_share", "alloc_mem_share", "unalloc_gpus", "rejected", "final_alloc_gpu_share",
-    "used_nodes", "nodes", "gpus", "typical_pods", "gpu_acceptance",
-    # gpu mode with gpu.power and failures
-    "power_gpu_w", "power_cpu_w", "mean_power_gpu_w", "mean_power_cpu_w", "energy_gpu_j",
-    "energy_cpu_j", "lost_pod_time", "lost_gpu_time", "avail_gpu", "avail_cpu",
-})
 #: Keys that ``matrix:`` may not sweep (use ``seeds:`` / ``--seeds`` for replications).
 UNSWEEPABLE = ("name", "seed", "seeds", "matrix")
 
@@ -273,3 +220,7 @@ def sweep_points(spec: ExperimentSpec, raw: dict[str, Any], source: str):
                 set_dotted(data, k, copy.deepcopy(v), where=f"{source}: matrix")
                 params[sweep_column(k, all_keys)] = sweep_value(v)
         yield params, data
+
+
+for _mode in MODES:  # each mode's model exists once this module is imported (pickling)
+    experiment_model(_mode)

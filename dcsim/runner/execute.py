@@ -19,7 +19,6 @@ from dcsim.errors import ConfigError, DcsimError
 from dcsim.results.schema import STREAMED
 from dcsim.runner.executors import Executor, Log, PoolExecutor
 from dcsim.runner.plan import Experiment, resolved_config
-from dcsim.runner.run import execute_run, queue_config, run_rngs  # noqa: F401  (re-exported)
 
 FAILURES = "failures.jsonl"
 LOCK = ".dcsim.lock"
@@ -300,8 +299,8 @@ def _manifest(exp: Experiment, rows: dict[str, dict[str, Any]],
     import numpy
     import simpy
 
-    from dcsim.allocators.jit import kernel_choice, kernels_on
     from dcsim.allocators.single import FirstFitAllocator
+    from dcsim.kernels import kernel_choice, kernels_on
 
     return {
         "dcsim_version": __version__,

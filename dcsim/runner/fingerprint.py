@@ -16,9 +16,9 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from dcsim.errors import CodeChangedError
+from dcsim.modes import MODES
 from dcsim.plugins import ENTRY_POINT_GROUP, registered
 from dcsim.results import provenance
-from dcsim.runner.modes.base import PLUGIN_LISTS
 
 
 def run_plugins(plan, spec=None) -> list[tuple[str, str]]:
@@ -28,7 +28,7 @@ def run_plugins(plan, spec=None) -> list[tuple[str, str]]:
     ``spec`` is the plan's validated experiment (default: ``plan.spec``)."""
     spec = spec if spec is not None else plan.spec
     mode = spec.mode if spec is not None else plan.config.get("mode", "loss")
-    kind = PLUGIN_LISTS[mode][1]
+    kind = MODES[mode].plugin_kind
     found = [(kind, plan.allocator["name"])]
     embed = plan.allocator.get("options", {}).get("embed")
     if kind == "allocator" and isinstance(embed, str):

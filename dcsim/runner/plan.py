@@ -14,20 +14,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from dcsim.config_files import parse_set, read_yaml, set_dotted
 from dcsim.errors import ConfigError, PluginError
 from dcsim.labels import absolute_paths, without_paths
+from dcsim.modes import MODES
 from dcsim.plugins import get_plugin_class
 from dcsim.results.schema import param_types
 from dcsim.results.writer import label_problem
-from dcsim.runner.config import (
-    ExperimentSpec,
-    parse_set,
-    read_yaml,
-    set_dotted,
-    sweep_points,
-    validate_spec,
-)
-from dcsim.runner.modes.base import PLUGIN_LISTS
+from dcsim.runner.config import ExperimentSpec, sweep_points, validate_spec
 
 
 @dataclass(frozen=True)
@@ -103,7 +97,7 @@ def load_experiment(
             for s in range(point.seeds):
                 key = json.dumps(
                     {"config": {k: v for k, v in data.items()
-                                if k not in ("seeds", *(key for key, _ in PLUGIN_LISTS.values()))},
+                                if k not in ("seeds", *(m.plugin_key for m in MODES.values()))},
                      "allocator": alloc, "label": label, "seed": s, "params": params},
                     sort_keys=True, default=str,
                 )
@@ -123,8 +117,6 @@ def _check_point(point: ExperimentSpec, data: dict[str, Any], source: str, base_
     """The point with its mode's sections typed (:meth:`Mode.sections`), after building what
     a run of it needs once (its mode's checks), so that errors surface before anything
     runs."""
-    from dcsim.runner.modes import MODES
-
     mode = MODES[point.mode]
     try:
         point = point.model_copy(update=mode.sections(point))
@@ -152,14 +144,11 @@ def _slug(label: str) -> str:
 
 def resolved_config(exp: Experiment) -> dict[str, Any]:
     """The experiment with every default filled in (what ``experiment.yaml`` records)."""
-    from dcsim.runner.modes import MODES
-
     mode = MODES[exp.spec.mode]
-    unused = {key for key, _ in PLUGIN_LISTS.values()} | mode.unused
-    if exp.spec.failures is None:
-        unused.add("failures")
-    if exp.spec.power is None:
-        unused.add("power")
+    unused = {m.plugin_key for m in MODES.values()}
+    for section in ("failures", "power"):  # written only when the file has them
+        if getattr(exp.spec, section, None) is None:
+            unused.add(section)
     out = exp.spec.model_dump(mode="json", exclude=unused)
     out.update(mode.resolved(exp.spec))
     allocators, seen = [], set()

@@ -10,12 +10,12 @@ the same rows.
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dcsim.runner.modes.queue import queue_config  # noqa: F401  (re-exported)
 from dcsim.runner.plan import RunPlan
 
 
@@ -33,11 +33,12 @@ def execute_run(plan: RunPlan, out: str | Path) -> dict[str, Any]:
     """Simulate one run, commit its files into ``out`` and return its summary row. Its
     record (``runs/<run_id>.json``) also holds the fingerprint of the code that ran it
     (:func:`dcsim.runner.fingerprint.run_code`), and the row its ``code_id``."""
+    from dcsim.modes import MODES
     from dcsim.results.schema import TABLES, check_batch
     from dcsim.results.writer import RunWriter
     from dcsim.runner.config import validate_spec
     from dcsim.runner.fingerprint import run_code
-    from dcsim.runner.modes import MODES
+    from dcsim.runner.progress import watch_run
 
     code = run_code(plan)  # the code this process runs it with (computed once per process)
     t0 = time.perf_counter()
@@ -47,7 +48,8 @@ def execute_run(plan: RunPlan, out: str | Path) -> dict[str, Any]:
         spec = validate_spec(plan.config, plan.experiment)
         spec = spec.model_copy(update=MODES[spec.mode].sections(spec))
     workload_rng, plugin_rng = run_rngs(spec.seed, plan.seed)
-    built = MODES[spec.mode].build(spec, plan, workload_rng, plugin_rng)
+    built = MODES[spec.mode].build(spec, plan, workload_rng, plugin_rng,
+                                   partial(watch_run, plan.run_id))
     tables = {name: t.bind(flags=built.flags, **built.families)
               for name, t in TABLES[spec.mode].items()}
     summary = tables.pop("summary")

@@ -1,6 +1,4 @@
-"""The SimPy layer: processes that move time, call allocators and record what happened."""
-
-from dcsim.sim.config import EngineConfig
-from dcsim.sim.engine import Engine
-
-__all__ = ["Engine", "EngineConfig"]
+"""The SimPy core every simulation engine is built on (:mod:`dcsim.sim.core`) and the
+schedule of component failures and repairs (:mod:`dcsim.sim.failures`,
+:mod:`dcsim.sim.failure_stream`). Each simulation family's own engine lives in its mode's
+package (:mod:`dcsim.modes`); importing this package imports nothing."""

@@ -22,7 +22,7 @@ left); the migration number limit (MNL) counts steps. An invalid list raises
 :class:`InvalidMigration` naming the step (1-based), the VM and the reason, and leaves the
 state exactly as it was. Free resources never go negative nor above capacity.
 
-VMs can also arrive and leave (the online mode, :mod:`dcsim.sim.vm_online`):
+VMs can also arrive and leave (the online mode, :mod:`dcsim.modes.vm_online.engine`):
 :meth:`MappingState.add_vm` places a new VM (validated like a migration's target: the NUMA
 option must suit the VM and have room; any host, including an empty one) and appends it, and
 :meth:`MappingState.remove_vm` releases a VM and deletes it. Both keep the VM indices in

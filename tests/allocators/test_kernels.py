@@ -1,4 +1,4 @@
-"""The compiled lookahead kernels (issue #19, :mod:`dcsim.allocators.jit`) advance AHAB's
+"""The compiled lookahead kernels (issue #19, :mod:`dcsim.kernels`) advance AHAB's
 lookahead states exactly as the numpy batch code does: the same rewards and the same
 final states, bit for bit, on regular and uneven trees, every ``host_link`` rule, plain
 sizes on integral states and not, many rows and steps.
@@ -137,7 +137,7 @@ def test_oktopus_declines_vcs_past_one_bit_set():
 
 
 def test_the_kernels_setting(monkeypatch):
-    from dcsim.allocators.jit import kernels_on
+    from dcsim.kernels import kernels_on
 
     monkeypatch.setenv("DCSIM_KERNELS", "numpy")
     assert not kernels_on()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dcsim.sim import Engine
+from dcsim.modes.loss import Engine
 
 
 def run(topo, source, alloc, config=None, seed=0):

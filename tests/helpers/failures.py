@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dcsim.sim.failures import failure_rng, parse_failures
+from dcsim.experiment_sections import parse_failures
+from dcsim.sim.failures import failure_rng
 
 
 class Tables:
@@ -21,8 +22,8 @@ class Tables:
 def run_vm(tmp_path, rows, failures: dict, until=20.0, placer=None, **vm):
     import pandas as pd
 
+    from dcsim.modes.vm_online.engine import run_online
     from dcsim.placers.builtin import FirstFit
-    from dcsim.sim.vm_online import run_online
 
     p = tmp_path / "vms.csv"
     pd.DataFrame(rows, columns=["id", "arrival", "duration", "cpu", "mem"]).to_csv(p,

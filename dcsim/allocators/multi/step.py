@@ -48,7 +48,7 @@ A zero-bandwidth request, or a topology without links (``flat``), needs no paths
 Under the engine's ``departures: after_first_step`` (the Nara authors' clock) the view's
 ``release_due`` hook is set: the step calls it once, after the first server that leaves
 something to place, so the requests ending at this instant free their resources for the
-later choices (:mod:`dcsim.sim.engine`).
+later choices (:mod:`dcsim.modes.loss.engine`).
 """
 
 from __future__ import annotations

@@ -36,7 +36,6 @@ import numpy as np
 from pydantic import Field
 
 from dcsim.allocators.base import Choice
-from dcsim.allocators.jit import kernels_on
 from dcsim.allocators.vc.embedder import (
     VCAllocator,
     embedder_label_extra,
@@ -46,6 +45,7 @@ from dcsim.allocators.vc.embedder import (
 from dcsim.allocators.vc.lookahead import advance
 from dcsim.errors import ConfigError
 from dcsim.hookspecs import hookimpl
+from dcsim.kernels import kernels_on
 from dcsim.model import Request, StateView
 
 

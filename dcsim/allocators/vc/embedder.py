@@ -104,7 +104,7 @@ class VCAllocator(Allocator):
         return {}
 
     def lookahead_kernel(self, hints: dict[str, Any]):
-        """A compiled rollout of a whole lookahead (:mod:`dcsim.allocators.jit`), or None
+        """A compiled rollout of a whole lookahead (:mod:`dcsim.kernels`), or None
         (the default): ``run(cpu, lf, ns, ss, bs, gain, reward)`` embeds, step by step,
         VC (ns[j, r], ss[j, r], bs[j, r]) in state r (rows of ``cpu`` and ``lf``, updated
         in place) and adds ``gain[j, r]`` to ``reward[r]`` when it embeds, exactly as

@@ -1,4 +1,4 @@
-"""What every compiled lookahead kernel shares (numba; :mod:`dcsim.allocators.jit`): the
+"""What every compiled lookahead kernel shares (numba; :mod:`dcsim.kernels`): the
 host-link rules as integers and the reservation of one embedding in one state.
 
 Imported only when the kernels are on: it needs numba.

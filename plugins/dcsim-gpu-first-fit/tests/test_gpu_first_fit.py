@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from dcsim import ConfigError
 from dcsim.gpu import GpuCluster, GpuNodes, GpuPod
-from dcsim.sim.gpu import run_gpu
+from dcsim.modes.gpu.engine import run_gpu
 
 from dcsim_gpu_first_fit import GpuFirstFit, register_gpu_allocators
 

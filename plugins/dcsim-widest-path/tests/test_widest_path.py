@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from dcsim import ClusterState, ConfigError, Placement, Request, StateView
 from dcsim.model.topologies import build_topology
-from dcsim.sim import Engine
+from dcsim.modes.loss import Engine
 from dcsim.workload import build_source
 
 from dcsim_widest_path import WidestPath

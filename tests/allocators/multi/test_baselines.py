@@ -16,7 +16,7 @@ from dcsim.allocators.multi.step import MultiServerAllocator, allocate_multi, pa
 from dcsim.errors import PluginError
 from dcsim.model import ClusterState, Request, StateView, Topology
 from dcsim.model.topologies import build_topology
-from dcsim.sim import Engine
+from dcsim.modes.loss import Engine
 from tests.helpers.multi import AUTHOR_OPTIONS, make, request
 from tests.helpers.sources import ListSource
 from tests.helpers.trees import racks_topology, star_topology

@@ -18,7 +18,7 @@ from dcsim.allocators.multi.baselines import (
 from dcsim.allocators.multi.step import Partial
 from dcsim.model import ClusterState, StateView
 from dcsim.model.topologies import build_topology
-from dcsim.sim import Engine
+from dcsim.modes.loss import Engine
 from tests.helpers.multi import AUTHOR_OPTIONS, make, request
 from tests.helpers.sources import ListSource
 from tests.helpers.trees import racks_topology

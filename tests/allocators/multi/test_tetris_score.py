@@ -29,7 +29,7 @@ from dcsim.allocators.multi.step import Partial
 from dcsim.cli import main
 from dcsim.model import ClusterState, StateView
 from dcsim.model.topologies import build_topology
-from dcsim.sim import EngineConfig
+from dcsim.modes.loss import EngineConfig
 from tests.helpers.engine import checked, run
 from tests.helpers.multi import make, request
 from tests.helpers.sources import ListSource

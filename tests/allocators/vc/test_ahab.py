@@ -15,7 +15,7 @@ from dcsim.errors import ConfigError
 from dcsim.model import ClusterState, Request, StateView
 from dcsim.model.topologies import build_topology
 from dcsim.model.vc import TreeLevels
-from dcsim.sim import EngineConfig
+from dcsim.modes.loss import EngineConfig
 from dcsim.workload.spec import build_source
 from tests.helpers.engine import run
 from tests.helpers.vc import VC_TREE, vc_workload

@@ -27,7 +27,7 @@ from dcsim.errors import ConfigError
 from dcsim.model import ClusterState, StateView
 from dcsim.model.topologies import build_topology
 from dcsim.model.vc import HOST_LINK_RULES
-from dcsim.sim import EngineConfig
+from dcsim.modes.loss import EngineConfig
 from dcsim.workload.spec import build_source
 from tests.helpers.engine import run
 from tests.helpers.trees import fat_tree

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dcsim.allocators.jit import rollout, tree_tables
 from dcsim.allocators.vc.embedder import VCAllocator
+from dcsim.allocators.vc.kernel_tables import rollout, tree_tables
 from dcsim.allocators.vc.kraken.batch import kraken_embed_batch, kraken_embed_sparse, plain_sizes
 from dcsim.allocators.vc.lookahead import integral_lookahead
 from dcsim.hookspecs import hookimpl

@@ -1,4 +1,4 @@
-"""KRAKEN's lookahead as one compiled call (numba; :mod:`dcsim.allocators.jit`).
+"""KRAKEN's lookahead as one compiled call (numba; :mod:`dcsim.kernels`).
 
 :func:`rollouts` advances every row of AHAB's lookahead (:meth:`Ahab._rollouts`) through
 all its steps: at each step it embeds the step's VC in the row's state as

@@ -46,8 +46,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from dcsim.allocators.jit import rollout, tree_tables
 from dcsim.allocators.vc.embedder import VCAllocator
+from dcsim.allocators.vc.kernel_tables import rollout, tree_tables
 from dcsim.allocators.vc.lookahead import MAX_BITS_N, integral_lookahead
 from dcsim.allocators.vc.oktopus.batch import oktopus_embed_batch
 from dcsim.allocators.vc.oktopus.reference import oktopus_embed  # noqa: F401  (re-exported)

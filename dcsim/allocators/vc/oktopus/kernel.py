@@ -1,4 +1,4 @@
-"""OKTOPUS's lookahead as one compiled call (numba; :mod:`dcsim.allocators.jit`).
+"""OKTOPUS's lookahead as one compiled call (numba; :mod:`dcsim.kernels`).
 
 :func:`rollouts` advances every row of AHAB's lookahead through all its steps, embedding
 each step's VC as :func:`dcsim.allocators.vc.oktopus.oktopus_embed` does (a single host, else

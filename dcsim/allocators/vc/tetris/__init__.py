@@ -69,8 +69,8 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from dcsim.allocators.jit import rollout, tree_tables
 from dcsim.allocators.vc.embedder import VCAllocator
+from dcsim.allocators.vc.kernel_tables import rollout, tree_tables
 from dcsim.allocators.vc.lookahead import integral_lookahead
 from dcsim.allocators.vc.tetris.batch import tetris_embed_batch
 from dcsim.allocators.vc.tetris.reference import (  # noqa: F401  (re-exported)

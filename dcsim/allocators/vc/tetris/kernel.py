@@ -1,4 +1,4 @@
-"""VC-TETRIS's lookahead as one compiled call (numba; :mod:`dcsim.allocators.jit`).
+"""VC-TETRIS's lookahead as one compiled call (numba; :mod:`dcsim.kernels`).
 
 :func:`rollouts` advances every row of AHAB's lookahead through all its steps, embedding
 each step's VC as :func:`dcsim.allocators.vc.tetris.tetris_embed` does (single hosts, then

@@ -1,20 +1,35 @@
 """``mode: loss``: requests arrive on a topology and ``allocators`` place or reject them
-(the SimPy :class:`~dcsim.sim.engine.Engine`)."""
+(the SimPy :class:`~dcsim.modes.loss.engine.Engine`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel
 
 from dcsim.errors import ConfigError
-from dcsim.runner.modes.base import Built, Mode, plugin_instance, topology_families
+from dcsim.experiment_sections import FailureSpec
+from dcsim.modes.base import Built, Mode, Section, plugin_instance, topology_families
+from dcsim.modes.loss.spec import PowerSpec, WarmupSpec
 
 
 class LossMode(Mode):
     name = "loss"
-    unused = frozenset({"queue", "vm", "gpu"})
+    plugin_key, plugin_kind = "allocators", "allocator"
+    own_sections = {
+        "topology": Section(dict[str, Any] | BaseModel, ...),
+        "workload": Section(dict[str, Any] | BaseModel, ...),
+        # lack of total cpu/mem: drop the request, or hold it until departures make room
+        "capacity": Section(Literal["reject", "wait"], "reject"),
+        # requests ending at t: released before the arrival at t, or after its first step
+        "departures": Section(Literal["before_arrivals", "after_first_step"],
+                              "before_arrivals"),
+        "failures": Section(FailureSpec | None),  # component failures (dcsim.sim.failures)
+        "power": Section(PowerSpec | None),  # power and energy (dcsim.modes.loss.power)
+        "warmup": Section(WarmupSpec, factory=WarmupSpec),
+    }
 
     def sections(self, spec) -> dict[str, Any]:
         from dcsim.model.topologies import parse_topology_spec
@@ -25,7 +40,7 @@ class LossMode(Mode):
 
     def check(self, point, base_dir: str) -> None:
         from dcsim.model.topologies import build_topology
-        from dcsim.runner.config import RESERVED_COLUMNS
+        from dcsim.results.names import RESERVED_COLUMNS
         from dcsim.workload.spec import build_source
 
         topology = build_topology(point.topology, base_dir)
@@ -37,7 +52,7 @@ class LossMode(Mode):
         if point.failures is not None:  # a bad trace or tier name fails here, not in a run
             failure_schedule(point.failures, topology, np.random.default_rng(0), base_dir)
         if point.power is not None:  # a bad model, option, resource or trace fails here
-            from dcsim.sim.power import build_power
+            from dcsim.modes.loss.power import build_power
 
             build_power(point.power, topology, base_dir)
         attrs = point.workload.attrs
@@ -55,9 +70,9 @@ class LossMode(Mode):
                 "workload": parse_workload(spec.workload).model_dump(
                     mode="json", exclude_none=True)}
 
-    def build(self, spec, plan, workload_rng, plugin_rng) -> Built:
+    def build(self, spec, plan, workload_rng, plugin_rng, watch) -> Built:
         from dcsim.model.topologies import build_topology
-        from dcsim.sim import Engine, EngineConfig
+        from dcsim.modes.loss import Engine, EngineConfig
         from dcsim.workload.spec import build_source
 
         topology = build_topology(spec.topology, plan.base_dir)
@@ -75,8 +90,8 @@ class LossMode(Mode):
         families, flags = topology_families(topology)
         failures = None
         if spec.failures is not None:
+            from dcsim.modes.loss.failures import LossFailures
             from dcsim.sim.failures import failure_rng
-            from dcsim.sim.loss_failures import LossFailures
 
             rng = failure_rng(spec.seed, plan.seed)
             fspec = spec.failures
@@ -87,19 +102,17 @@ class LossMode(Mode):
 
         power = None
         if spec.power is not None:
-            from dcsim.sim.power import build_power
+            from dcsim.modes.loss.power import build_power
 
             power = build_power(spec.power, topology, plan.base_dir)
             flags = [*flags, "power", *(["carbon"] if spec.power.carbon is not None else [])]
         total = spec.workload.requests
 
         def simulate(sink) -> dict[str, Any]:
-            from dcsim.runner.progress import watch_run
-
             engine = Engine(topology, source, allocator, workload_rng, config, sink=sink,
                             failures=failures, power=power)
             # read-only: the terminal's progress line (dcsim.runner.progress)
-            with watch_run(plan.run_id, lambda: (engine.received, total, engine.env.now)):
+            with watch(lambda: (engine.received, total, engine.env.now)):
                 return engine.run()
 
         return Built(simulate, families, flags)
@@ -110,3 +123,7 @@ def failure_schedule(spec, topology, rng, base_dir):
     from dcsim.sim.failures import Components, FailureSchedule
 
     return FailureSchedule(spec, Components.of_topology(topology), rng, base_dir)
+
+
+#: the mode this package provides (:data:`dcsim.modes.MODES` reads it)
+MODE = LossMode()

@@ -1,4 +1,6 @@
-"""The ``workload:`` section in queue mode: where the job sets come from.
+"""Queue mode's sections: ``queue:`` (:class:`QueueSpec`, DeepRM's environment), the
+``topology:`` it defaults to (:data:`QUEUE_TOPOLOGY`) and ``workload:``, where the job sets
+come from. Imports no SimPy.
 
 A queue-mode run plays ``jobsets`` independent job sets (episodes) of ``steps`` arrival
 steps each, one after another on a fresh machine, and averages over all their jobs (the
@@ -30,8 +32,21 @@ from dcsim.csv_tables import read_csv
 from dcsim.errors import ConfigError
 from dcsim.parquet_tables import read_parquet
 from dcsim.queue.jobs import ALIBABA_SCALE, JobSet, deeprm_jobset, jobs_from_table
-from dcsim.validation import ConfigModel
+from dcsim.validation import ConfigModel, StrictModel
 from dcsim.workload.distributions import validation_message
+
+
+class QueueSpec(StrictModel):
+    """Queue mode's environment (DeepRM): visible slots, backlog, resource horizon."""
+
+    slots: Annotated[int, Field(ge=1)] = 10
+    backlog: Annotated[int, Field(ge=0)] = 60
+    horizon: Annotated[int, Field(ge=1)] = 20
+    max_steps: Annotated[int, Field(ge=1)] = 10_000
+
+
+#: queue mode's default machine: DeepRM's two resources of 10 slots each
+QUEUE_TOPOLOGY = {"kind": "flat", "servers": 1, "server": {"cpu": 10, "mem": 10}}
 
 IntRange = Annotated[tuple[int, int], Field(description="inclusive [low, high]")]
 

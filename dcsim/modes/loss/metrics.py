@@ -15,7 +15,7 @@ from array import array
 import numpy as np
 
 from dcsim.model import ClusterState, Placement, Topology
-from dcsim.sim.streamed_sum import streamed_mean
+from dcsim.modes.loss.streamed_sum import streamed_mean
 
 
 def acceptance_last20(accepted: np.ndarray) -> float:
@@ -52,7 +52,7 @@ class AcceptanceLog:
         """:func:`acceptance_last20` of :meth:`flags`, the same float, without unpacking the
         whole log: the accepted count before the last ``m`` requests is counted chunk by
         chunk, and the running ratios of the last ``m`` are made a block at a time, as
-        :func:`~dcsim.sim.streamed_sum.streamed_mean` reads them (memory flat in ``n``)."""
+        :func:`~dcsim.modes.loss.streamed_sum.streamed_mean` reads them (memory flat in ``n``)."""
         n = sum(k for _, k in self._chunks)
         if n == 0:
             return math.nan
@@ -132,7 +132,7 @@ class SpilledSamples:
     def tail_mean(self, skip: int) -> float:
         """``mean(samples[skip:][n // 2:])`` of the ``n = len - skip`` samples after the
         first ``skip``, in float64 (the float numpy gives, summed a block at a time by
-        :func:`~dcsim.sim.streamed_sum.streamed_mean`); NaN when there are none."""
+        :func:`~dcsim.modes.loss.streamed_sum.streamed_mean`); NaN when there are none."""
         n = len(self) - skip
         if n <= 0:
             return math.nan

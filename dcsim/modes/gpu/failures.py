@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from dcsim.experiment_sections import FailureSpec
 from dcsim.gpu.cluster import MILLI
 from dcsim.sim.core import Outcome
 from dcsim.sim.failure_stream import FLUSH_ROWS, StreamedFailureProcess
-from dcsim.sim.failures import Components, FailureSchedule, FailureSpec
+from dcsim.sim.failures import Components, FailureSchedule
 
 #: the availability columns, in :meth:`GpuFailures.availability` order
 AVAIL = ("avail_gpu", "avail_cpu")
@@ -33,7 +34,7 @@ AVAIL = ("avail_gpu", "avail_cpu")
 
 class GpuFailures:
     """Node failures on one online GPU run (``engine``: its
-    :class:`~dcsim.sim.gpu.GpuOnline`)."""
+    :class:`~dcsim.modes.gpu.engine.GpuOnline`)."""
 
     def __init__(self, engine, spec: FailureSpec, rng: np.random.Generator,
                  base_dir: str | None = None):

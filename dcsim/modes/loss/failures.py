@@ -30,13 +30,14 @@ import numpy as np
 
 from dcsim.allocators.base import Allocator
 from dcsim.errors import PluginError
+from dcsim.experiment_sections import FailureSpec
 from dcsim.model import Placement, Request
 from dcsim.sim.core import Outcome
 from dcsim.sim.failure_stream import StreamedFailureProcess
-from dcsim.sim.failures import Components, FailureSchedule, FailureSpec
+from dcsim.sim.failures import Components, FailureSchedule
 
 if TYPE_CHECKING:
-    from dcsim.sim.engine import Engine
+    from dcsim.modes.loss.engine import Engine
 
 
 class LossFailures:

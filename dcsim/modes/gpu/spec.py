@@ -59,11 +59,11 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
+from dcsim.config_files import resolve_path
 from dcsim.errors import ConfigError
 from dcsim.gpu.cluster import GpuNodes
 from dcsim.gpu.trace import PodTable, check_against, read_nodes, read_pods
-from dcsim.sim.vm_static import resolve_path, validate_section
-from dcsim.validation import StrictModel
+from dcsim.validation import StrictModel, validate_section
 
 
 class ListSpec(StrictModel):

@@ -1,4 +1,5 @@
-"""Power and energy of a loss-mode run: the ``power:`` section and the :class:`PowerMeter`.
+"""Power and energy of a loss-mode run: the ``power:`` section
+(:class:`~dcsim.modes.loss.spec.PowerSpec`) built for a topology, and the :class:`PowerMeter`.
 
 ::
 
@@ -50,97 +51,21 @@ import math
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import Field, NonNegativeFloat, PositiveFloat, field_validator, model_validator
 
 from dcsim.config_files import resolve_path
 from dcsim.csv_tables import read_csv
 from dcsim.errors import ConfigError, PluginError
+from dcsim.modes.loss.spec import PowerSpec
 from dcsim.parquet_tables import read_parquet
-from dcsim.validation import StrictModel
 
 #: joules in a kilowatt-hour (carbon intensities are per kWh)
 J_PER_KWH = 3.6e6
 #: events folded at once (each event is 5 floats of the log)
 FOLD_EVENTS = 1 << 15
 _ROW = 5  # time, server, free after, requests +-1, failures +-1
-
-
-class SwitchPower(StrictModel):
-    """Every switch: ``static_w`` plus ``port_w`` per port (a link end) whose link is up."""
-
-    static_w: NonNegativeFloat = 0.0
-    port_w: NonNegativeFloat = 0.0
-
-
-class CarbonSpec(StrictModel):
-    """A constant carbon intensity, or a trace of it over simulated time."""
-
-    intensity: NonNegativeFloat | None = Field(None, description="gCO2/kWh")
-    trace: str | None = Field(None, description="CSV or Parquet: time, intensity (gCO2/kWh)")
-
-    @model_validator(mode="after")
-    def _one(self) -> CarbonSpec:
-        if (self.intensity is None) == (self.trace is None):
-            raise ValueError("give either intensity (gCO2/kWh) or trace (a file of time, "
-                             "intensity)")
-        return self
-
-
-class PowerSpec(StrictModel):
-    """The ``power:`` section (module docstring)."""
-
-    server: dict[str, Any] | None = None
-    types: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    resource: str | None = None
-    # YAML 1.1 reads a bare on/off as true/false
-    idle_policy: Literal["on", "off", True, False] = "on"
-    power_on_j: NonNegativeFloat = 0.0
-    power_on_delay: NonNegativeFloat = 0.0
-    switch: SwitchPower = Field(default_factory=SwitchPower)
-    time_unit_s: PositiveFloat = 1.0
-    carbon: CarbonSpec | None = None
-
-    @field_validator("idle_policy")
-    @classmethod
-    def _on_off(cls, v: Any) -> str:
-        return {True: "on", False: "off"}.get(v, v) if isinstance(v, bool) else v
-
-    @field_validator("server")
-    @classmethod
-    def _model(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
-        if v is not None:
-            _named(v)
-        return v
-
-    @field_validator("types")
-    @classmethod
-    def _models(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        for name, model in v.items():
-            try:
-                _named(model)
-            except ValueError as e:
-                raise ValueError(f"{name}: {e}") from None
-        return v
-
-    @model_validator(mode="after")
-    def _some_model(self) -> PowerSpec:
-        if self.server is None and not self.types:
-            raise ValueError("power: needs server (every server's model) or types (a model "
-                             "per server type)")
-        if self.power_on_delay > 0 and self.idle_policy != "off":
-            raise ValueError("power.power_on_delay: a switch-on delay needs idle_policy: off "
-                             "(with idle servers on, nothing is ever switched on)")
-        return self
-
-
-def _named(v: dict[str, Any]) -> None:
-    name = v.get("model")
-    if not isinstance(name, str) or not name:
-        raise ValueError("needs model: the name of a power model (constant, linear, "
-                         "table, or an installed one: `dcsim plugins`)")
 
 
 @dataclass

@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from dcsim.experiment_sections import FailureSpec
 from dcsim.sim.core import Outcome
 from dcsim.sim.failure_stream import FLUSH_ROWS, StreamedFailureProcess
-from dcsim.sim.failures import Components, FailureSchedule, FailureSpec
+from dcsim.sim.failures import Components, FailureSchedule
 from dcsim.vm.view import MappingView
 
 
 class VMFailures:
     """Host failures on one online run (``engine``: its
-    :class:`~dcsim.sim.vm_online.OnlineEngine`)."""
+    :class:`~dcsim.modes.vm_online.engine.OnlineEngine`)."""
 
     def __init__(self, engine, spec: FailureSpec, rng: np.random.Generator,
                  base_dir: str | None = None):

@@ -23,7 +23,7 @@ its last row (130 % for the paper's inflation).
 **Fragmentation** is :mod:`dcsim.gpu.frag` over the run's typical pods (``gpu.typical``),
 kept per node and updated where a pod lands.
 
-**Pods that come and go** (``gpu.arrivals``, beyond the paper; :mod:`dcsim.sim.gpu_spec`):
+**Pods that come and go** (``gpu.arrivals``, beyond the paper; :mod:`dcsim.modes.gpu.spec`):
 a SimPy run (:class:`~dcsim.sim.core.SimCore`) in which the pods drawn from the list arrive
 in a Poisson process and each placed pod is released after its holding time (a departure
 at the same instant as an arrival comes first). Nothing waits: a pod that fits nowhere is
@@ -55,9 +55,9 @@ from dcsim.gpu.cluster import MILLI, GpuCluster, GpuPlacement, GpuPod
 from dcsim.gpu.frag import FragModel
 from dcsim.gpu.trace import PodTable
 from dcsim.gpu.workload import arrival_order, by_name, inflate
+from dcsim.modes.base import Sink
+from dcsim.modes.gpu.spec import GpuSpec, load_lists, parse_gpu, typical_of
 from dcsim.sim.core import SimCore, TimeAverage
-from dcsim.sim.gpu_spec import GpuSpec, load_lists, parse_gpu, typical_of
-from dcsim.sim.vm_static import Sink
 
 
 def _choice(allocator, raw: Any, pod: GpuPod, cluster: GpuCluster) -> tuple[int, tuple]:
@@ -324,7 +324,7 @@ def _one_pass(run: GpuRun, sink: Sink | None) -> dict[str, Any]:
 class GpuOnline(SimCore):
     """Pods that arrive and leave (``gpu.arrivals``; see the module docstring).
     ``failures`` builds the run's failure adapter from the engine
-    (:class:`dcsim.sim.gpu_failures.GpuFailures`), or is None."""
+    (:class:`dcsim.modes.gpu.failures.GpuFailures`), or is None."""
 
     def __init__(self, run: GpuRun, times: np.ndarray, holding: np.ndarray, warmup: int,
                  sample_every: float, sink: Sink | None = None,
@@ -500,7 +500,7 @@ def run_gpu(spec: dict[str, Any] | GpuSpec, allocator, rng: np.random.Generator,
     """One run of ``allocator`` (an instance) on the ``gpu:`` section ``spec`` (see the
     module docstring); returns the summary. ``failures`` (a validated ``failures:``
     section; with ``gpu.arrivals`` only) fails nodes, drawn from ``failure_rng``
-    (:mod:`dcsim.sim.gpu_failures`). ``watch(probe)``, if given, is entered around the
+    (:mod:`dcsim.modes.gpu.failures`). ``watch(probe)``, if given, is entered around the
     simulation; ``probe()`` reads (pods offered, pods in all, simulated time or None in a
     one-pass run) and changes nothing (``dcsim run``'s progress lines)."""
     s = parse_gpu(spec, where) if not isinstance(spec, GpuSpec) else spec
@@ -534,7 +534,7 @@ def run_gpu(spec: dict[str, Any] | GpuSpec, allocator, rng: np.random.Generator,
     warm = int(math.floor(a.warmup * len(rows)))
     make = None
     if failures is not None:
-        from dcsim.sim.gpu_failures import GpuFailures
+        from dcsim.modes.gpu.failures import GpuFailures
 
         def make(engine):
             return GpuFailures(engine, failures, failure_rng, base_dir)

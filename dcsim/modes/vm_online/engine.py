@@ -17,7 +17,7 @@ The ``vm:`` section (:class:`OnlineSpec`)::
       sample_every: 300                          # optional
       until: null                                # default: the last arrival
 
-**Mapping.** :class:`dcsim.sim.vm_static.MappingSpec`. The VMs of the initial mapping stay
+**Mapping.** :class:`dcsim.vm.mapping_spec.MappingSpec`. The VMs of the initial mapping stay
 for the whole run (they have no lifetime) and may be migrated; they have no per-VM rows.
 
 **Trace workload.** A table (CSV or Parquet) with columns ``arrival`` and ``duration``
@@ -96,14 +96,12 @@ from typing import Any
 import numpy as np
 
 from dcsim.errors import ConfigError, DcsimError, PluginError
+from dcsim.modes.base import Sink
+from dcsim.modes.vm_online.spec import OnlineSpec, build_rescheduler
 from dcsim.sim.core import SimCore, TimeAverage
-from dcsim.sim.vm_online_spec import OnlineSpec, build_rescheduler
-from dcsim.sim.vm_static import (
-    Sink,
-    build_mapping,
-    validate_section,
-)
+from dcsim.validation import validate_section
 from dcsim.vm.arrivals import VMStream, synthetic_stream, trace_stream
+from dcsim.vm.mapping_spec import build_mapping
 from dcsim.vm.model import BOTH, VM, InvalidMigration, MappingState
 from dcsim.vm.view import MappingView
 
@@ -151,7 +149,7 @@ class OnlineEngine(SimCore):
             raise ConfigError("vm.workload: arrival times must be >= 0")
         self.end = float(spec.until) if spec.until is not None else \
             (float(stream.arrival[-1]) if n else 0.0)
-        # component failures (dcsim.sim.vm_failures.VMFailures): VMs a failure dropped
+        # component failures (dcsim.modes.vm_online.failures.VMFailures): VMs a failure dropped
         self.dropped: set[int] = set()  # their serials
         self.interruptions = np.zeros(n, dtype=np.int64)
         self._failures = failures(self) if failures is not None else None
@@ -349,7 +347,7 @@ def run_online(spec: dict[str, Any], placer, rescheduler_cls_lookup: Callable[[s
     against ``base_dir``. Sends ``"timeseries"`` and ``"vms"`` columns to ``sink`` and
     returns the summary metrics (see the module docstring). ``failures`` (a validated
     ``failures:`` section) fails hosts, drawn from ``failure_rng``
-    (:mod:`dcsim.sim.vm_failures`). ``watch(probe)``, if given, is entered around the
+    (:mod:`dcsim.modes.vm_online.failures`). ``watch(probe)``, if given, is entered around the
     simulation; ``probe()`` reads (VMs arrived, VMs in all, simulated time) and changes
     nothing (``dcsim run``'s progress lines)."""
     s = validate_section(OnlineSpec, spec if spec is not None else {}, where)
@@ -375,7 +373,7 @@ def run_online(spec: dict[str, Any], placer, rescheduler_cls_lookup: Callable[[s
                                     np.random.default_rng(resched_seed), where)
     make = None
     if failures is not None:
-        from dcsim.sim.vm_failures import VMFailures
+        from dcsim.modes.vm_online.failures import VMFailures
 
         def make(engine):
             return VMFailures(engine, failures, failure_rng, base_dir)

@@ -13,13 +13,10 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import Field, PositiveFloat, model_validator
 
+from dcsim.config_files import resolve_path
 from dcsim.errors import ConfigError, PluginError
-from dcsim.sim.vm_static import (
-    MappingSpec,
-    resolve_path,
-    validate_section,
-)
-from dcsim.validation import StrictModel
+from dcsim.validation import StrictModel, validate_section
+from dcsim.vm.mapping_spec import MappingSpec
 
 
 class TraceSpec(StrictModel):

@@ -1,16 +1,18 @@
 """``mode: queue``: jobs wait for the machine and ``schedulers`` pick which starts (DeepRM's
-time-slotted environment, :mod:`dcsim.queue`, run by :func:`dcsim.sim.queue.run_queue`)."""
+time-slotted environment, :mod:`dcsim.queue`, run by :func:`dcsim.modes.queue.engine.run_queue`)."""
 
 from __future__ import annotations
 
-from functools import partial
+import copy
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
+from dcsim.modes.base import Built, Mode, Section, plugin_instance, topology_families
+from dcsim.modes.queue.spec import QUEUE_TOPOLOGY, QueueSpec
 from dcsim.queue.env import QueueConfig
-from dcsim.runner.modes.base import Built, Mode, plugin_instance, topology_families
 
 
 def queue_config(spec, topology) -> QueueConfig:
@@ -24,18 +26,25 @@ def queue_config(spec, topology) -> QueueConfig:
 
 class QueueMode(Mode):
     name = "queue"
-    unused = frozenset({"vm", "gpu"})
+    plugin_key, plugin_kind = "schedulers", "scheduler"
+    own_sections = {
+        # the job source (dcsim.modes.queue.spec); the machine defaults to DeepRM's
+        "topology": Section(dict[str, Any] | BaseModel,
+                            factory=lambda: copy.deepcopy(QUEUE_TOPOLOGY)),
+        "workload": Section(dict[str, Any] | BaseModel, ...),
+        "queue": Section(QueueSpec, factory=QueueSpec),
+    }
 
     def sections(self, spec) -> dict[str, Any]:
         from dcsim.model.topologies import parse_topology_spec
-        from dcsim.queue.spec import parse_jobs
+        from dcsim.modes.queue.spec import parse_jobs
 
         return {"topology": parse_topology_spec(spec.topology),
                 "workload": parse_jobs(spec.workload)}
 
     def check(self, point, base_dir: str) -> None:
         from dcsim.model.topologies import build_topology
-        from dcsim.queue.spec import build_jobsets
+        from dcsim.modes.queue.spec import build_jobsets
 
         topology = build_topology(point.topology, base_dir)
         jobs = point.workload
@@ -46,17 +55,16 @@ class QueueMode(Mode):
 
     def resolved(self, spec) -> dict[str, Any]:
         from dcsim.model.topologies import parse_topology_spec
-        from dcsim.queue.spec import describe_jobs
+        from dcsim.modes.queue.spec import describe_jobs
 
         return {"topology": parse_topology_spec(spec.topology).model_dump(
                     mode="json", exclude_none=True),
                 "workload": describe_jobs(spec.workload)}
 
-    def build(self, spec, plan, workload_rng, plugin_rng) -> Built:
+    def build(self, spec, plan, workload_rng, plugin_rng, watch) -> Built:
         from dcsim.model.topologies import build_topology
-        from dcsim.queue.spec import build_jobsets
-        from dcsim.runner.progress import watch_run
-        from dcsim.sim.queue import run_queue
+        from dcsim.modes.queue.engine import run_queue
+        from dcsim.modes.queue.spec import build_jobsets
 
         topology = build_topology(spec.topology, plan.base_dir)
         config = queue_config(spec, topology)
@@ -65,6 +73,9 @@ class QueueMode(Mode):
                                 Path(plan.base_dir))
         scheduler = plugin_instance(plan, "scheduler", plugin_rng)
         families, _ = topology_families(topology)
-        watch = partial(watch_run, plan.run_id)   # read-only: dcsim run's progress lines
         return Built(lambda sink: run_queue(config, jobsets, scheduler, sink, watch=watch),
                      families)
+
+
+#: the mode this package provides (:data:`dcsim.modes.MODES` reads it)
+MODE = QueueMode()

@@ -26,6 +26,36 @@ arrival process runs it (``yield from``), so the generator can wait on SimPy eve
 something outside the simulation triggers at the same instant — a learning environment
 (:mod:`dcsim.learn.nara_env`) uses this to hand each server choice to an agent. Loss-mode
 allocators returning a choice are unaffected.
+
+**The common case as one loop** (``_fused_arrivals``): each request offered, decided, reserved and
+its departure scheduled, and the departures due before each arrival run in place, with
+everything the loop reads bound once per workload batch.
+
+It applies when nothing else needs to see an arrival (no ``capacity: wait``, no deferred
+departures, no component failures): ``_fused_arrivals`` is then the
+arrival process over a batch. An allocator returning a server index that fits is handled in
+place (the state's unrolled ``take_one``, the meter's ``held``, a departure event); any
+other choice — a :class:`~dcsim.model.Placement`, ``None``, a bad index, a stepwise
+generator — goes to the engine's general path (``_settle``, ``_arrive_steps``), so each is
+checked and recorded exactly as there.
+
+The clock is SimPy's, kept exactly: where the general path's arrival clock
+(:meth:`~dcsim.sim.core.SimCore.walk`) would wait on a ``Timeout`` until the next arrival,
+this loop draws the id that ``Timeout`` would have drawn and runs, in SimPy's order
+``(time, priority, id)``, the departures (:class:`_ServerDeparture`, an
+:class:`~dcsim.sim.core.InlineEvent`) due before it, as ``Environment.step`` would; the
+first other event due before it (a periodic sample, a ``Timeout`` of the general path,
+anything a plugin scheduled) hands the clock back to SimPy with a stand-in for that
+``Timeout`` (:meth:`~dcsim.sim.core.SimCore.wake_at`), in its place. So every event runs
+at the same time in the same order as on the general path, without a SimPy event per
+arrival. The results are those of the general path; the loop exists because the engine
+runs it once per request (issue #37: the engine at the speed of bare SimPy's process per
+request at 1,000 servers).
+
+**The Nara authors' environment** (``_hold``, ``_defer_departure``): ``capacity: wait``
+holds a request until the cluster's total free resources cover it, and ``departures:
+after_first_step`` releases the departures of an instant after the first step of the
+request decided then.
 """
 
 from __future__ import annotations
@@ -34,6 +64,7 @@ import math
 import time
 from collections.abc import Callable
 from functools import partial
+from heapq import heappop, heappush
 from itertools import compress, repeat
 from operator import is_not
 from types import GeneratorType, MappingProxyType
@@ -41,20 +72,29 @@ from typing import Any
 
 import numpy as np
 import simpy
+from simpy.events import NORMAL
 
 from dcsim.allocators.base import Allocator
 from dcsim.errors import DcsimError, PluginError
 from dcsim.model import ClusterState, Placement, Request, StateView, Topology
 from dcsim.model.request import new_request
 from dcsim.model.state import EPS
-from dcsim.sim.config import EngineConfig
-from dcsim.sim.core import SimCore
-from dcsim.sim.engine_clock import HeldAndDeferred
-from dcsim.sim.engine_fused import NO_ATTRS, FusedArrivals
-from dcsim.sim.metrics import AcceptanceLog, Meter
-from dcsim.sim.power import PowerMeter, PowerSetup
-from dcsim.sim.records import ColumnBuffer, request_columns, unpack_batch
+from dcsim.modes.loss.metrics import AcceptanceLog, Meter
+from dcsim.modes.loss.power import PowerMeter, PowerSetup
+from dcsim.modes.loss.records import ColumnBuffer, request_columns, unpack_batch
+from dcsim.modes.loss.spec import EngineConfig
+from dcsim.sim.core import InlineEvent, SimCore
 from dcsim.workload.base import RequestBatch, RequestSource
+
+NO_ATTRS: MappingProxyType[str, Any] = MappingProxyType({})  # a request without attrs
+
+
+class _ServerDeparture(InlineEvent):
+    """The departure of a request the fused path put on one server: run in place by the
+    fused arrivals, or by SimPy (``callbacks``: the engine's ``_depart_event``)."""
+
+    __slots__ = ("server", "request", "amount")
+
 
 #: Receives column batches: ``sink(kind, columns)`` with kind "requests" (one call per
 #: workload batch, numpy arrays or lists) or "timeseries". The sink decides how to group
@@ -72,7 +112,7 @@ def _close(total: np.ndarray, demand: np.ndarray) -> bool:
     return bool(np.allclose(total, demand, rtol=1e-9, atol=1e-9))
 
 
-class Engine(FusedArrivals, HeldAndDeferred, SimCore):
+class Engine(SimCore):
     """Simulate one workload against one allocator on one topology."""
 
     def __init__(
@@ -125,10 +165,10 @@ class Engine(FusedArrivals, HeldAndDeferred, SimCore):
         self._server_ids = [np.array([i], dtype=np.int64) for i in range(topology.n_servers)]
         for a in self._server_ids:
             a.flags.writeable = False
-        # component failures (dcsim.sim.loss_failures.LossFailures), built on this engine
+        # component failures (dcsim.modes.loss.failures.LossFailures), built on this engine
         self._failures = failures(self) if failures is not None else None
         self._take_one, self._give_one = self.state.server_ops()
-        # power and energy (dcsim.sim.power): None when the run has no power: section
+        # power and energy (dcsim.modes.loss.power): None when the run has no power: section
         self.power = PowerMeter(power, topology, self.state) if power is not None else None
         if self.power is not None:
             self._take_one, self._give_one = self.power.server_ops(
@@ -466,3 +506,155 @@ class Engine(FusedArrivals, HeldAndDeferred, SimCore):
         if self.power is not None:
             out.update(self.power.summary(float(self.env.now)))
         return out
+
+    # ------------------------------------------- capacity: wait and departures: after_first_step
+
+    def _hold(self, req: Request):
+        """Until the cluster's total free resources cover ``req``'s demand, wait for
+        departures (``capacity="wait"``); return the time held. A request larger than the
+        whole cluster could never fit: it is not held."""
+        free = self.state.free
+        capacity = self.meter.capacity
+        tol = self._hold_tol
+        d = req.demand
+        if not ((free.sum(axis=0) + tol < d).any() and (d <= capacity + tol).all()):
+            return 0.0
+        cfg = self.config
+        # the window opens at the arrival, before the wait, as in loss mode
+        if (not self.meter.open and req.id >= cfg.warmup_requests
+                and req.arrival >= cfg.warmup_time):
+            self._open_window(self.env.now)
+        since = self.env.now
+        while (free.sum(axis=0) + tol < d).any():
+            self._departure = self.env.event()
+            yield self._departure
+        if self._defer:  # the authors' clock ticks once more before the request is placed
+            yield self.env.timeout(1.0)
+        return self.env.now - since
+
+    def _depart_and_notify(self, req: Request, placement: Placement, amount: list[float],
+                           event: simpy.Event) -> None:
+        """``_depart``, then wake a request held for capacity (``capacity="wait"``).
+
+        The held request resumes after every other departure at this instant: their
+        timeouts were scheduled before this wake-up event.
+        """
+        self._depart(req, placement, amount, event)
+        self._wake_held()
+
+    def _wake_held(self) -> None:
+        """Wake the request held for capacity, if any (it re-checks the totals)."""
+        waiting = self._departure
+        if waiting is not None:
+            self._departure = None
+            waiting.succeed()
+
+    def _defer_departure(self, req: Request, placement: Placement, amount: list[float],
+                         _event: simpy.Event) -> None:
+        """``departures: after_first_step``: hold the release until the request decided at
+        this instant has taken its first server; a zero-delay event releases them when no
+        decision is under way (it fires after the arrival due now, scheduled earlier)."""
+        if not self._due:
+            self.env.timeout(0).callbacks.append(self._release_due_event)
+        self._due.append((req, placement, amount))
+
+    def _release_due_event(self, _event: simpy.Event) -> None:
+        if not self._deciding:
+            self._release_due()
+
+    def _release_due(self) -> None:
+        """Release the deferred departures (each once), then wake a held request."""
+        if not self._due:
+            return
+        due, self._due = self._due, []
+        for req, placement, amount in due:
+            self._depart(req, placement, amount, None)
+        self._wake_held()
+
+    # ------------------------------------------------------------------ the fused arrivals
+
+    def _depart_event(self, event: _ServerDeparture) -> None:
+        """A departure SimPy runs (the fused arrivals run theirs in place, the same way)."""
+        self._depart_server(event.server, event.request, event.amount, event)
+
+    def _fused_arrivals(self, times: list[float], demand: np.ndarray, duration: list[float],
+                        bandwidth: list[float], attrs: dict[str, list], placements: list,
+                        decisions: list[float], every: int):
+        """The arrival process over one batch (its columns as :func:`unpack_batch` gives
+        them), for ``yield from``: request ``i`` arrives at ``times[i]``."""
+        amounts = demand.tolist()  # each request's demand as floats, once per batch
+        env = self.env
+        queue, eids = self.event_queue()
+        view = self.view
+        meter = self.meter
+        allocator = self.allocator
+        allocate = allocator.allocate
+        take_one, depart = self._take_one, self._depart_server
+        n_servers = self._n_servers
+        held, decision_sample = meter.held, meter.decision_sample
+        warm_requests, warm_time = self._warm_requests, self._warm_time
+        clock = time.perf_counter
+        add_placement = placements.append
+        add_decision = decisions.append
+        callbacks = [self._depart_event]  # shared: SimPy only reads an event's list
+        new = object.__new__
+        Departure = _ServerDeparture
+        for i, t in enumerate(times):
+            now = env._now
+            if t > now:
+                # the Timeout(t - now) the arrival process would wait on: its time and id
+                now += t - now
+                key = (now, NORMAL, next(eids))
+                while queue:  # the events due before it
+                    entry = queue[0]
+                    if not entry < key:
+                        env._now = now
+                        break
+                    ev = entry[3]
+                    if type(ev) is not Departure:  # something else: SimPy runs them all
+                        yield self.wake_at(key)
+                        break
+                    heappop(queue)  # what Environment.step does for it, in place
+                    env._now = entry[0]
+                    ev.callbacks = None
+                    depart(ev.server, ev.request, ev.amount, ev)
+                else:
+                    env._now = now
+            rid = self.received
+            if every and rid % every == 0:
+                self._sample()
+            req = new_request(rid, t, duration[i], demand[i], bandwidth[i],
+                              MappingProxyType({k: v[i] for k, v in attrs.items()}) if attrs
+                              else NO_ATTRS)
+            measured = rid >= warm_requests and t >= warm_time
+            if measured:
+                if not meter.open:
+                    self._open_window(now)
+                decision_sample()
+            self.received = rid + 1
+            view.now = now
+            t0 = clock()
+            choice = allocate(req, view)
+            decision = clock() - t0
+            if type(choice) is int and 0 <= choice < n_servers:
+                amount = amounts[i]
+                if take_one(choice, amount):
+                    dur = duration[i]
+                    held(rid, now, now + dur, amount)
+                    self.accepted += 1
+                    ev = new(Departure)
+                    ev.callbacks = callbacks
+                    ev.server = choice
+                    ev.request = req
+                    ev.amount = amount
+                    heappush(queue, (now + dur, NORMAL, next(eids), ev))  # as env.schedule
+                    add_placement(choice)  # the records read an index as its placement
+                    add_decision(decision)
+                    continue
+            if type(choice) is GeneratorType:
+                yield from self._stepwise(self._arrive_steps(req, choice, now, measured,
+                                                             decision), placements, decisions)
+                continue
+            placement, decision = self._settle(req, choice, now, measured, decision)
+            add_placement(placement)
+            add_decision(decision)
