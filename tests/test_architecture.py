@@ -155,6 +155,27 @@ def _literal_attribute_call(node: ast.AST) -> tuple[str, ast.expr, str] | None:
     return None
 
 
+def _instance_dict_access(node: ast.AST) -> tuple[str, ast.expr, str] | None:
+    """``("getattr" | "setattr", object, name)`` of ``obj.__dict__["_x"]`` (read, or
+    assigned or deleted), ``obj.__dict__.get("_x")`` (read), ``.setdefault`` or ``.pop``
+    (write): the attribute reached through the instance's dict, else None."""
+    def key(n: ast.AST) -> str | None:
+        return n.value if isinstance(n, ast.Constant) and isinstance(n.value, str) else None
+
+    def of(d: ast.AST) -> ast.expr | None:
+        return d.value if isinstance(d, ast.Attribute) and d.attr == "__dict__" else None
+
+    if isinstance(node, ast.Subscript) and of(node.value) is not None and key(node.slice):
+        kind = "getattr" if isinstance(node.ctx, ast.Load) else "setattr"
+        return kind, of(node.value), key(node.slice)
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args
+            and node.func.attr in ("get", "setdefault", "pop")
+            and of(node.func.value) is not None and key(node.args[0])):
+        kind = "getattr" if node.func.attr == "get" else "setattr"
+        return kind, of(node.func.value), key(node.args[0])
+    return None
+
+
 def _is_own_object(node: ast.expr) -> bool:
     """``self``, ``cls`` or ``super()``: the object whose class this code belongs to."""
     return ((isinstance(node, ast.Name) and node.id in ("self", "cls"))
@@ -201,7 +222,7 @@ def _names_defined(tree: ast.Module, any_object: bool) -> set[str]:
         if (isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del))
                 and (any_object or _is_own_object(node.value))):
             own.add(node.attr)
-        call = _literal_attribute_call(node)
+        call = _literal_attribute_call(node) or _instance_dict_access(node)
         if (call is not None and call[0] == "setattr"
                 and (any_object or _is_own_object(call[1]))):
             own.add(call[2])
@@ -217,7 +238,12 @@ def _private_attribute_uses(path: Path, source: str, writes: bool) -> list[str]:
     found = []
     for node in ast.walk(tree):
         call = _literal_attribute_call(node)
-        if isinstance(node, ast.Attribute):
+        through_dict = _instance_dict_access(node)
+        if through_dict is not None:
+            is_write = through_dict[0] == "setattr"
+            obj, name = through_dict[1], through_dict[2]
+            shown = f"{ast.unparse(obj)}.__dict__[{name!r}]"
+        elif isinstance(node, ast.Attribute):
             is_write = isinstance(node.ctx, (ast.Store, ast.Del))
             obj, name, shown = node.value, node.attr, f"{ast.unparse(node.value)}.{node.attr}"
         elif call is not None:
@@ -248,8 +274,9 @@ def _private_attribute_writes(path: Path, source: str) -> list[str]:
     "fixes the remaining reads there and removes this mark"))
 def test_no_module_reads_another_modules_private_attributes():
     """The private-import rule, for attributes: ``obj._x`` (or ``getattr(obj, "_x")``,
-    ``hasattr``) reads ``_x`` only in the module that owns the name, the one that defines
-    it (``self._x = ...``, ``def _x``, a class-level or module-level ``_x``). A module
+    ``hasattr``, ``obj.__dict__.get("_x")``) reads ``_x`` only in the module that owns the
+    name, the one that defines it (``self._x = ...``, ``def _x``, a class-level or
+    module-level ``_x``). A module
     reaching into another's object (``view._columns``, ``topology._link_index``) couples
     to what its owner may change at will, and no import line shows it, so the import gate
     cannot. Make the thing public (no underscore, a docstring) on its owner, or ask the
@@ -274,7 +301,8 @@ def test_no_module_reads_another_modules_private_attributes():
     "dispatcher._cache (numba has no public hook for a cache of one's own)"))
 def test_no_module_writes_another_modules_private_attributes():
     """Nor does a module set a private attribute on another module's object
-    (``topology._dcsim_cache = ...``, ``setattr(obj, "_x", v)``): a cache or flag stored
+    (``topology._dcsim_cache = ...``, ``setattr(obj, "_x", v)``,
+    ``obj.__dict__.setdefault("_x", {})``): a cache or flag stored
     on someone else's object is state its owner neither documents nor knows of. Keep it
     in the module that uses it (a ``weakref.WeakKeyDictionary`` keyed by the object), or
     make it a public, documented part of the owner. Here a module owns ``_x`` only by
@@ -328,6 +356,17 @@ def test_the_private_attribute_finder_finds_them():
         "dcsim.pkg.a:10: d._cache",
         "dcsim.pkg.a:11: topology._gone"]
     assert _private_attribute_reads(mod, writes) == []
+    through = ("def tables(levels):\n"
+               "    t = levels.__dict__.get('_tables')\n"
+               "    levels.__dict__['_tables'] = t\n"
+               "    p = levels.__dict__.setdefault('_plans', {})\n"
+               "    return levels.__dict__['_other'], levels.__dict__.get('public')\n"
+               "class Own:\n    def f(self):\n        return self.__dict__.get('_mine')\n")
+    assert _private_attribute_reads(mod, through) == [
+        "dcsim.pkg.a:5: levels.__dict__['_other']"]
+    assert _private_attribute_writes(mod, through) == [
+        "dcsim.pkg.a:3: levels.__dict__['_tables']",
+        "dcsim.pkg.a:4: levels.__dict__['_plans']"]
 
 
 def _test_module_imports(path: Path, source: str, local: set[str]) -> list[str]:
