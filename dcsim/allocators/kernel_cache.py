@@ -220,12 +220,15 @@ def discard(folder: Path, error: BaseException, what: str) -> None:
 
 
 # -- numba -----------------------------------------------------------------------------
+# numba has no public API for a cache of one's own: the cache subclasses its public Cache,
+# but the locator's bases (private in numba 0.60, the oldest supported) and installing the
+# cache as the dispatcher's ``_cache`` are numba's internals (the one private write
+# tests/test_architecture.py lists outside the engine)
 try:
     from numba.core.caching import (
         Cache,
         CompileResultCacheImpl,
         IndexDataCacheFile,
-        _Cache,
         _CacheLocator,
         _SourceFileBackedLocatorMixin,
     )
@@ -261,12 +264,10 @@ else:
             self._filename_base = self.get_filename_base(
                 f"{modname}.{py_func.__qualname__}", getattr(sys, "abiflags", ""))
 
-    class GuardedCache(_Cache):
-        """numba's per-function cache (index and data files), in dcsim's checked folder:
-        a load that raises is a miss (and discards the folder, :func:`discard`); a save
-        that raises is skipped."""
-
-        _index_key = Cache._index_key
+    class GuardedCache(Cache):
+        """numba's per-function cache (index and data files; its index keys), in dcsim's
+        checked folder: a load that raises is a miss (and discards the folder,
+        :func:`discard`); a save that raises is skipped."""
 
         def __init__(self, py_func):
             self._py_func = py_func

@@ -67,7 +67,7 @@ class FirstFitAllocator(Allocator):
         self._auto = False  # True: count requests, load the scan past SCAN_AFTER
 
     def setup(self, view: StateView) -> None:
-        if len(view._columns) != 2 or not kernels_on():
+        if len(view.columns) != 2 or not kernels_on():
             return
         if kernel_choice() == "numba" or SERVED[0] >= self.SCAN_AFTER:
             self._load_scan(view)
@@ -77,13 +77,13 @@ class FirstFitAllocator(Allocator):
     def _load_scan(self, view: StateView) -> None:
         from dcsim.allocators.single_kernel import first_fit_two
 
-        cols = view._columns
+        cols = view.columns
         first_fit_two(cols[0], cols[1], 0.0, 0.0)  # loaded (or compiled) now, for these
         self._scan = first_fit_two  # (read-only) columns
         self._auto = False
 
     def allocate(self, request: Request, view: StateView) -> Choice:
-        cols = view._columns  # view.fits, inlined: this runs once per request
+        cols = view.columns  # view.fits, inlined: this runs once per request
         if len(cols) != 2 or view.server_up is not None:
             ok = feasible_servers(request, view)
             i = int(ok.argmax())

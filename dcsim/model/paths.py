@@ -240,7 +240,7 @@ class PathService:
         self.searches += 1
         if self._core_adj is None:
             self._build_core()
-        nodes, li = self.nodes, self.topology._link_index
+        nodes, li = self.nodes, self.topology.link_indices()
         mids = tuple(
             np.fromiter((li[(nodes[u], nodes[v])] for u, v in pairwise(p[1:-1])),
                         dtype=np.int64, count=len(p) - 3)
@@ -261,7 +261,7 @@ class PathService:
         self.misses += 1
         src = self.nodes[self.server_node[lo]]
         dst = self.nodes[self.server_node[hi]]
-        li = self.topology._link_index
+        li = self.topology.link_indices()
         hub = self._hub(src)
         if hub is not None and hub == self._hub(dst):
             # two servers whose one link goes to the same switch (a rack's servers): the
@@ -406,7 +406,7 @@ class PathService:
         depth = np.zeros(n, dtype=np.int64)
         uplinks = np.full(n, -1, dtype=np.int64)
         children: list[list[int]] = [[] for _ in range(n)]
-        li = self.topology._link_index
+        li = self.topology.link_indices()
         seen = np.zeros(n, dtype=bool)
         seen[self.root] = True
         queue = deque([self.root])

@@ -329,7 +329,7 @@ class StateView:
     """
 
     __slots__ = ("_state", "topology", "free", "link_free", "capacity", "link_capacity", "now",
-                 "inv_capacity", "server_tol", "_columns", "workload", "release_due",
+                 "inv_capacity", "server_tol", "columns", "workload", "release_due",
                  "server_up", "link_up")
 
     def __init__(self, state: ClusterState):
@@ -350,8 +350,9 @@ class StateView:
         #: EPS · max(capacity, 1) per server and resource: "more than nothing" for a server
         self.server_tol = EPS * np.maximum(self.capacity, 1.0)
         self.server_tol.flags.writeable = False
-        # one contiguous read-only column per resource (column-major state)
-        self._columns = [self.free[:, j] for j in range(self.free.shape[1])]
+        #: ``free``'s columns, one per resource: contiguous read-only arrays (the state is
+        #: column-major), for code that compares each resource on its own
+        self.columns = [self.free[:, j] for j in range(self.free.shape[1])]
         self.now = 0.0
         #: the run's request source, set by the engine (lookahead allocators sample its
         #: distributions, e.g. ``workload.attrs``); None outside a simulation
@@ -367,7 +368,7 @@ class StateView:
 
     def fits(self, demand: np.ndarray) -> np.ndarray:
         """Boolean mask of servers whose free resources cover ``demand`` (vectorised)."""
-        cols = self._columns
+        cols = self.columns
         d = demand.tolist()
         mask = cols[0] >= d[0] - EPS
         for j in range(1, len(cols)):
@@ -388,6 +389,11 @@ class StateView:
     def fork(self) -> ClusterState:
         """A private mutable copy of the current state."""
         return self._state.copy()
+
+    def same_state(self, other: StateView) -> bool:
+        """Whether ``other`` reads the same live state as this view (a view of a fork, or
+        of another run's state, does not)."""
+        return other._state is self._state
 
     def server_changes(self) -> ServerChanges:
         """A record of the servers whose free resources change from now on (see the module

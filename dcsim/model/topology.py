@@ -17,7 +17,7 @@ Graph conventions (also the format of user topology files):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
@@ -163,6 +163,12 @@ class Topology:
 
     def link_index(self, u: Any, v: Any) -> int:
         return self._link_index[(u, v)]
+
+    def link_indices(self) -> Mapping[tuple[Any, Any], int]:
+        """Each link's index by its two ends, in either order (``(u, v)`` and ``(v, u)``):
+        the mapping :meth:`link_index` looks up, for loops over many links (read it, never
+        change it)."""
+        return self._link_index
 
     def link_ends(self) -> np.ndarray:
         """Each link's two ends (as :attr:`links` lists them) as positions in graph order

@@ -187,9 +187,11 @@ def _pool_pass(queue: list[RunPlan], workers: int, out: Path,
     """Run the plans of ``queue`` (popped from its end) on a fresh pool of ``workers``
     until it is empty or the pool breaks. On a break the runs that were in the pool go to
     ``suspects`` (None: they fail, naming the dead worker) and the pass ends."""
+    import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
+    before = set(multiprocessing.active_children())  # the pool's workers: started after
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_watch_parent)
     try:
         pending = {}
@@ -226,17 +228,21 @@ def _pool_pass(queue: list[RunPlan], workers: int, out: Path,
                         "when run alone, and the other runs went on"), tb=""))
                 return
     except BaseException:  # an interrupt: stop the runs under way too, hung ones included
-        _stop_workers(pool)
+        _stop_workers(before)
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _stop_workers(pool, grace: float = 3.0) -> None:
-    """SIGTERM every worker of ``pool`` (its run aborts, deleting its temporaries), then
+def _stop_workers(before: set, grace: float = 3.0) -> None:
+    """SIGTERM every worker of the pool (its run aborts, deleting its temporaries), then
     SIGKILL those still alive after ``grace`` seconds (a plugin stuck in C code, or one that
-    ignores signals), so an interrupt ends ``dcsim run`` within seconds."""
-    procs = list((getattr(pool, "_processes", None) or {}).values())
+    ignores signals), so an interrupt ends ``dcsim run`` within seconds. The workers are
+    the child processes started since the pool was made (``before``: the children then);
+    this process starts none of its own meanwhile."""
+    import multiprocessing
+
+    procs = [p for p in multiprocessing.active_children() if p not in before]
     for p in procs:
         if p.is_alive():
             p.terminate()

@@ -76,7 +76,7 @@ class BaseDist(ConfigModel):
             lo, hi = self.bounds()
             if lo > hi:
                 raise ValueError(f"min ({lo}) is greater than max ({hi})")
-            self._check_truncation()
+            self.check_truncation()
             # the mean (or, before offered_load resolves the scale, the unit mean) must
             # be a float: lognormal mu 1000, cv 1e300 or a weibull shape 0.002 overflow
             if self._ready():
@@ -88,7 +88,10 @@ class BaseDist(ConfigModel):
                              "draw are beyond 1e308") from None
         return self
 
-    def _check_truncation(self) -> None:
+    def check_truncation(self) -> None:
+        """Raise ValueError where truncation to ``[min, max]`` keeps (nearly) none of the
+        probability mass; run at validation, and again by a kind that loads its values
+        later (a file's column)."""
         if self._ready() and self._truncates():
             p = self.accept_probability()
             if not p >= _MIN_ACCEPT:

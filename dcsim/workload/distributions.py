@@ -407,7 +407,7 @@ class Empirical(BaseDist):
         out = self.model_copy()
         out._data = data
         try:
-            out._check_truncation()
+            out.check_truncation()
         except ValueError as e:
             raise ConfigError(f"{path}: column {self.column!r}: {e}") from None
         return out

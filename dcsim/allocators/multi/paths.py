@@ -30,7 +30,7 @@ def weighted_k_paths(paths: PathService, a: int, b: int, k: int,
     if a == b or paths.is_flat:
         return [np.zeros(0, dtype=np.int64)]
     topo = paths.topology
-    li = topo._link_index
+    li = topo.link_indices()
     w = weight.tolist().__getitem__ if isinstance(weight, np.ndarray) else weight
     lo, hi = min(a, b), max(a, b)
     src = paths.nodes[paths.server_node[lo]]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from functools import cache
 from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
@@ -79,17 +80,24 @@ class RackGroups:
         return self.order[np.arange(int(ends[-1]) if ends.size else 0) + shift]
 
 
+# per topology (a Topology is compared and hashed by identity), for as long as it lives
+_RACK_GROUPS: WeakKeyDictionary[Topology, RackGroups] = WeakKeyDictionary()
+_SERVER_LINKS: WeakKeyDictionary[Topology, tuple[np.ndarray, np.ndarray]] = \
+    WeakKeyDictionary()
+
+
 def rack_groups(topology: Topology) -> RackGroups:
-    """The :class:`RackGroups` of ``topology`` (cached on it)."""
-    groups = getattr(topology, "_dcsim_rack_groups", None)
+    """The :class:`RackGroups` of ``topology`` (cached for it)."""
+    groups = _RACK_GROUPS.get(topology)
     if groups is None:
-        groups = topology._dcsim_rack_groups = RackGroups(topology)
+        groups = _RACK_GROUPS[topology] = RackGroups(topology)
     return groups
 
 
 def server_links(topology) -> tuple[np.ndarray, np.ndarray]:
-    """Per server, the indices of its links (padded with -1) and the padding mask (cached)."""
-    cached = getattr(topology, "_dcsim_server_links", None)
+    """Per server, the indices of its links (padded with -1) and the padding mask (cached
+    for the topology)."""
+    cached = _SERVER_LINKS.get(topology)
     if cached is None:
         n = topology.n_servers
         ends = topology.link_servers()
@@ -100,13 +108,13 @@ def server_links(topology) -> tuple[np.ndarray, np.ndarray]:
             k = np.nonzero(ends >= 0)[0]
             inc[at, 0] = k
         else:  # in the graph's order of each server's neighbours
-            li = topology._link_index
+            li = topology.link_indices()
             rows = [[li[(s, v)] for v in topology.graph.adj[s]] for s in topology.servers]
             width = max((len(r) for r in rows), default=0)
             inc = np.full((n, max(width, 1)), -1, dtype=np.int64)
             for i, r in enumerate(rows):
                 inc[i, :len(r)] = r
-        cached = topology._dcsim_server_links = (inc, inc < 0)
+        cached = _SERVER_LINKS[topology] = (inc, inc < 0)
     return cached
 
 
@@ -123,7 +131,6 @@ class RackIndex:
                  links: bool = False, mins: bool = False):
         topo = view.topology
         self.view = view
-        self.state = view._state
         self.groups = rack_groups(topo)
         self.weights = {k: np.asarray(w, dtype=np.float64) for k, w in (weights or {}).items()}
         self._changes = view.server_changes()
@@ -151,7 +158,7 @@ class RackIndex:
 
     def usable(self, view: StateView) -> bool:
         """Whether this index describes ``view`` (same state, no untracked writes)."""
-        return view._state is self.state and view.server_up is None
+        return view.same_state(self.view) and view.server_up is None
 
     def sync(self) -> None:
         """Bring the maxima up to date with the servers changed since the last sync."""
@@ -192,7 +199,7 @@ class RackIndex:
     def eligible_bits(self, partial: Partial) -> int:
         """The bits :meth:`eligible_at` tests for ``partial`` as it is now (-1: test
         :meth:`Partial.eligible_at` instead); valid until its next server is added."""
-        if partial._eligible is not None or (not partial.servers
+        if partial.eligible_known or (not partial.servers
                                              and not np.any(partial.remaining > 0)):
             return -1
         if partial.eligibility == "any_free":

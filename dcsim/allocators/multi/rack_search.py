@@ -23,7 +23,7 @@ from dcsim.allocators.multi.rack_index import (
     own_link_scores,
     server_links,
 )
-from dcsim.allocators.multi.step import Partial
+from dcsim.allocators.multi.step import Partial, path_service
 from dcsim.model import StateView
 from dcsim.model.state import EPS
 
@@ -160,8 +160,12 @@ class BestFitSearch:
         self.alloc = alloc
         self.index = RackIndex(view, links=True, mins=True)
         self._need: int | None = None
+        #: per server, its links (padded with -1) and the padding (:func:`server_links`)
+        self.incident, self.no_link = server_links(view.topology)
+        #: no network to check (the ``flat`` topology)
+        self.flat = path_service(view.topology).is_flat
         #: every server has exactly one link (a Fabric)
-        self.one_link = alloc._incident.shape[1] == 1 and not alloc._no_link.any()
+        self.one_link = self.incident.shape[1] == 1 and not self.no_link.any()
 
     @classmethod
     def build(cls, alloc: Any, view: StateView) -> BestFitSearch | None:
@@ -213,7 +217,7 @@ class BestFitSearch:
             groups = np.ones(size, dtype=bool)
         else:
             groups = ix.may_be_eligible(rem, partial.eligibility == "any_free", ids)
-        net = partial.bandwidth > 0 and not self.alloc._flat
+        net = partial.bandwidth > 0 and not self.flat
         netok = None
         if net:
             netok = (ix.link_max if ids is None else ix.link_max[ids]) >= partial.bandwidth - EPS
@@ -320,7 +324,7 @@ class BestFitSearch:
         free rows and (unless ``need_fits`` is False and the network does not ask) whether
         each fits: the scan's arithmetic (``server_tol`` is its ``EPS · max(capacity, 1)``)."""
         idx = idx[self.index.eligible_at(partial, idx, self._need)]
-        net = partial.bandwidth > 0 and not self.alloc._flat
+        net = partial.bandwidth > 0 and not self.flat
         if net and partial.servers:  # every candidate needs the network
             idx = idx[self._net_ok(partial, idx)]
             net = False
@@ -336,11 +340,10 @@ class BestFitSearch:
 
     def _net_ok(self, partial: Partial, idx: np.ndarray) -> np.ndarray:
         """Whether a link of each server has the bandwidth free (the scan's test)."""
-        alloc = self.alloc
-        inc = alloc._incident[idx]
+        inc = self.incident[idx]
         if self.one_link:  # the best of one link is its own
             return partial.link_free[inc[:, 0]] >= partial.bandwidth - EPS
-        best = np.where(alloc._no_link[idx], -np.inf, partial.link_free[inc]).max(axis=1)
+        best = np.where(self.no_link[idx], -np.inf, partial.link_free[inc]).max(axis=1)
         return best >= partial.bandwidth - EPS
 
 

@@ -227,6 +227,12 @@ class Partial:
             free = np.minimum(free, self.remaining)
         return bool(np.any(free > self._tol[server])) and not self.chosen[server]
 
+    @property
+    def eligible_known(self) -> bool:
+        """Whether :meth:`eligible` has been computed since the last choice (then
+        :meth:`eligible_at` and :meth:`is_eligible` read it rather than compute)."""
+        return self._eligible is not None
+
     def eligible(self) -> np.ndarray:
         """Servers a chooser may pick: unchosen, giving something the request still needs
         (``eligibility="any_free"``: with a free amount of any resource).

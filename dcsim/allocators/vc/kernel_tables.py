@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
@@ -60,9 +61,13 @@ class TreeTables:
         self.host_links_slice = isinstance(up0, slice)
 
 
+#: per TreeLevels (compared and hashed by identity), for as long as it lives
+_TREE_TABLES: WeakKeyDictionary[TreeLevels, TreeTables] = WeakKeyDictionary()
+
+
 def tree_tables(levels: TreeLevels) -> TreeTables:
     """The :class:`TreeTables` of ``levels``, made once."""
-    tables = levels.__dict__.get("_tree_tables")
+    tables = _TREE_TABLES.get(levels)
     if tables is None:
-        tables = levels.__dict__["_tree_tables"] = TreeTables(levels)
+        tables = _TREE_TABLES[levels] = TreeTables(levels)
     return tables

@@ -4,6 +4,8 @@ module docstring of :mod:`dcsim.allocators.vc.kraken` says why it is exact."""
 
 from __future__ import annotations
 
+from weakref import WeakKeyDictionary
+
 import numpy as np
 
 from dcsim.allocators.vc.lookahead import powers_of_two
@@ -89,8 +91,14 @@ class _Plan:
         return out
 
 
+#: per TreeLevels (compared and hashed by identity), its plans by first level
+_PLANS: WeakKeyDictionary[TreeLevels, dict[int, _Plan]] = WeakKeyDictionary()
+
+
 def _plan(levels: TreeLevels, j0: int) -> _Plan:
-    plans = levels.__dict__.setdefault("_kraken_plans", {})
+    plans = _PLANS.get(levels)
+    if plans is None:
+        plans = _PLANS[levels] = {}
     if j0 not in plans:
         plans[j0] = _Plan(levels, j0)
     return plans[j0]
