@@ -268,10 +268,6 @@ def _private_attribute_writes(path: Path, source: str) -> list[str]:
     return _private_attribute_uses(path, source, writes=True)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "the engine's privates read across dcsim/sim (and dcsim/runner/modes, "
-    "dcsim/runner/config.py, dcsim/learn) are being moved into dcsim/modes; the lead "
-    "fixes the remaining reads there and removes this mark"))
 def test_no_module_reads_another_modules_private_attributes():
     """The private-import rule, for attributes: ``obj._x`` (or ``getattr(obj, "_x")``,
     ``hasattr``, ``obj.__dict__.get("_x")``) reads ``_x`` only in the module that owns the
@@ -295,10 +291,6 @@ def test_no_module_reads_another_modules_private_attributes():
     assert found == [], "private attributes read from another module:\n" + "\n".join(found)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "dcsim/sim sets the engine's and SimPy's privates (the lead's, with the move to "
-    "dcsim/modes); dcsim/allocators/kernel_cache.py installs its cache as numba's "
-    "dispatcher._cache (numba has no public hook for a cache of one's own)"))
 def test_no_module_writes_another_modules_private_attributes():
     """Nor does a module set a private attribute on another module's object
     (``topology._dcsim_cache = ...``, ``setattr(obj, "_x", v)``,
@@ -308,10 +300,16 @@ def test_no_module_writes_another_modules_private_attributes():
     make it a public, documented part of the owner. Here a module owns ``_x`` only by
     ``self._x = ...``, ``cls._x = ...``, ``def _x`` or a class-level or module-level
     ``_x``; ``obj._x = ...`` on an object of its own class (a copy being built) is fine
-    in that module."""
+    in that module.
+
+    One write is the exception, named here with its reason: numba has no public way to
+    give a compiled function a cache of one's own, so ``dcsim.allocators.kernel_cache``
+    installs its guarded cache as the dispatcher's ``_cache`` (the module says why)."""
     found = []
     for p in sorted((ROOT / "dcsim").rglob("*.py")):
         found += _private_attribute_writes(p, p.read_text())
+    found = [f for f in found if not (f.startswith("dcsim.allocators.kernel_cache:")
+                                      and f.endswith(": dispatcher._cache"))]
     assert found == [], "private attributes set from another module:\n" + "\n".join(found)
 
 

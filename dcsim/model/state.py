@@ -155,14 +155,14 @@ class ClusterState:
         why = self._check(p, release=False)
         if why is not None:
             raise StateError(f"cannot reserve placement: {why}")
-        self._apply(p, -1.0)
+        self.apply(p, -1.0)
 
     def release(self, p: Placement) -> None:
         """Give ``p``'s resources back; raise :class:`StateError` if that exceeds capacity."""
         why = self._check(p, release=True)
         if why is not None:
             raise StateError(f"cannot release placement: {why}")
-        self._apply(p, 1.0)
+        self.apply(p, 1.0)
 
     def fits(self, demand: np.ndarray) -> np.ndarray:
         """Boolean mask of servers whose free resources cover ``demand``."""
@@ -240,7 +240,7 @@ class ClusterState:
 
         return take_one, give_one
 
-    def _apply(self, p: Placement, sign: float) -> None:
+    def apply(self, p: Placement, sign: float) -> None:
         s = p.servers
         if self._logs:
             if s.size:

@@ -73,6 +73,37 @@ class InlineEvent:
     _value = None
 
 
+class Clock(simpy.Environment):
+    """SimPy's environment, with what the engines' own loops need of it as named parts of
+    the class that owns them: its event queue (a heap of ``(time, priority, id, event)``),
+    the counter its events' ids come from, and moving the time to an event run in place
+    (what ``Environment.step`` does before it calls an event's callbacks). Everything else
+    is SimPy's, unchanged."""
+
+    @property
+    def queue(self) -> list:
+        """The event queue itself (heap order; a loop may pop from it and push to it)."""
+        return self._queue
+
+    @property
+    def ids(self) -> Any:
+        """The counter of event ids: the next one is the id an event scheduled now gets."""
+        return self._eid
+
+    def set_now(self, t: float) -> None:
+        """Move the clock to ``t``: the time of the event a loop pops to run in place."""
+        self._now = t
+
+    def ready_at(self, key: tuple[float, int, int]) -> simpy.Event:
+        """An event already succeeded, in the queue at ``key`` = ``(time, NORMAL, id)``:
+        what a ``Timeout`` scheduled with that id would be."""
+        event = simpy.Event(self)
+        event._ok = True
+        event._value = None
+        heappush(self._queue, (*key, event))
+        return event
+
+
 class SimCore:
     """A SimPy environment and what every engine does with it (see the module docstring).
 
@@ -80,7 +111,7 @@ class SimCore:
     :class:`FailureProcess`), or None."""
 
     def __init__(self) -> None:
-        self.env = simpy.Environment()
+        self.env = Clock()
         self._failures: Any = None
 
     def simulate(self, until: simpy.Event | None = None) -> None:
@@ -95,12 +126,12 @@ class SimCore:
                 self.env.run(until=until)
                 return
             env = self.env
-            queue = env._queue
-            step = env.step
+            queue = env.queue
+            step, set_now = env.step, env.set_now
             while queue:
                 event = queue[0][3]
                 if isinstance(event, InlineEvent):
-                    env._now = heappop(queue)[0]
+                    set_now(heappop(queue)[0])
                     callbacks, event.callbacks = event.callbacks, None
                     for callback in callbacks:
                         callback(event)
@@ -111,18 +142,14 @@ class SimCore:
         """SimPy's event queue (a heap of ``(time, priority, id, event)``) and its id
         counter, for a loop that runs :class:`InlineEvent` in place: the next id is the one
         an event scheduled now would get."""
-        return self.env._queue, self.env._eid
+        return self.env.queue, self.env.ids
 
     def wake_at(self, key: tuple[float, int, int]) -> simpy.Event:
         """A stand-in for the ``Timeout`` a process would have yielded when it drew the
         id in ``key`` = ``(time, NORMAL, id)``: an event that succeeds at ``time`` in that
         place, for the process to yield (what ``Timeout`` does, with the id drawn
         earlier)."""
-        event = simpy.Event(self.env)
-        event._ok = True
-        event._value = None
-        heappush(self.env._queue, (*key, event))
-        return event
+        return self.env.ready_at(key)
 
     def depart_after(self, delay: float, callback: Callable[[simpy.Event], None]) -> None:
         """Call ``callback`` ``delay`` from now: a plain ``Timeout``, so among the events of

@@ -358,7 +358,9 @@ class GpuOnline(SimCore):
         """Whether the measured window is open (from the first measured arrival)."""
         return self.opened
 
-    def _tick(self, t: float) -> None:
+    def tick(self, t: float) -> None:
+        """Bring the time averages up to ``t`` (opening the window at its start); called
+        before every change, by the engine and by its failure adapter."""
         if not self.opened and t >= self.start:
             self.avg.open(self.start)
             self.opened = True
@@ -366,7 +368,7 @@ class GpuOnline(SimCore):
         self.avg.advance(t, self.run.now())
 
     def _sample(self, t: float) -> None:
-        self._tick(t)
+        self.tick(t)
         row = self.samples
         row["time"].append(float(t))
         row["active"].append(self.active)
@@ -401,7 +403,7 @@ class GpuOnline(SimCore):
         p = self.current[i]
         if p is None:          # a failure took it away earlier
             return
-        self._tick(self.env.now)
+        self.tick(self.env.now)
         self.evict(i)
 
     def evict(self, i: int) -> GpuPlacement:
@@ -418,8 +420,8 @@ class GpuOnline(SimCore):
         self.start_failures()
         yield from self.walk(self.times.tolist(), self._arrive,
                              periodic=[(self.sample_every, self._sample)], end=self.end,
-                             tick=self._tick)
-        self._tick(self.end)
+                             tick=self.tick)
+        self.tick(self.end)
         self.avg.close(self.end, self.run.now())
         self.failures_window(self.end, open_=False)
         if self._failures is not None:

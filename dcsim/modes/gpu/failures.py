@@ -63,7 +63,7 @@ class GpuFailures:
         e = self.engine
         run = e.run
         now = e.env.now
-        e._tick(now)
+        e.tick(now)
         hit = sorted(e.on_node[node])
         for i in hit:
             e.evict(i)
@@ -86,5 +86,5 @@ class GpuFailures:
 
     def repair(self, kind: str, node: int) -> None:
         e = self.engine
-        e._tick(e.env.now)
+        e.tick(e.env.now)
         e.run.set_down(node, False)

@@ -5,7 +5,7 @@ It owns every state change. An allocator only returns a choice; the engine valid
 (a bad choice is a :class:`PluginError` naming the allocator), reserves the resources,
 schedules the departure and writes one record per request.
 
-This is loss mode: a request the allocator rejects is dropped (``_admit`` is where an
+This is loss mode: a request the allocator rejects is dropped (``admit`` is where an
 accepted choice is validated and reserved). Queue mode, which holds jobs for a scheduler,
 and the VM engines with their rescheduling are their own modules of :mod:`dcsim.sim` on
 the same core (:mod:`dcsim.sim.core`). With ``capacity="wait"`` (the Nara
@@ -144,23 +144,26 @@ class Engine(SimCore):
         self._measured_accepted = 0
         self._footprint_sum = 0.0
         self._decision_sum = 0.0
-        self._arrivals_done = False
+        # what the failure adapter (dcsim.modes.loss.failures) reads and calls: whether the
+        # workload has ended, the departure callback (on_depart), the deferred departures
+        # (due), whether the allocator wants release callbacks, admit() and wake_held()
+        self.arrivals_done = False
         self._measured_log = AcceptanceLog()  # for acceptance_last20
         self._wait = self.config.capacity == "wait"
         self._hold_tol = EPS * np.maximum(self.meter.capacity, 1.0)
         self._departure: simpy.Event | None = None  # a held request waits on this
-        self._on_depart = self._depart_and_notify if self._wait else self._depart
-        # departures: after_first_step: requests ending now wait in _due until the request
+        self.on_depart = self._depart_and_notify if self._wait else self._depart
+        # departures: after_first_step: requests ending now wait in due until the request
         # decided now has taken its first server (or has been decided)
         self._defer = self.config.departures == "after_first_step"
-        self._due: list[tuple[Request, Placement, list[float]]] = []
+        self.due: list[tuple[Request, Placement, list[float]]] = []
         self._deciding = False
         if self._defer:
-            self._on_depart = self._defer_departure
+            self.on_depart = self._defer_departure
         self._samples = ColumnBuffer(None)
         self._n_servers = topology.n_servers
         # skip the per-departure call when the allocator does not override released()
-        self._notify_release = type(allocator).released is not Allocator.released
+        self.notifies_release = type(allocator).released is not Allocator.released
         # one read-only index array per server, shared by single-server placements
         self._server_ids = [np.array([i], dtype=np.int64) for i in range(topology.n_servers)]
         for a in self._server_ids:
@@ -189,7 +192,7 @@ class Engine(SimCore):
         self.start()
         # with failures the failure process never runs out: stop when every request is out
         self.simulate(until=self._failures.done if self._failures is not None else None)
-        if not self._arrivals_done:  # cannot happen: a held request fits an empty cluster
+        if not self.arrivals_done:  # cannot happen: a held request fits an empty cluster
             raise DcsimError(f"request {self.received} was held for capacity and never fitted")
         self._flush(final=True)
         return self.summary()
@@ -203,7 +206,7 @@ class Engine(SimCore):
         arrivals = self.env.process(self._arrivals())
         if self.config.sample_interval:
             self.every(self.config.sample_interval, self._sample,
-                       while_=lambda: not self._arrivals_done)
+                       while_=lambda: not self.arrivals_done)
         self.start_failures()
         return arrivals
 
@@ -237,7 +240,7 @@ class Engine(SimCore):
             self._finish_batch(batch, first_id, np.asarray(times, dtype=np.float64), placements,
                                decisions, None if waits is None else np.asarray(waits))
             self.meter.spill_samples()
-        self._arrivals_done = True
+        self.arrivals_done = True
         if self._measured_received:  # the last request's per-request utilisation sample
             self.meter.decision_sample()
         self.meter.close_window(env.now)
@@ -335,7 +338,7 @@ class Engine(SimCore):
     def _settle(self, req: Request, choice: Any, now: float, measured: bool, decision: float
                 ) -> tuple[Placement | None, float]:
         """Admit ``choice`` for ``req`` (arrived at ``now``) and count it."""
-        placement, amount = self._admit(req, choice)
+        placement, amount = self.admit(req, choice)
         if self._defer:
             self._deciding = False
             self.view.release_due = None
@@ -352,13 +355,13 @@ class Engine(SimCore):
             if measured:
                 self._footprint_sum += placement.footprint
             if self._failures is None:
-                self.depart_after(hold, partial(self._on_depart, req, placement, amount))
+                self.depart_after(hold, partial(self.on_depart, req, placement, amount))
             else:  # released by what it holds at its end (a failure may have moved it)
                 self._failures.hold(req, placement, amount, now + hold)
                 self.depart_after(hold, partial(self._failures.departure, req.id))
         return placement, decision
 
-    def _admit(self, req: Request, choice: Any) -> tuple[Placement | None, list[float] | None]:
+    def admit(self, req: Request, choice: Any) -> tuple[Placement | None, list[float] | None]:
         """Validate an allocator's choice and reserve it (loss mode: None = drop).
 
         Returns the placement and its total per resource as Python floats.
@@ -395,7 +398,7 @@ class Engine(SimCore):
             why = self.state.check(choice)
             if why is not None:
                 raise self._error(f"returned an invalid placement: {why}")
-            self.state._apply(choice, -1.0)
+            self.state.apply(choice, -1.0)
             return choice, total.tolist()
         raise self._error(
             f"returned {type(choice).__name__}; "
@@ -411,7 +414,7 @@ class Engine(SimCore):
         self._give_one(s, amount)
         self.meter.departed(req.id)
         self.released += 1
-        if self._notify_release:
+        if self.notifies_release:
             self.view.now = self.env.now
             self.allocator.released(req, self._placement(s, req), self.view)
 
@@ -422,12 +425,12 @@ class Engine(SimCore):
         if placement.servers.shape[0] == 1 and not placement.links.shape[0]:
             self.state.give_one(int(placement.servers[0]), amount)
         else:
-            self.state._apply(placement, 1.0)
+            self.state.apply(placement, 1.0)
         self.meter.departed(req.id)
         if self.power is not None:
             self.power.released(self.env.now, placement)
         self.released += 1
-        if self._notify_release:
+        if self.notifies_release:
             self.view.now = self.env.now
             self.allocator.released(req, placement, self.view)
         if self._failures is not None:
@@ -540,9 +543,9 @@ class Engine(SimCore):
         timeouts were scheduled before this wake-up event.
         """
         self._depart(req, placement, amount, event)
-        self._wake_held()
+        self.wake_held()
 
-    def _wake_held(self) -> None:
+    def wake_held(self) -> None:
         """Wake the request held for capacity, if any (it re-checks the totals)."""
         waiting = self._departure
         if waiting is not None:
@@ -554,9 +557,9 @@ class Engine(SimCore):
         """``departures: after_first_step``: hold the release until the request decided at
         this instant has taken its first server; a zero-delay event releases them when no
         decision is under way (it fires after the arrival due now, scheduled earlier)."""
-        if not self._due:
+        if not self.due:
             self.env.timeout(0).callbacks.append(self._release_due_event)
-        self._due.append((req, placement, amount))
+        self.due.append((req, placement, amount))
 
     def _release_due_event(self, _event: simpy.Event) -> None:
         if not self._deciding:
@@ -564,12 +567,12 @@ class Engine(SimCore):
 
     def _release_due(self) -> None:
         """Release the deferred departures (each once), then wake a held request."""
-        if not self._due:
+        if not self.due:
             return
-        due, self._due = self._due, []
+        due, self.due = self.due, []
         for req, placement, amount in due:
             self._depart(req, placement, amount, None)
-        self._wake_held()
+        self.wake_held()
 
     # ------------------------------------------------------------------ the fused arrivals
 
@@ -584,6 +587,7 @@ class Engine(SimCore):
         them), for ``yield from``: request ``i`` arrives at ``times[i]``."""
         amounts = demand.tolist()  # each request's demand as floats, once per batch
         env = self.env
+        set_now = env.set_now
         queue, eids = self.event_queue()
         view = self.view
         meter = self.meter
@@ -600,7 +604,7 @@ class Engine(SimCore):
         new = object.__new__
         Departure = _ServerDeparture
         for i, t in enumerate(times):
-            now = env._now
+            now = env.now
             if t > now:
                 # the Timeout(t - now) the arrival process would wait on: its time and id
                 now += t - now
@@ -608,18 +612,18 @@ class Engine(SimCore):
                 while queue:  # the events due before it
                     entry = queue[0]
                     if not entry < key:
-                        env._now = now
+                        set_now(now)
                         break
                     ev = entry[3]
                     if type(ev) is not Departure:  # something else: SimPy runs them all
                         yield self.wake_at(key)
                         break
                     heappop(queue)  # what Environment.step does for it, in place
-                    env._now = entry[0]
+                    set_now(entry[0])
                     ev.callbacks = None
                     depart(ev.server, ev.request, ev.amount, ev)
                 else:
-                    env._now = now
+                    set_now(now)
             rid = self.received
             if every and rid % every == 0:
                 self._sample()

@@ -101,7 +101,7 @@ class LossFailures:
         if rid not in self.placed:
             return
         req, placement, amount, _end = self._unhold(rid)
-        self.engine._on_depart(req, placement, amount, event)
+        self.engine.on_depart(req, placement, amount, event)
 
     def released(self, placement: Placement) -> None:
         """After the engine released ``placement``: a failed component stays at 0 (a release
@@ -118,7 +118,7 @@ class LossFailures:
 
     def check_done(self) -> None:
         e = self.engine
-        if e._arrivals_done and not self.placed and not e._due and not self.done.triggered:
+        if e.arrivals_done and not self.placed and not e.due and not self.done.triggered:
             self.done.succeed()
 
     def refused(self, choice, demand: np.ndarray) -> str | None:
@@ -165,11 +165,11 @@ class LossFailures:
         hit = [self._unhold(rid) for rid in sorted(on)]
         power = e.power
         for req, placement, _amount, _end in hit:
-            e.state._apply(placement, 1.0)
+            e.state.apply(placement, 1.0)
             e.meter.interrupted(req.id, now)
             if power is not None:
                 power.released(now, placement)
-            if e._notify_release:
+            if e.notifies_release:
                 e.view.now = now
                 e.allocator.released(req, placement, e.view)
         self._n_down += 1
@@ -195,7 +195,7 @@ class LossFailures:
             else:
                 out.lost_time += end - now
                 e.released += 1
-        e._wake_held()
+        e.wake_held()
         self.check_done()
         return out
 
@@ -208,7 +208,7 @@ class LossFailures:
             choice.close()
             raise PluginError(f"allocator {e.allocator.label!r} decides stepwise; "
                               "failures.on_failure: reallocate needs a direct choice")
-        placement, amount = e._admit(req, choice)
+        placement, amount = e.admit(req, choice)
         if placement is None:
             return False
         self.hold(req, placement, amount, end)
@@ -235,7 +235,7 @@ class LossFailures:
         e.view.now = e.env.now
         if self._notify_repaired:
             e.allocator.repaired(kind, comp, e.view)
-        e._wake_held()
+        e.wake_held()
 
     # -- records ---------------------------------------------------------------------------
     def instant(self) -> dict[str, float]:

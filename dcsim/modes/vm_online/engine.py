@@ -127,7 +127,8 @@ class OnlineEngine(SimCore):
         self.n0 = n0
         # per present VM, in index order: its serial (initial VMs 0..n0-1, arrival i n0+i);
         # ascending unless a failure re-placed a VM (appended with its old serial)
-        self._serial = np.arange(n0, dtype=np.int64)
+        # (public: the failure adapter removes and re-appends the serials of the VMs it moves)
+        self.serials = np.arange(n0, dtype=np.int64)
         n = len(stream)
         self.accepted_flag = np.zeros(n, dtype=bool)
         self.host = np.full(n, -1, dtype=np.int64)
@@ -162,16 +163,20 @@ class OnlineEngine(SimCore):
             self._dirty = False
         return self._cur
 
-    def _advance(self, t: float) -> None:
+    def advance(self, t: float) -> None:
+        """Bring the time averages up to ``t`` (the mapping unchanged since the last call);
+        called before every change, by the engine and by its failure adapter."""
         if t > self._avg.last:
             self._avg.advance(t, self._metrics())
 
-    def _changed(self) -> None:
+    def changed(self) -> None:
+        """Note that the mapping changed (its metrics are recomputed at the next
+        :meth:`advance`; with ``check_invariants`` the mapping is checked now)."""
         self._dirty = True
         if self.spec.check_invariants:
             self.state.check_invariants()
-            if len(self._serial) != self.state.n_vms or (
-                    np.unique(self._serial).size != self._serial.size):
+            if len(self.serials) != self.state.n_vms or (
+                    np.unique(self.serials).size != self.serials.size):
                 raise DcsimError("online engine: VM bookkeeping out of step with the state")
 
     def _sample(self, event: str) -> None:
@@ -209,10 +214,10 @@ class OnlineEngine(SimCore):
             self.stream.arrival.tolist(), lambda i, t: self._arrive(i),
             periodic=[(every, lambda t: self._reschedule() if t < end else None),
                       (self.spec.sample_every, lambda t: self._sample("sample"))],
-            end=end, tick=self._advance)
+            end=end, tick=self.advance)
         if env.now < end:
             yield env.timeout(end - env.now)
-        self._advance(end)
+        self.advance(end)
         self.failures_window(end, open_=False)
         if self._failures is not None:
             self._failures.process.stopped = True
@@ -227,18 +232,20 @@ class OnlineEngine(SimCore):
         self.decision[i] = time.perf_counter() - t0
         if choice is None:
             return
-        h, n = self._validate(choice, vm)
+        h, n = self.validate(choice, vm)
         self.state.add_vm(vm, h, n)
-        self._serial = np.append(self._serial, np.int64(self.n0 + i))
+        self.serials = np.append(self.serials, np.int64(self.n0 + i))
         self.accepted += 1
         self.accepted_flag[i] = True
         self.host[i], self.numa[i] = h, n
-        self._changed()
+        self.changed()
         # a plain Timeout: it is created before the main process's next wake-up is, so at
         # an instant shared with an arrival, a sample or a rescheduling it runs first
         self.depart_after(float(st.duration[i]), partial(self._depart, self.n0 + i))
 
-    def _validate(self, choice: Any, vm: VM) -> tuple[int, int]:
+    def validate(self, choice: Any, vm: VM) -> tuple[int, int]:
+        """The placer's ``choice`` for ``vm`` as ``(host, numa)``, checked to fit; a bad
+        choice is a :class:`~dcsim.errors.PluginError` naming the placer."""
         label = self.placer.label
         try:
             h, n = choice
@@ -258,15 +265,15 @@ class OnlineEngine(SimCore):
     def _depart(self, serial: int, _event) -> None:
         if serial in self.dropped:  # a failure took it away earlier
             return
-        self._advance(self.env.now)
-        at = np.flatnonzero(self._serial == serial)
+        self.advance(self.env.now)
+        at = np.flatnonzero(self.serials == serial)
         k = int(at[0]) if at.size else -1
         if k < 0:
             raise DcsimError(f"online engine: VM serial {serial} departed but is not present")
         self.state.remove_vm(k)
-        self._serial = np.delete(self._serial, k)
+        self.serials = np.delete(self.serials, k)
         self.released += 1
-        self._changed()
+        self.changed()
 
     def _reschedule(self) -> None:
         r = self.spec.reschedule
@@ -277,13 +284,13 @@ class OnlineEngine(SimCore):
         except InvalidMigration as e:  # run() validated it on a copy: cannot happen
             raise PluginError(f"rescheduler {self.rescheduler.label!r} returned an invalid "
                               f"migration list: {e}") from None
-        moved = self._serial[[rec.vm for rec in records]] - self.n0
+        moved = self.serials[[rec.vm for rec in records]] - self.n0
         np.add.at(self.moves, moved[moved >= 0], 1)
         self.migrations += len(records)
         self.reschedules += 1
         self.reschedule_seconds += result.seconds
         if records:
-            self._changed()
+            self.changed()
         self._sample("after_reschedule")
 
     # -- output ---------------------------------------------------------------------------

@@ -51,14 +51,14 @@ class VMFailures:
         e = self.engine
         st = e.state
         now = e.env.now
-        e._advance(now)
+        e.advance(now)
         ks = np.flatnonzero(st.vm_host == host)
-        serials = e._serial[ks]
+        serials = e.serials[ks]
         order = np.argsort(serials, kind="stable")
         hit = [(int(serials[j]), st.vms[int(ks[j])]) for j in order]
         for k in sorted(ks.tolist(), reverse=True):
             st.remove_vm(k)
-            e._serial = np.delete(e._serial, k)
+            e.serials = np.delete(e.serials, k)
         st.set_host_down(host, True)
         out = Outcome(interrupted=len(hit))
         view = MappingView(st)
@@ -69,18 +69,18 @@ class VMFailures:
                 e.interruptions[i] += 1
             choice = e.placer.place(view, vm) if self.reallocate else None
             if choice is not None:
-                h, n = e._validate(choice, vm)
+                h, n = e.validate(choice, vm)
                 st.add_vm(vm, h, n)
-                e._serial = np.append(e._serial, np.int64(serial))
+                e.serials = np.append(e.serials, np.int64(serial))
                 out.reallocated += 1
             else:
                 e.dropped.add(serial)
                 out.lost_time += max(min(end, e.end) - now, 0.0)
-        e._changed()
+        e.changed()
         return out
 
     def repair(self, kind: str, host: int) -> None:
         e = self.engine
-        e._advance(e.env.now)
+        e.advance(e.env.now)
         e.state.set_host_down(host, False)
-        e._changed()
+        e.changed()
