@@ -10,57 +10,17 @@ between them (docs/howto/network-aware-allocator.md)::
     from dcsim import MultiServerAllocator, Partial, PathService
 """
 
-import sys as _sys
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
-
-def _is_command() -> bool:
-    """Whether this process is the ``dcsim`` command (the console script, or ``python -m
-    dcsim``), not a program or test that imports the package."""
-    import os
-
-    name = os.path.basename(_sys.argv[0]) if _sys.argv else ""
-    if name in ("dcsim", "dcsim.exe", "dcsim-script.py"):
-        return True
-    argv = getattr(_sys, "orig_argv", [])
-    return "-m" in argv and argv[argv.index("-m") + 1:argv.index("-m") + 2] == ["dcsim"]
-
-
-def _interrupted_at_startup(signum, frame):  # pragma: no cover - runs in a child process
-    """Ctrl-C while the command is still importing: one line and exit status 130 (a
-    KeyboardInterrupt here would print the traceback of whichever import it hit)."""
-    import os
-
-    os.write(2, b"interrupted\n")
-    os._exit(130)
-
-
-def end_startup_interrupts() -> None:
-    """Hand SIGINT back to Python (KeyboardInterrupt) if the start-up handler still holds
-    it: the command calls this once its imports are done, so that a command with work to
-    save can catch the interrupt itself."""
-    import signal
-
-    if signal.getsignal(signal.SIGINT) is _interrupted_at_startup:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-if _is_command():  # :class:`dcsim.cli._Group` hands SIGINT back to Python once it runs
-    import signal as _signal
-
-    _signal.signal(_signal.SIGINT, _interrupted_at_startup)
-
-from importlib.metadata import PackageNotFoundError, version  # noqa: E402
+from dcsim.errors import ConfigError, DcsimError, PluginError
+from dcsim.hookspecs import hookimpl
+from dcsim.lazy_exports import lazy_getattr
 
 try:
     __version__ = version("dcsim")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
-
-from typing import TYPE_CHECKING  # noqa: E402
-
-from dcsim.errors import ConfigError, DcsimError, PluginError  # noqa: E402
-from dcsim.hookspecs import hookimpl  # noqa: E402
-from dcsim.lazy_exports import lazy_getattr  # noqa: E402
 
 if TYPE_CHECKING:  # what the lazy names below are, for type checkers and IDEs
     from dcsim.allocators import Allocator, Choice
@@ -89,8 +49,8 @@ def _register_environments() -> None:
     """Register dcsim's Gymnasium environments (:mod:`dcsim.environments`) when
     Gymnasium is installed, so that ``gym.make("dcsim/Nara-v0")`` works after ``import
     dcsim`` (Gymnasium 1.0 dropped the entry-point plugins that did this at its own
-    import): at once if Gymnasium is imported, else when it is. The ``dcsim`` command skips
-    it: it makes no environment by id."""
+    import): at once if Gymnasium is imported, else when it is (an import hook: nothing
+    is imported until then)."""
     from importlib.util import find_spec
 
     if find_spec("gymnasium") is None:
@@ -100,8 +60,7 @@ def _register_environments() -> None:
     register_when_imported()
 
 
-if not _is_command():
-    _register_environments()
+_register_environments()
 
 
 __all__ = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import sys
 import time
 from pathlib import Path
@@ -20,9 +21,7 @@ class _Group(click.Group):
     """Turn every error a user can cause into one line on stderr and exit status 1."""
 
     def invoke(self, ctx):
-        import dcsim
-
-        dcsim.end_startup_interrupts()  # start-up is over
+        _end_startup_interrupts()  # start-up is over
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:  # commands with work to save catch it themselves first
@@ -46,10 +45,29 @@ def main() -> None:
     """dcsim: datacenter allocation experiments with pluggable allocators."""
 
 
+def _interrupted_at_startup(signum, frame):  # pragma: no cover - runs in a child process
+    """Ctrl-C while the program is still starting (its imports, reading the command line):
+    one line and exit status 130 (a KeyboardInterrupt there would print the traceback of
+    whichever import it hit)."""
+    os.write(2, b"interrupted\n")
+    os._exit(130)
+
+
+def _end_startup_interrupts() -> None:
+    """Hand SIGINT back to Python (KeyboardInterrupt) if :func:`program`'s start-up handler
+    still holds it, once a command runs, so that a command with work to save can catch the
+    interrupt itself. A no-op where ``main`` is called without :func:`program`."""
+    if signal.getsignal(signal.SIGINT) is _interrupted_at_startup:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def program() -> None:
-    """The ``dcsim`` program (and ``python -m dcsim``): the commands, in a process whose
-    allocators keep a long replay's memory flat (:mod:`dcsim.process_memory`; set here, not
-    by ``main``, which tests and other programs call in their own processes)."""
+    """The ``dcsim`` program (and ``python -m dcsim``): the commands, in a process where
+    Ctrl-C before a command runs ends it with one line, and whose allocators keep a long
+    replay's memory flat (:mod:`dcsim.process_memory`). Both are the program's, set here,
+    not by ``main``, which tests and other programs call in their own processes, nor by
+    ``import dcsim``."""
+    signal.signal(signal.SIGINT, _interrupted_at_startup)  # ``_Group.invoke`` hands it back
     from dcsim.process_memory import tune
 
     tune()

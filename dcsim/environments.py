@@ -22,8 +22,7 @@ users):
 - ``import dcsim`` registers them too, when Gymnasium is installed (at once if it is
   imported, else by the same hook): a checkout on ``PYTHONPATH`` has no start-up file.
   ``gym.make("dcsim:dcsim/Nara-v0")`` (Gymnasium's ``module:id`` form, which imports
-  ``dcsim`` first) works everywhere. The ``dcsim`` command itself skips this: it never makes
-  an environment by id.
+  ``dcsim`` first) works everywhere.
 
 Registration stores only the ids and the classes' import paths: neither the environments'
 modules nor PyTorch are imported until an environment is made.

@@ -1,6 +1,6 @@
 """A Dask worker that dies (``os._exit`` in a plugin, a signal, the out-of-memory killer)
 costs exactly the run it was running, as on the local process pool
-(tests/test_hardening.py::test_a_worker_that_dies_fails_only_its_own_run): that run is
+(tests/test_resume.py::test_a_worker_that_dies_fails_only_its_own_run): that run is
 recorded in failures.jsonl as ``WorkerDied``, every other run is committed, and
 ``dcsim run --executor dask`` exits 1 in bounded time instead of hanging (issue #34)."""
 

@@ -229,8 +229,7 @@ def named_modules(text: str, source: bool) -> set[str]:
 
 def stale_module_name(name: str, root: Path) -> str | None:
     """Why ``name`` (a path or a dotted name) does not point to real code, or None: the file
-    does not exist, no module and attribute chain resolves, or it is a compatibility
-    re-export (a doc names the module the code lives in)."""
+    does not exist, or no module and attribute chain resolves."""
     import importlib
     import importlib.util
 
@@ -257,18 +256,15 @@ def stale_module_name(name: str, root: Path) -> str | None:
             if not hasattr(obj, attr):
                 return f"{module.__name__} has no {attr!r}"
             obj = getattr(obj, attr)
-        if (module.__doc__ or "").startswith("Kept for compatibility"):
-            return f"{module.__name__} only re-exports: {module.__doc__.splitlines()[0]}"
         return None
     return "no such module"
 
 
 def test_every_module_the_docs_name_exists():
     """Every ``dcsim/…py`` path and ``dcsim.x.y`` name in README.md, docs/ and the modules'
-    own docstrings is real code where it is now: the file exists, the module and attribute
-    resolve, and it is not one of the old flat paths kept only as a re-export (a doc that
-    means one says "compatibility" on the same line). Code that moves takes its mentions
-    along; a historical note names the old file as "(then `x.py`)"."""
+    own docstrings is real code where it is now: the file exists, and the module and
+    attribute resolve. Code that moves takes its mentions along; a historical note names
+    the old file as "(then `x.py`)"."""
     root = DOCS.parent
     pages = [root / "README.md", *sorted(DOCS.rglob("*.md"))]
     sources = sorted((root / "dcsim").rglob("*.py")) + sorted((root / "benchmarks").glob("*.py"))
@@ -277,6 +273,6 @@ def test_every_module_the_docs_name_exists():
         for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
             for name in named_modules(line, source=f.suffix == ".py"):
                 why = stale_module_name(name, root)
-                if why and "compatib" not in line.lower():
+                if why:
                     stale.append(f"{f.relative_to(root)}:{n}: {name} ({why})")
     assert not stale, "\n".join(stale)

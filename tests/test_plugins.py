@@ -155,3 +155,52 @@ def test_misspelt_hook_is_a_plugin_error(fake_eps):
     fake_eps.append(FakeEntryPoint("typo", mod))
     with pytest.raises(PluginError, match="typo"):
         plugins.get_plugin_manager()
+
+
+def test_a_name_registered_twice_by_one_package_says_so(monkeypatch):
+    import types
+
+    import pytest
+
+    from dcsim import Allocator, hookimpl, plugins
+    from dcsim.errors import PluginError
+
+    class A(Allocator):
+        name = "twice_test"
+
+        def allocate(self, request, view):
+            return 0
+
+    class B(A):
+        name = "twice_test"
+
+    def module(*classes):
+        mod = types.ModuleType("fake_twice")
+
+        @hookimpl
+        def register_allocators(register):
+            for c in classes:
+                register(c)
+
+        mod.register_allocators = register_allocators
+        return mod
+
+    class EP:
+        def __init__(self, name, mod):
+            self.name, self._mod = name, mod
+            self.dist = types.SimpleNamespace(name="dcsim-bad")
+
+        def load(self):
+            return self._mod
+
+    for eps in ([EP("bad", module(A, B))], [EP("bad1", module(A)), EP("bad2", module(B))]):
+        monkeypatch.setattr(plugins, "entry_points",
+                            lambda group, eps=eps: eps if group == "dcsim" else [])
+        plugins.reset()
+        try:
+            with pytest.raises(PluginError) as e:
+                plugins.registered("allocator")
+        finally:
+            plugins.reset()
+        assert "registered twice by the same package, 'dcsim-bad'" in str(e.value)
+        assert "by 'dcsim-bad' and by 'dcsim-bad'" not in str(e.value)

@@ -144,3 +144,39 @@ def test_a_watched_run_reports_as_it_goes_and_gives_the_same_rows(tmp_path, monk
     a = cols(pd.read_parquet(tmp_path / "plain" / "summary.parquet"))
     b = cols(pd.read_parquet(tmp_path / "watched" / "summary.parquet"))
     pd.testing.assert_frame_equal(a, b)
+
+
+def test_the_eta_counts_down_between_runs_and_ignores_resumed_ones():
+    """The ETA comes from this invocation's runs and keeps moving between them (it stood
+    still for 20 s on a terminal when run costs differed)."""
+    from dcsim.runner.progress import ProgressLine
+
+    now = [0.0]
+    out = io.StringIO()
+    bar = ProgressLine(total=10, before=2, stream=out, tty=False, clock=lambda: now[0])
+    bar.update(1)
+    bar.update(1)  # two runs kept by --resume: reported at once, no estimate
+    assert out.getvalue() == "" and bar.status().endswith("ETA --")
+    now[0] = 10.0
+    bar.update(1)  # 1 run in 10 s, 7 left: the end is projected at 80 s
+    assert out.getvalue() == "[3/10] runs done, 10.0 s elapsed, ETA 1 min 10 s\n"
+    now[0] = 40.0
+    assert bar.status() == "[3/10] runs done, 40.0 s elapsed, ETA 40.0 s"
+    now[0] = 100.0
+    assert bar.status().endswith("ETA 0.0 s")  # late: never negative
+    now[0] = 110.0
+    for _ in range(7):
+        bar.update(1)
+    assert out.getvalue().splitlines()[-1] == "[10/10] runs done, 1 min 50 s elapsed"
+
+
+def test_on_a_terminal_the_line_is_redrawn_in_place():
+    from dcsim.runner.progress import ProgressLine
+
+    out = io.StringIO()
+    with ProgressLine(total=2, before=0, stream=out, tty=True) as bar:
+        bar.update(1)
+        bar.update(1)
+    text = out.getvalue()
+    assert text.startswith("\r[0/2] runs done,") and text.endswith("\n")
+    assert "\r[2/2] runs done," in text and "\n" not in text[:-1]

@@ -182,3 +182,26 @@ def test_trace_driven_jobs_from_the_alibaba_slice(tmp_path):
     a, b = (req[req.seed == s].sort_values(["jobset", "id"])["duration"].to_numpy()
             for s in (0, 1))
     assert a.shape != b.shape or not np.array_equal(a, b)
+
+
+def test_queue_mode_writes_a_timeseries_like_every_mode(tmp_path):
+    """pd.read_parquet(out / "timeseries") works in queue mode too: one row per step of
+    each job set, and the mean utilisation over the steps is the summary's."""
+    import pandas as pd
+
+    from tests.helpers.cli import ok
+
+    exp = Path(__file__).parents[1] / "experiments" / "deeprm_load_sweep.yaml"
+    out = tmp_path / "q"
+    ok("run", exp, "--seeds", "1", "--set", "workload.jobsets=3", "--set",
+       "matrix={workload.new_job_rate: [0.5]}", "--set", "schedulers=[sjf, random]",
+       "--out", out)
+    ts = pd.read_parquet(out / "timeseries")
+    summary = pd.read_parquet(out / "summary.parquet").set_index("allocator")
+    assert {"jobset", "time", "received", "accepted", "active", "waiting", "util_cpu",
+            "util_mem"} <= set(ts.columns)
+    for name, g in ts.groupby("allocator", observed=True):
+        assert sorted(g["jobset"].unique()) == [0, 1, 2]
+        assert (g.groupby("jobset")["time"].min() == 0).all()
+        assert g["util_cpu"].between(0, 1).all() and (g["active"] >= 0).all()
+        assert g["util_cpu"].mean() == pytest.approx(summary.loc[name, "util_cpu"], abs=1e-9)

@@ -1,10 +1,12 @@
 """--resume after an interruption (kill -9 included) gives the dataset of an uninterrupted
 run, leftovers of killed runs are never read as data, and failed runs are logged, do not stop
-the others and run again on resume."""
+the others and run again on resume (a plugin calling sys.exit, a worker that dies or is
+killed fails only its own run); the README's first command run twice keeps every run."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -225,3 +227,148 @@ def test_a_second_invocation_waits_for_the_first(tmp_path, reference):
     assert time.time() - t0 >= 0.5
     assert "waiting for another dcsim process writing to" in r.stderr
     assert_same_dataset(reference, out, runs=N_RUNS)
+
+
+QUICKSTART = Path(__file__).parents[1] / "experiments" / "quickstart.yaml"
+
+
+def _patch_run(monkeypatch, action):
+    """``action(plan)`` runs before every loss-mode run (pool workers are forked, so they
+    see the patch)."""
+    from dcsim.modes.loss.mode import LossMode
+
+    real = LossMode.build
+
+    def patched(self, spec, plan, *args):
+        action(plan)
+        return real(self, spec, plan, *args)
+
+    monkeypatch.setattr(LossMode, "build", patched)
+
+
+def _small(tmp_path: Path, seeds: int = 3) -> Path:
+    import yaml
+
+    cfg = yaml.safe_load(QUICKSTART.read_text())
+    cfg.update(seeds=seeds, warmup={"requests": 20})
+    cfg["workload"]["requests"] = 300
+    f = tmp_path / "small.yaml"
+    f.write_text(yaml.safe_dump(cfg))
+    return f
+
+
+def _failures(out: Path) -> list[dict]:
+    f = out / "failures.jsonl"
+    return [json.loads(x) for x in f.read_text().splitlines()] if f.exists() else []
+
+
+def _committed(out: Path) -> set[str]:
+    return {p.stem for p in (out / "runs").glob("*.json")}
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_plugin_calling_sys_exit_fails_only_its_run(tmp_path, monkeypatch, jobs):
+    from tests.helpers.cli import invoke
+
+    def exit_4(plan):
+        if plan.label == "best_fit" and plan.seed == 1:
+            raise SystemExit(4)
+
+    _patch_run(monkeypatch, exit_4)
+    out = tmp_path / "o"
+    r = invoke("run", _small(tmp_path), "--out", out, "--jobs", jobs)
+    assert r.exit_code == 1
+    assert "error: 1 of 9 runs failed" in r.stderr and "SystemExit: 4" in r.stderr
+    [f] = _failures(out)
+    assert (f["allocator"], f["seed"], f["error"]) == ("best_fit", 1, "SystemExit")
+    assert len(_committed(out)) == 8
+
+
+def test_a_worker_that_dies_fails_only_its_own_run(tmp_path, monkeypatch):
+    """os._exit in a plugin (what an OOM kill looks like) breaks the pool; the runs that
+    were in it run again alone, so only the dying run fails and every other is kept. The
+    failure log and runs/ agree; --resume runs only the dead run again."""
+    from tests.helpers.cli import invoke, ok
+
+    def die(plan):
+        if plan.label == "random" and plan.seed == 0:
+            os._exit(3)
+
+    _patch_run(monkeypatch, die)
+    out = tmp_path / "o"
+    r = invoke("run", _small(tmp_path), "--out", out, "--jobs", "2")
+    assert r.exit_code == 1 and "error: 1 of 9 runs failed" in r.stderr
+    [f] = _failures(out)
+    assert (f["allocator"], f["seed"], f["error"]) == ("random", 0, "WorkerDied")
+    assert f["run_id"] not in _committed(out) and len(_committed(out)) == 8
+    monkeypatch.undo()
+    r = ok("run", _small(tmp_path), "--out", out, "--resume", "--jobs", "2")
+    assert "running the other 1" in r.stderr
+    assert len(_committed(out)) == 9 and not _failures(out)
+
+
+def test_a_killed_worker_is_retried_and_the_failure_log_agrees_with_runs(tmp_path,
+                                                                        monkeypatch):
+    """A worker killed from outside once (kill -9) takes its pool down; its run and the
+    others in the pool run again and succeed: no failure is reported for a committed run."""
+    import signal
+
+    from tests.helpers.cli import ok
+
+    marker = tmp_path / "killed-once"
+
+    def kill_once(plan):
+        if plan.label == "first_fit" and plan.seed == 2 and not marker.exists():
+            marker.write_text("x")
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    _patch_run(monkeypatch, kill_once)
+    out = tmp_path / "o"
+    ok("run", _small(tmp_path), "--out", out, "--jobs", "2")
+    assert marker.exists() and len(_committed(out)) == 9 and not _failures(out)
+
+
+def test_a_run_reported_failed_but_committed_is_not_a_failure(tmp_path):
+    """Whatever an executor reports, runs/ is the truth: a run whose files were committed
+    is neither in failures.jsonl nor counted as failed."""
+    from dcsim.runner.execute import run_experiment
+    from dcsim.runner.executors import Executor, Outcome, attempt, failure_record
+    from dcsim.runner.plan import load_experiment
+
+    class LostResult(Executor):
+        def run(self, exp, plans, out):
+            for i, plan in enumerate(plans):
+                status, payload = attempt(plan, out)
+                assert status == "ok"
+                yield (Outcome(plan, error=failure_record(plan, RuntimeError("lost")))
+                       if i == 0 else Outcome(plan, row=payload))
+
+    exp = load_experiment(_small(tmp_path, seeds=1))
+    out = run_experiment(exp, tmp_path / "o", executor=LostResult())
+    assert len(_committed(out)) == 3 and not _failures(out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["runs_failed"] == 0 and manifest["runs_finished"] == 3
+
+
+def test_the_readme_first_command_runs_twice_and_shows_the_numbers(tmp_path):
+    """README's first command with --resume: a second invocation keeps every run and exits
+    0; both end with the headline table and the wall time; off a terminal every finished
+    run prints a progress line with an ETA."""
+    from tests.helpers.cli import ok
+
+    out = tmp_path / "small"
+    args = ("run", QUICKSTART, "--seeds", "2", "--set", "workload.requests=300",
+            "--set", "warmup.requests=30", "--out", out, "--resume")
+    first = ok(*args)
+    progress = [x for x in first.stderr.splitlines() if x.startswith("[")]
+    assert progress[0].startswith("[1/6] runs done,") and "ETA" in progress[0]
+    assert progress[-1].startswith("[6/6] runs done,") and "ETA" not in progress[-1]
+    second = ok(*args)
+    assert "resuming: 6 of 6 runs are finished" in second.stderr
+    assert not [x for x in second.stderr.splitlines() if x.startswith("[")]
+    for r in (first, second):
+        assert f"6 runs -> {out} in " in r.stdout
+        table = r.stdout.split("mean ± 95 % interval over seeds:\n")[1].splitlines()
+        assert table[0].split()[:3] == ["allocator", "acceptance_ratio", "util_cpu"]
+        assert [x.split()[0] for x in table[2:5]] == ["random", "first_fit", "best_fit"]
+        assert all(x.split()[-1] == "2" for x in table[2:5])  # seeds

@@ -29,6 +29,19 @@ def test_import_dcsim_loads_nothing_heavy():
     assert loaded_after("import dcsim") == []
 
 
+def test_import_dcsim_leaves_signals_and_environment_alone(tmp_path):
+    """No side effect at import, even in a script named like the command: SIGINT and the
+    environment variables are the program's (:func:`dcsim.cli.program`) to set."""
+    script = tmp_path / "dcsim"
+    script.write_text("import os, signal\n"
+                      "before = signal.getsignal(signal.SIGINT), dict(os.environ)\n"
+                      "import dcsim\n"
+                      "print(before == (signal.getsignal(signal.SIGINT), dict(os.environ)))\n")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.stdout.strip() == "True", r.stderr
+
+
 def test_every_export_of_dcsim_resolves():
     for name in dcsim.__all__:
         assert getattr(dcsim, name) is not None, name

@@ -236,9 +236,3 @@ def headline(summary: pd.DataFrame, by: list[str], limit: int = 4, mode: str | N
                            if any(CLIP_MARK in r[len(by) + j] for r in rows[1:]))
     notes = [clip_note(b) for b in ranges]
     return "\n".join(lines), notes + seed_notes(summary, by, mode, config)
-
-
-def headline_table(summary: pd.DataFrame, by: list[str], limit: int = 4,
-                   mode: str | None = None) -> str:
-    """The table of :func:`headline` alone."""
-    return headline(summary, by, limit, mode)[0]

@@ -15,18 +15,10 @@ def _fft_len(n1: int) -> int:
     return 1 << (2 * n1 - 2).bit_length()  # room for sums up to 2n without wrap-around
 
 
-def minkowski(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise sums of count sets: out[p, z] = ∃ x + y = z with a[p, x] and b[p, y].
-
-    Rows are boolean vectors over counts 0..n; sums above n are dropped. A convolution by
-    FFT: entries are small integer pair counts, so thresholding at 0.5 is exact.
-    """
-    n1 = a.shape[1]
-    size = _fft_len(n1)
-    return _mul(np.fft.rfft(a, size), np.fft.rfft(b, size), n1, size)
-
-
 def _mul(fa: np.ndarray, fb: np.ndarray, n1: int, size: int) -> np.ndarray:
+    """Row-wise sums of count sets from their spectra: out[p, z] = ∃ x + y = z with
+    a[p, x] and b[p, y], over counts 0..n (sums above n dropped). The entries are small
+    integer pair counts, so thresholding at 0.5 is exact."""
     return np.fft.irfft(fa * fb, size)[:, :n1] > 0.5
 
 

@@ -134,16 +134,6 @@ def _grouped(x: np.ndarray, topo: _Topology, k: int) -> np.ndarray:
     return np.concatenate([x, pad], axis=1)[:, kids]  # kid −1: the padding column
 
 
-def _ungrouped(x3: np.ndarray, topo: _Topology, k: int, width: int) -> np.ndarray:
-    """Inverse of :func:`_grouped`: (rows, level k − 1) from (rows, groups, width)."""
-    if topo.uniform[k]:
-        return x3.reshape(x3.shape[0], width)
-    kids = topo.kids[k]
-    out = np.empty((x3.shape[0], width), dtype=x3.dtype)
-    out[:, kids[kids >= 0]] = x3[:, kids >= 0]
-    return out
-
-
 def sum_level(sets: Sets, topo: _Topology, k: int, live: np.ndarray):
     """Every level-k group's Minkowski sum of its children's ``sets``.
 

@@ -1,5 +1,4 @@
-"""Issue #34, second round: a ``failures:`` section that could run without end (item 4).
-The compiled-kernel cache (item 2) is ``tests/test_kernel_cache.py``.
+"""A ``failures:`` section cannot make a run go on without end:
 
 * a ``ttf`` / ``ttr`` mean below the failure clock's resolution is refused by ``dcsim
   validate`` and ``dcsim run``, naming the field;

@@ -1,3 +1,0 @@
-"""Kept for compatibility: the code now lives in dcsim.allocators.single."""
-
-from dcsim.allocators.single import *  # noqa: F401, F403

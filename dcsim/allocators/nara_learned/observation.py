@@ -1,3 +1,0 @@
-"""Kept for compatibility: now dcsim.allocators.multi.learned.observation."""
-
-from dcsim.allocators.multi.learned.observation import *  # noqa: F401, F403
