@@ -57,9 +57,9 @@ from dcsim.allocators.multi.learned import (
     policy_logits,
 )
 from dcsim.greedy import greedy_argmax, greedy_argmax_torch
-from dcsim.learn.gnn import NaraPolicy, graph_batch, stack_obs
-from dcsim.learn.nara_env import NaraEnv
-from dcsim.learn.ppo import load_train_config, train
+from dcsim.learn.nara.env import NaraEnv
+from dcsim.learn.nara.network import NaraPolicy, graph_batch, stack_obs
+from dcsim.learn.nara.train import load_train_config, train
 from dcsim.sim import Engine, EngineConfig
 
 ROOT = Path(__file__).parents[1]
@@ -70,7 +70,7 @@ TOPOLOGIES = {"alpha": ("alpha", 30), "beta": ("beta", 30), "gamma": ("gamma", 4
 
 def env_for(topology: str, requests: int) -> NaraEnv:
     preset, H = TOPOLOGIES[topology]
-    from dcsim.learn.nara_env import UNIFORM_WORKLOAD
+    from dcsim.learn.nara.env import UNIFORM_WORKLOAD
     wl = dict(UNIFORM_WORKLOAD, duration=dict(UNIFORM_WORKLOAD["duration"], high=H))
     return NaraEnv(topology={"kind": "fabric", "preset": preset}, workload=wl,
                    requests=requests)

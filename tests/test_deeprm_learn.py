@@ -267,7 +267,7 @@ def test_deeprm_scheduler_does_not_import_torch():
 # --------------------------------------------------------------------------- torch side
 def test_numpy_and_torch_policies_agree():
     torch = pytest.importorskip("torch")
-    from dcsim.learn.deeprm import Policy
+    from dcsim.learn.deeprm.train import Policy
 
     torch.manual_seed(0)
     pol = Policy(SPEC.size, 20, SPEC.actions, init_std=0.05)
@@ -295,7 +295,7 @@ def test_trainer_smoke_writes_outputs_and_is_seeded(tmp_path):
     pytest.importorskip("torch")
     import pandas as pd
 
-    from dcsim.learn.deeprm import TrainConfig, train
+    from dcsim.learn.deeprm.train import TrainConfig, train
 
     cfg = TrainConfig(**TINY)
     r1 = train(cfg, tmp_path / "a", command="test", log=None)
@@ -322,7 +322,7 @@ def test_trainer_smoke_writes_outputs_and_is_seeded(tmp_path):
 
 def test_trained_checkpoint_runs_in_the_scheduler(tmp_path):
     pytest.importorskip("torch")
-    from dcsim.learn.deeprm import TrainConfig, train
+    from dcsim.learn.deeprm.train import TrainConfig, train
 
     train(TrainConfig(**{**TINY, "iterations": 1}), tmp_path, log=None)
     s = DeepRMScheduler(DeepRMScheduler.Options(checkpoint=str(tmp_path / "checkpoint.npz")))
@@ -373,7 +373,7 @@ def test_cli_train_without_torch_says_how_to_install(monkeypatch, tmp_path):
 
 def test_example_training_config_is_valid():
     pytest.importorskip("torch")
-    from dcsim.learn.deeprm import load_train_config
+    from dcsim.learn.deeprm.train import load_train_config
 
     cfg = load_train_config(Path(__file__).parents[1] / "experiments" / "deeprm_train.yaml")
     assert cfg.image_spec() == SPEC and cfg.rollouts == 20 and cfg.discount == 1.0

@@ -26,9 +26,8 @@ IDS = list(SMALL)
 
 
 def _classes():
-    from dcsim.learn.nara_env import NaraEnv
-    from dcsim.learn.vmr2l_env import VMR2LEnv
-    from dcsim.learn.vmr2l_twostep import VMR2LTwoStepEnv
+    from dcsim.learn.nara.env import NaraEnv
+    from dcsim.learn.vmr2l.env import VMR2LEnv, VMR2LTwoStepEnv
 
     return {"dcsim/Nara-v0": NaraEnv, "dcsim/VMR2L-v0": VMR2LEnv,
             "dcsim/VMR2L-TwoStep-v0": VMR2LTwoStepEnv}
@@ -196,7 +195,7 @@ def test_a_misspelt_setting_is_still_refused_naming_it(env_id, typo):
 def test_vmr2l_settings_over_a_config_object_are_validated():
     """``VMR2LEnv(config, **overrides)``: the overrides are checked like keyword settings
     (before, ``model_copy`` took a typo or an invalid value silently)."""
-    from dcsim.learn.vmr2l_env import VMR2LEnv, VMR2LEnvConfig
+    from dcsim.learn.vmr2l.env import VMR2LEnv, VMR2LEnvConfig
 
     base = VMR2LEnvConfig(preset="small")
     env = VMR2LEnv(base, mnl=3, hosts=(4, 6), render_mode="ansi")

@@ -16,8 +16,8 @@ pytest.importorskip("torch")
 pytest.importorskip("gymnasium")
 
 from dcsim.errors import ConfigError  # noqa: E402
-from dcsim.learn.group_rollout import Groups, sample  # noqa: E402
-from dcsim.learn.lockstep import LockstepEnvs  # noqa: E402
+from dcsim.learn.workers.groups import Groups, sample  # noqa: E402
+from dcsim.learn.workers.lockstep import LockstepEnvs  # noqa: E402
 from tests.helpers.toy_env import CountingEnv  # noqa: E402
 from tests.helpers.training import same, trained  # noqa: E402
 
@@ -133,7 +133,7 @@ def test_rollout_groups_resume_with_another_worker_count(tmp_path):
 
 
 def test_more_groups_than_environments_is_refused():
-    from dcsim.learn.ppo import TrainConfig
+    from dcsim.learn.nara.train import TrainConfig
 
     with pytest.raises(ValueError, match="rollout_groups: 4 groups of num_envs: 3"):
         TrainConfig(num_envs=3, rollout_groups=4)
@@ -142,7 +142,7 @@ def test_more_groups_than_environments_is_refused():
 def test_rollout_groups_run_on_the_cpu():
     """The groups' forward passes run in the workers, which have no GPU: ``device: auto``
     picks the CPU (the checkpoint records it), an explicit ``cuda`` is refused."""
-    from dcsim.learn.ppo import TrainConfig, load_train_config
+    from dcsim.learn.nara.train import TrainConfig, load_train_config
 
     assert TrainConfig(rollout_groups=2).device == "cpu"
     assert TrainConfig(rollout_groups=1).device == "auto"
@@ -155,8 +155,8 @@ def test_rollout_groups_run_on_the_cpu():
 
 
 def test_the_runner_refuses_unknown_requests():
-    from dcsim.learn.env_worker import Local
-    from dcsim.learn.group_rollout import Runner
+    from dcsim.learn.workers.groups import Runner
+    from dcsim.learn.workers.process import Local
 
     runner = Runner([[0]], RowPolicy)(Local([CountingEnv()]))
     with pytest.raises(ValueError, match="unknown request 'step'"):

@@ -16,14 +16,16 @@ import pytest
 
 gym = pytest.importorskip("gymnasium")
 
+from dcsim.learn.env_policies import NaraEnvPolicy, VMR2LTwoStepPolicy  # noqa: E402
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 from dcsim.environments import ENVIRONMENTS, register_envs  # noqa: E402
 from dcsim.errors import PluginError  # noqa: E402
-from dcsim.learn.env_policies import NaraEnvPolicy, VMR2LTwoStepPolicy  # noqa: E402
-from dcsim.learn.nara_env import NaraEnv  # noqa: E402
-from dcsim.learn.vmr2l_env import VMR2LEnv  # noqa: E402
-from dcsim.learn.vmr2l_twostep import VMR2LTwoStepEnv  # noqa: E402
+from dcsim.learn.nara.env import NaraEnv  # noqa: E402
+from dcsim.learn.vmr2l.env import (
+    VMR2LEnv,  # noqa: E402
+    VMR2LTwoStepEnv,  # noqa: E402
+)
 from dcsim.sim import Engine, EngineConfig  # noqa: E402
 from dcsim.vm.mapping_io import parse_mapping  # noqa: E402
 from dcsim.vm.synthetic import synthetic_preset  # noqa: E402

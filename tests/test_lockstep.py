@@ -21,7 +21,7 @@ pytest.importorskip("torch")
 pytest.importorskip("gymnasium")
 
 from dcsim.learn import resume as rs  # noqa: E402
-from dcsim.learn.lockstep import EnvWorkerError, LockstepEnvs  # noqa: E402
+from dcsim.learn.workers.lockstep import EnvWorkerError, LockstepEnvs  # noqa: E402
 from tests.helpers.training import NARA, same, trained  # noqa: E402
 
 
@@ -47,7 +47,7 @@ def test_vmr2l_and_a_resume_with_another_worker_count_give_the_same_weights(tmp_
 
 
 def _env():
-    from dcsim.learn.vmr2l_env import VMR2LEnv, VMR2LEnvConfig
+    from dcsim.learn.vmr2l.env import VMR2LEnv, VMR2LEnvConfig
 
     return partial(VMR2LEnv, VMR2LEnvConfig(hosts=(6, 8), mnl=3))
 
@@ -81,7 +81,7 @@ def test_a_bad_environment_config_is_the_config_error_and_no_worker_is_left():
     import multiprocessing
 
     from dcsim.errors import ConfigError
-    from dcsim.learn.nara_env import NaraEnv
+    from dcsim.learn.nara.env import NaraEnv
 
     with pytest.raises(ConfigError, match=r"topology.preset"):
         LockstepEnvs(partial(NaraEnv, topology={"kind": "fabric", "preset": "nope"}), 2,
@@ -174,7 +174,7 @@ def test_ctrl_c_to_the_process_group_stops_with_workers_and_leaves_none(tmp_path
 
 
 def test_observations_cross_the_pipe_stacked_and_come_back_equal():
-    from dcsim.learn.env_worker import pack, unpack
+    from dcsim.learn.workers.process import pack, unpack
 
     rng = np.random.default_rng(0)
     same = [{"a": rng.random((3, 2)), "b": np.arange(4) + i} for i in range(3)]

@@ -11,7 +11,7 @@ from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 from dcsim.allocators.multi.baselines import Tetris, tetris_scores  # noqa: E402
 from dcsim.errors import ConfigError  # noqa: E402
-from dcsim.learn.nara_env import ENV_ID, NaraEnv  # noqa: E402
+from dcsim.learn.nara.env import ENV_ID, NaraEnv  # noqa: E402
 from dcsim.sim import Engine, EngineConfig  # noqa: E402
 
 
@@ -153,7 +153,7 @@ def test_bad_config_names_the_field():
 def test_environment_from_an_experiment_file():
     from pathlib import Path
 
-    from dcsim.learn.nara_env import env_config_from_experiment
+    from dcsim.learn.nara.env import env_config_from_experiment
 
     path = Path(__file__).parents[1] / "experiments" / "nara_table1.yaml"
     cfg = env_config_from_experiment(path, requests=20)

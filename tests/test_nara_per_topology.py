@@ -97,7 +97,7 @@ def test_init_from_starts_from_the_policy_and_warmup_freezes_it(tmp_path):
     lasts only the critic learns, so the policy's weights are unchanged."""
     pytest.importorskip("torch")
     pytest.importorskip("gymnasium")
-    from dcsim.learn.ppo import load_train_config, train
+    from dcsim.learn.nara.train import load_train_config, train
 
     cfg = load_train_config(EXP / "nara_train_optical_topology.yaml", iterations=2,
                             init_from="optical_all", critic_warmup=2, **TINY)
@@ -117,7 +117,7 @@ def test_init_from_starts_from_the_policy_and_warmup_freezes_it(tmp_path):
 def test_after_warmup_the_policy_moves(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("gymnasium")
-    from dcsim.learn.ppo import load_train_config, train
+    from dcsim.learn.nara.train import load_train_config, train
 
     cfg = load_train_config(EXP / "nara_train_optical_topology.yaml", iterations=2,
                             init_from="optical_all", critic_warmup=1, **TINY)
@@ -130,7 +130,7 @@ def test_after_warmup_the_policy_moves(tmp_path):
 def test_init_from_must_fit_the_config(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("gymnasium")
-    from dcsim.learn.ppo import load_train_config
+    from dcsim.learn.nara.train import load_train_config
 
     cfg = EXP / "nara_train_optical_topology.yaml"
     with pytest.raises(ConfigError, match=r"init_from: .* another architecture: embed 16 "
@@ -148,7 +148,7 @@ def test_trainer_set_reaches_into_sections():
     one error naming the file and the field."""
     pytest.importorskip("torch")
     pytest.importorskip("gymnasium")
-    from dcsim.learn.ppo import load_train_config
+    from dcsim.learn.nara.train import load_train_config
 
     cfg = load_train_config(EXP / "nara_train_optical_topology.yaml",
                             **{"topology.channels": 32, "topology.oversubscription": "1:4"})

@@ -200,7 +200,7 @@ def test_deterministic_on_cuda_sets_torch_and_cublas(restore_torch_determinism, 
 
 def test_an_op_without_a_deterministic_variant_is_one_clear_error(tmp_path,
                                                                   restore_torch_determinism):
-    from dcsim.learn.nara_config import TrainConfig
+    from dcsim.learn.nara.config import TrainConfig
 
     def body(*args):
         raise RuntimeError("index_add_cuda_ does not have a deterministic implementation, "
@@ -226,7 +226,7 @@ def test_the_setting_is_applied_recorded_and_same_seed_gives_same_weights(
     checkpoint JSON (config and what was set) and torch's mode is restored after; on the
     CPU the same seed gives the same weights, with the setting on or off."""
     from dcsim.allocators.multi.learned import load_checkpoint
-    from dcsim.learn.ppo import TrainConfig, train
+    from dcsim.learn.nara.train import TrainConfig, train
 
     tiny = {"iterations": 2, "num_envs": 2, "num_steps": 8, "minibatch_size": 8,
             "update_epochs": 1, "eval_every": 2, "eval_episodes": 1, "eval_requests": 6,

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from dcsim.learn import pace as pace_mod
-from dcsim.learn.pace import Pace
+from dcsim.learn.trainer import Pace
 
 HEAD = re.compile(r"^iter +(\d+)/(\d+) +[\d.]+s +steps +(\d+) \((\d+|--)/s\) +ETA (.+?)(  |$)")
 
@@ -41,7 +41,7 @@ def test_a_line_between_evaluations_is_due_after_every_seconds():
 
 def test_dcsim_train_deeprm_lines_carry_iteration_rate_and_eta(tmp_path):
     pytest.importorskip("torch")
-    from dcsim.learn.deeprm import TrainConfig, train
+    from dcsim.learn.deeprm.train import TrainConfig, train
 
     lines: list[str] = []
     cfg = TrainConfig(iterations=3, jobsets_per_iter=2, rollouts=3, steps=10, eval_every=1,

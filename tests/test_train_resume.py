@@ -188,7 +188,7 @@ def test_an_exception_inside_the_nara_simulation_is_raised_not_an_episode_end(mo
     """The cause of the lost Ctrl-C: SimPy turns an exception raised inside the arrival
     process (a KeyboardInterrupt) into a failed process, and the environment's stepping
     loop took that for the end of the episode."""
-    import dcsim.learn.nara_env as ne
+    import dcsim.learn.nara.env as ne
 
     env = ne.NaraEnv(requests=6)
     env.reset(seed=0)

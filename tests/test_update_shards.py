@@ -14,7 +14,7 @@ pytest.importorskip("gymnasium")
 
 from dcsim.errors import ConfigError  # noqa: E402
 from dcsim.learn import ppo_core as core  # noqa: E402
-from dcsim.learn.shards import Replica, Shards, parameters  # noqa: E402
+from dcsim.learn.workers.shards import Replica, Shards, parameters  # noqa: E402
 from tests.helpers.training import same_weights, trained  # noqa: E402
 
 ROOT = Path(__file__).parents[1]

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("gymnasium")
 
-from dcsim.learn.vmr2l_env import VMR2LEnv  # noqa: E402
+from dcsim.learn.vmr2l.env import VMR2LEnv  # noqa: E402
 from dcsim.reschedulers.vmr2l import observe  # noqa: E402
 
 

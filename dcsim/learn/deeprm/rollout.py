@@ -1,6 +1,6 @@
-"""DeepRM's policy network and its rollouts: job sets stepped in lock-step through queue
-environments, the discounted returns, and the greedy evaluation (:mod:`dcsim.learn.deeprm`
-trains with them)."""
+"""DeepRM's rollouts: job sets stepped in lock-step through queue environments, the
+discounted returns and the per-time-step baseline, and the greedy evaluation
+(:mod:`dcsim.learn.deeprm.train` trains with them)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,8 @@ import dataclasses
 from collections.abc import Callable
 
 import numpy as np
-import torch
-from torch import nn
 
-from dcsim.learn.deeprm_config import TrainConfig
+from dcsim.learn.deeprm.config import TrainConfig
 from dcsim.queue.env import QueueConfig, QueueEnv
 from dcsim.queue.jobs import JobSet
 from dcsim.schedulers.deeprm import (
@@ -22,49 +20,7 @@ from dcsim.schedulers.deeprm import (
 )
 
 
-# --------------------------------------------------------------------------- policy
-class Policy(nn.Module):
-    """image → Linear(hidden) → ReLU → Linear(M+1) logits (softmax outside)."""
-
-    def __init__(self, n_in: int, hidden: int, actions: int, init_std: float = 0.01):
-        super().__init__()
-        self.fc1 = nn.Linear(n_in, hidden)
-        self.fc2 = nn.Linear(hidden, actions)
-        for layer in (self.fc1, self.fc2):
-            nn.init.normal_(layer.weight, std=init_std)
-            nn.init.zeros_(layer.bias)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(torch.relu(self.fc1(x)))
-
-    def numpy_weights(self) -> dict[str, np.ndarray]:
-        """Copies in the checkpoint layout (w1, b1, w2, b2)."""
-        return {"w1": self.fc1.weight.detach().numpy().copy(),
-                "b1": self.fc1.bias.detach().numpy().copy(),
-                "w2": self.fc2.weight.detach().numpy().copy(),
-                "b2": self.fc2.bias.detach().numpy().copy()}
-
-    def load_numpy(self, w: dict[str, np.ndarray]) -> None:
-        with torch.no_grad():
-            self.fc1.weight.copy_(torch.from_numpy(np.asarray(w["w1"], np.float32)))
-            self.fc1.bias.copy_(torch.from_numpy(np.asarray(w["b1"], np.float32)))
-            self.fc2.weight.copy_(torch.from_numpy(np.asarray(w["w2"], np.float32)))
-            self.fc2.bias.copy_(torch.from_numpy(np.asarray(w["b2"], np.float32)))
-
-
 # --------------------------------------------------------------------------- rollouts
-def torch_logits(policy: Policy) -> Callable[[np.ndarray], np.ndarray]:
-    """``x (B, input) float32 -> logits (B, actions)`` with ``policy`` (no gradient).
-
-    The trainer's rollouts use torch rather than :func:`policy_logits`: on a busy machine a
-    multi-threaded BLAS is slow for these small batched products, and torch runs on the
-    ``threads`` it is given. Both compute the same network (tested)."""
-    def f(x: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            return policy(torch.from_numpy(x)).numpy()
-    return f
-
-
 class ObsBuffer:
     """A growable (rows, input) float32 buffer reused across job sets: the images of one
     job set's rollouts are written into it in place (no per-step allocation)."""

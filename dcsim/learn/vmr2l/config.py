@@ -13,7 +13,7 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from dcsim.errors import ConfigError
 from dcsim.learn.config import read_train_config
-from dcsim.learn.vmr2l_env import VMR2LEnvConfig
+from dcsim.learn.vmr2l.env import VMR2LEnvConfig
 from dcsim.reschedulers.vmr2l import (
     Architecture,
     Checkpoint,
@@ -32,7 +32,7 @@ class TrainConfig:
     max_wall_s: float | None = Field(None, gt=0.0)
     threads: int = Field(1, ge=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    deterministic: bool = True  # see nara_config.TrainConfig.deterministic
+    deterministic: bool = True  # see dcsim.learn.nara.config.TrainConfig
     # --- environment
     preset: str = "production_small"
     hosts: int | tuple[int, int] | None = (16, 40)
@@ -45,7 +45,7 @@ class TrainConfig:
     # decisions per minibatch (the authors: 16 minibatches of 8 x 250 = 2000, i.e. 125)
     minibatch_size: int = Field(125, ge=1)
     # each minibatch's gradient as the sum of this many parts, computed in the num_workers
-    # processes (see dcsim.learn.shards; needs dropout 0); 1: in one pass
+    # processes (see dcsim.learn.workers.shards; needs dropout 0); 1: in one pass
     update_shards: int = Field(1, ge=1)
     update_epochs: int = Field(8, ge=1)
     lr: float = Field(2.5e-4, gt=0.0)

@@ -1,8 +1,8 @@
 """A PPO minibatch's gradient as the sum of ``update_shards`` parts, computed in the trainer's
-process and in the environment workers (:mod:`dcsim.learn.lockstep`), so that the update
+process and in the environment workers (:mod:`dcsim.learn.workers.lockstep`), so that the update
 scales with cores as the rollout does.
 
-With ``update_shards: 1`` (the default) the PPO core (:func:`dcsim.learn.ppo_core.update`)
+With ``update_shards: 1`` (the default) the PPO core (:func:`dcsim.learn.ppo.update`)
 differentiates the minibatch's loss in one pass, as every shipped checkpoint was trained.
 With ``update_shards: K`` each minibatch is split into ``K`` contiguous parts
 (``numpy.array_split`` of its indices; fewer when it has fewer than ``K`` decisions); part
@@ -38,14 +38,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from dcsim.learn.ppo_loss import ppo_loss
+from dcsim.learn.ppo import ppo_loss
 
 #: re-evaluates the decisions ``mb`` (indices into the iteration's ``data``) with the
 #: networks: the new log-probabilities of the actions taken, the entropies, the values
 Evaluate = Callable[[dict[str, nn.Module], dict[str, np.ndarray], np.ndarray, torch.device],
                     tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 
-#: the statistics of one minibatch, in the order of ppo_core.UPDATE_STATS
+#: the statistics of one minibatch, in the order of dcsim.learn.ppo.UPDATE_STATS
 Stats = tuple[float, float, float, float, float]
 
 
@@ -78,7 +78,7 @@ def part_gradient(nets: dict[str, nn.Module], params: list[nn.Parameter], evalua
                   device: torch.device) -> tuple[list[torch.Tensor | None], Stats]:
     """The gradient of one part's share of a minibatch's loss (decisions ``idx`` of ``n``
     in the minibatch, with their normalised advantages ``adv``; ``settings``: the PPO
-    core's :class:`~dcsim.learn.ppo_core.Settings`) and its shares of the minibatch's
+    core's :class:`~dcsim.learn.ppo.Settings`) and its shares of the minibatch's
     statistics. Leaves the networks' ``.grad`` (``params``, :func:`parameters` of
     ``nets``) holding it."""
     new_logp, entropy, v = evaluate(nets, data, idx, device)
@@ -126,7 +126,7 @@ class PartServer:
 
 class Shards:
     """The trainer's side: ``parts`` parts per minibatch, spread over the processes of
-    ``envs`` (a :class:`~dcsim.learn.lockstep.LockstepEnvs`; its workers get a
+    ``envs`` (a :class:`~dcsim.learn.workers.lockstep.LockstepEnvs`; its workers get a
     :class:`Replica` of ``nets``), or all computed here (on CUDA, or with one process)."""
 
     def __init__(self, parts: int, nets: dict[str, nn.Module], replica: Replica, envs: Any,

@@ -17,7 +17,7 @@ resets (with the seeds drawn here) the environments whose episodes ended. Everyt
 random stays in the trainer's process (the policy's forward, the sampled actions, the
 episode seeds), and an environment is a function of its seed and its actions, so the same
 seed gives the same rollouts, hence the same weights, whatever the number of workers.
-(With rollout groups, :mod:`dcsim.learn.group_rollout`, each process runs its groups'
+(With rollout groups, :mod:`dcsim.learn.workers.groups`, each process runs its groups'
 forward passes itself; the variates and seeds are still drawn in the trainer's process,
 and :meth:`LockstepEnvs.recorded` records the steps.) The workers ignore
 SIGINT/SIGTERM (Ctrl-C is the trainer's: it stops at the end of the iteration) and exit
@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from dcsim.errors import DcsimError
-from dcsim.learn.env_worker import Local, serve, unpacked
 from dcsim.learn.resume import EpisodeLog
+from dcsim.learn.workers.process import Local, serve, unpacked
 
 
 class EnvWorkerError(DcsimError):
@@ -62,7 +62,7 @@ class LockstepEnvs:
     episodes' seeds; ``width``: integers per action in the episode log (1: a discrete
     action, 2: VMR²L's (VM, slot)); ``workers``: processes stepping them, this one
     included (1: only this one); ``groups``: the rollout's groups
-    (:mod:`dcsim.learn.group_rollout`), each kept whole in one process.
+    (:mod:`dcsim.learn.workers.groups`), each kept whole in one process.
     A context manager: :meth:`close` ends the workers."""
 
     def __init__(self, make: Callable[[], Any], n: int, rng: np.random.Generator, *,
@@ -70,7 +70,7 @@ class LockstepEnvs:
         self.n, self.rng, self.width = n, rng, width
         self.episodes = EpisodeLog(n, width)
         self.returns = np.zeros(n)
-        #: the rollout's groups of environments (:mod:`dcsim.learn.group_rollout`)
+        #: the rollout's groups of environments (:mod:`dcsim.learn.workers.groups`)
         self.groups = [[int(i) for i in g] for g in np.array_split(np.arange(n), groups)]
         if workers > 1:
             runs = np.array_split(np.arange(groups), min(workers, groups))
@@ -135,7 +135,7 @@ class LockstepEnvs:
     def recorded(self, actions: np.ndarray, rewards: np.ndarray, dones: np.ndarray,
                  ended: list[tuple[int, int, dict[str, Any]]], seeds: np.ndarray,
                  obs: list[Any]) -> list[Step]:
-        """A rollout the processes computed in groups (:mod:`dcsim.learn.group_rollout`;
+        """A rollout the processes computed in groups (:mod:`dcsim.learn.workers.groups`;
         ``(steps, environments)`` arrays, ``ended``: ``(step, env, info)``, ``seeds``: the
         seed an episode ending at each step and environment was reset with, ``obs``: the
         observations the environments end on) recorded as if stepped here: the episode
@@ -192,8 +192,8 @@ class LockstepEnvs:
         """Each worker process builds ``factory(its environments)`` (picklable; a dict:
         worker ``w``'s own ``factory[w]``) under ``name``, which then answers
         :meth:`post_workers`'s requests to that name: how the update's parts
-        (:mod:`dcsim.learn.shards`) or the rollout's groups
-        (:mod:`dcsim.learn.group_rollout`) are computed there. Not waited for (a
+        (:mod:`dcsim.learn.workers.shards`) or the rollout's groups
+        (:mod:`dcsim.learn.workers.groups`) are computed there. Not waited for (a
         failure is raised at the next request), so the workers build it while this
         process goes on with its own set-up. Nothing to do without workers."""
         if isinstance(self.envs, _Pool):

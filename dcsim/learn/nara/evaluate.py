@@ -1,5 +1,5 @@
 """Evaluating a Nara policy on held-out episodes, and Tetris on the same episodes for
-reference: what :mod:`dcsim.learn.ppo` reports at each evaluation and records in a
+reference: what :mod:`dcsim.learn.nara.train` reports at each evaluation and records in a
 checkpoint's sidecar (``eval_acceptance``, ``eval_tetris``, ``eval_per_topology``)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from dcsim.allocators.multi.baselines import tetris_scores
-from dcsim.learn.gnn import stack_obs
-from dcsim.learn.nara_env import NaraEnv, NaraEnvConfig
+from dcsim.learn.nara.env import NaraEnv, NaraEnvConfig
+from dcsim.learn.nara.network import stack_obs
 from dcsim.sim.metrics import acceptance_last20
 
 __all__ = ["evaluate", "evaluate_tetris", "per_topology", "summary"]

@@ -472,7 +472,7 @@ def padded_observation(o: dict[str, np.ndarray], layout: GraphLayout,
     """The environment's observation (its ``observation_space`` ``space``) of one server
     choice, from :meth:`Observer.observe`'s arrays ``o`` on a topology of layout ``layout``:
     padded, with the masks; ``action_mask`` is int8, 1 for the eligible servers. What
-    :class:`NaraEnv` returns, and what :class:`dcsim.learn.env_policies.NaraEnvPolicy`
+    :class:`NaraEnv` returns, and what :class:`dcsim.learn.nara.env_policy.NaraEnvPolicy`
     hands a policy trained on it. ``statics``: :func:`padded_statics`, when cached."""
     N, F = space["nodes"].shape
     E = space["edges"].shape[0]

@@ -7,10 +7,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from dcsim.learn.vmr2l_batch import batch_tensors, evaluate_actions, stack_observations
-from dcsim.learn.vmr2l_config import TrainConfig
-from dcsim.learn.vmr2l_env import VMR2LEnv
-from dcsim.learn.vmr2l_model import VMR2LPolicy
+from dcsim.learn.vmr2l.config import TrainConfig
+from dcsim.learn.vmr2l.env import VMR2LEnv
+from dcsim.learn.vmr2l.network import (
+    VMR2LPolicy,
+    batch_tensors,
+    evaluate_actions,
+    stack_observations,
+)
 from dcsim.reschedulers.builtin import AlphaVBPP, Greedy
 
 

@@ -1,9 +1,10 @@
-"""The environments' side of :mod:`dcsim.learn.lockstep`: a block of environments in one
-process (:class:`Local`, the trainer's own with ``num_workers: 1``) and the loop of a worker
-process serving one (:func:`serve`). Kept apart from the trainer's modules so that a worker
-imports only this and its environment's module, not PyTorch (unless the trainer attaches
-something that uses it: the update's parts, ``update_shards`` > 1, :mod:`dcsim.learn.shards`;
-the rollout's groups, ``rollout_groups`` > 1, :mod:`dcsim.learn.group_rollout`)."""
+"""The environments' side of :mod:`dcsim.learn.workers.lockstep`: a block of environments in
+one process (:class:`Local`, the trainer's own with ``num_workers: 1``) and the loop of a
+worker process serving one (:func:`serve`). Kept apart from the trainer's modules so that a
+worker imports only this and its environment's module, not PyTorch (unless the trainer
+attaches something that uses it: the update's parts, ``update_shards`` > 1,
+:mod:`dcsim.learn.workers.shards`; the rollout's groups, ``rollout_groups`` > 1,
+:mod:`dcsim.learn.workers.groups`)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ fixed groups of environments, so that the rollout scales with worker processes.
 
 With ``rollout_groups: 1`` (the default) the trainer's process computes the policy's
 forward pass for every environment at every lock-step and the workers only step theirs
-(:mod:`dcsim.learn.lockstep`): every shipped checkpoint was trained so. That forward and a
+(:mod:`dcsim.learn.workers.lockstep`): every shipped checkpoint was trained so. That forward and a
 round trip per lock-step stay serial, which bounds the gain from more processes.
 
 With ``rollout_groups: G`` the environments are split into ``G`` contiguous groups and
@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from dcsim.learn.env_worker import Local, pack, unpack
+from dcsim.learn.workers.process import Local, pack, unpack
 
 
 def sample(logp: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -132,7 +132,7 @@ class Rolled:
     batch, ``steps × environments`` rows, step-major), the actions, their
     log-probabilities and the critic's values ``(steps, environments)``, the values of
     the observations the environments end on, and each step as the lock-step
-    environments record it (:meth:`~dcsim.learn.lockstep.LockstepEnvs.recorded`: the
+    environments record it (:meth:`~dcsim.learn.workers.lockstep.LockstepEnvs.recorded`: the
     last holds those observations)."""
 
     flat: dict[str, np.ndarray]
@@ -145,7 +145,7 @@ class Rolled:
 
 class Groups:
     """The trainer's side: ``envs``' environments (a
-    :class:`~dcsim.learn.lockstep.LockstepEnvs` built with ``groups``) rolled out in their
+    :class:`~dcsim.learn.workers.lockstep.LockstepEnvs` built with ``groups``) rolled out in their
     groups, each process running its own (``policy``: builds a :class:`Policy`,
     picklable)."""
 

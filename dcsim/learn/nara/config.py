@@ -18,7 +18,7 @@ from dcsim.allocators.multi.learned import (
 )
 from dcsim.errors import ConfigError
 from dcsim.learn.config import read_train_config
-from dcsim.learn.nara_env import UNIFORM_WORKLOAD, NaraEnv, NaraEnvConfig
+from dcsim.learn.nara.env import UNIFORM_WORKLOAD, NaraEnv, NaraEnvConfig
 
 
 def _alpha() -> dict[str, Any]:
@@ -40,7 +40,7 @@ class TrainConfig:
     threads: int = Field(1, ge=1)                 # torch threads (CPU)
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when available
     # bit-reproducible training on a GPU where torch allows (deterministic algorithms, the
-    # cuBLAS workspace setting; see dcsim.learn.ppo_core.make_deterministic); the CPU is
+    # cuBLAS workspace setting; see dcsim.learn.trainer.make_deterministic); the CPU is
     # deterministic either way
     deterministic: bool = True
     # --- environment (NaraEnvConfig; experiment-file sections)
@@ -68,14 +68,14 @@ class TrainConfig:
     num_envs: int = Field(8, ge=1)
     num_steps: int = Field(256, ge=1)             # per env per iteration (8 x 256 = 2048)
     # processes stepping the num_envs environments (1: this one); the same seed gives the
-    # same weights whatever the number (see dcsim.learn.lockstep)
+    # same weights whatever the number (see dcsim.learn.workers.lockstep)
     num_workers: int = Field(1, ge=1)
     minibatch_size: int = Field(256, ge=1)        # paper: sgd_minibatch_size 256
     # each minibatch's gradient as the sum of this many parts, computed in the num_workers
-    # processes (see dcsim.learn.shards): the update scales with cores; 1: in one pass
+    # processes (see dcsim.learn.workers.shards): the update scales with cores; 1: in one pass
     update_shards: int = Field(1, ge=1)
     # the rollout in this many groups of environments, each run whole by one of the
-    # num_workers processes, its policy forward there (see dcsim.learn.group_rollout): the
+    # num_workers processes, its policy forward there (see dcsim.learn.workers.groups): the
     # rollout scales with cores; 1: the trainer computes every forward (> 1: on the CPU,
     # device auto picks it)
     rollout_groups: int = Field(1, ge=1)
