@@ -183,13 +183,13 @@ def bench_workers(trainer: str, iterations: int, workers: int, shards: int,
                                    {"num_envs": num_envs, "num_steps": 2048 // num_envs}))
         run = train
     else:
-        from dcsim.learn import vmr2l_ppo
-        cfg = vmr2l_ppo.load_train_config(
+        from dcsim.learn.vmr2l import train as vmr2l_train
+        cfg = vmr2l_train.load_train_config(
             ROOT / "experiments" / "vmr2l_train.yaml", iterations=iterations,
             max_wall_s=None, warmstart="none", num_steps=50, minibatch_size=100,
             update_epochs=1, eval_every=10_000, eval_mappings=1, eval_samples=1,
             num_workers=workers, update_shards=shards, device=device)
-        run = vmr2l_ppo.train
+        run = vmr2l_train.train
     with tempfile.TemporaryDirectory() as d:
         run(cfg, d, log=None)
         prog = pd.read_parquet(Path(d) / "progress.parquet")

@@ -60,7 +60,7 @@ def test_an_error_in_a_worker_is_one_message_and_every_worker_ends():
     assert len(procs) == 1 and procs[0].is_alive()
     envs.reset_all()
     with pytest.raises(EnvWorkerError, match=r"^environment worker 1 \(envs 2\) failed: "
-                       r"TypeError: .*\(at .*vmr2l_env.py:\d+\)$"):
+                       r"TypeError: .*\(at .*vmr2l/env.py:\d+\)$"):
         envs.call("slot_mask", [0, 0, "not a token"])
     assert not any(p.is_alive() for p in procs)
     envs.close()  # closing again is harmless

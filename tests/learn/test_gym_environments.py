@@ -16,16 +16,14 @@ import pytest
 
 gym = pytest.importorskip("gymnasium")
 
-from dcsim.learn.env_policies import NaraEnvPolicy, VMR2LTwoStepPolicy  # noqa: E402
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 from dcsim.environments import ENVIRONMENTS, register_envs  # noqa: E402
 from dcsim.errors import PluginError  # noqa: E402
 from dcsim.learn.nara.env import NaraEnv  # noqa: E402
-from dcsim.learn.vmr2l.env import (
-    VMR2LEnv,  # noqa: E402
-    VMR2LTwoStepEnv,  # noqa: E402
-)
+from dcsim.learn.nara.env_policy import NaraEnvPolicy  # noqa: E402
+from dcsim.learn.vmr2l.env import VMR2LEnv, VMR2LTwoStepEnv  # noqa: E402
+from dcsim.learn.vmr2l.env_policy import VMR2LTwoStepPolicy  # noqa: E402
 from dcsim.sim import Engine, EngineConfig  # noqa: E402
 from dcsim.vm.mapping_io import parse_mapping  # noqa: E402
 from dcsim.vm.synthetic import synthetic_preset  # noqa: E402
@@ -56,7 +54,7 @@ def test_import_dcsim_does_not_import_gymnasium_but_registers_when_it_is_importe
     assert r.stdout.split() == ["False", "VMR2LTwoStepEnv", "0"]
 
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 START_UP = "dcsim-gymnasium.pth"
 
 

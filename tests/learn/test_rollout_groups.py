@@ -148,7 +148,7 @@ def test_rollout_groups_run_on_the_cpu():
     assert TrainConfig(rollout_groups=1).device == "auto"
     with pytest.raises(ValueError, match="rollout_groups: 2 runs .* set device: cpu"):
         TrainConfig(rollout_groups=2, device="cuda")
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     with pytest.raises(ConfigError, match="rollout_groups"):
         load_train_config(root / "experiments" / "nara_train.yaml", rollout_groups=2,
                           device="cuda")

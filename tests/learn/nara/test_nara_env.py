@@ -155,7 +155,7 @@ def test_environment_from_an_experiment_file():
 
     from dcsim.learn.nara.env import env_config_from_experiment
 
-    path = Path(__file__).parents[1] / "experiments" / "nara_table1.yaml"
+    path = Path(__file__).parents[3] / "experiments" / "nara_table1.yaml"
     cfg = env_config_from_experiment(path, requests=20)
     assert cfg.capacity == "wait" and cfg.requests == 20
     assert cfg.topology == {"kind": "fabric", "preset": "alpha"}

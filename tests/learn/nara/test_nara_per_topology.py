@@ -22,7 +22,7 @@ from dcsim.sim import Engine, EngineConfig
 from dcsim.workload.spec import build_source
 from tests.helpers.learned import NINE, WORKLOAD_2023, random_weights
 
-EXP = Path(__file__).parents[1] / "experiments"
+EXP = Path(__file__).parents[3] / "experiments"
 TINY = dict(num_envs=2, num_steps=12, minibatch_size=12, update_epochs=1, eval_every=1,
             eval_episodes=1, eval_requests=6, episode_requests=5, max_wall_s=None)
 

@@ -13,11 +13,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("gymnasium")
 
 from dcsim.errors import ConfigError  # noqa: E402
-from dcsim.learn import ppo_core as core  # noqa: E402
+from dcsim.learn import ppo  # noqa: E402
 from dcsim.learn.workers.shards import Replica, Shards, parameters  # noqa: E402
 from tests.helpers.training import same_weights, trained  # noqa: E402
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 
 
 class _OneProcess:
@@ -53,7 +53,7 @@ def _toy_update(parts: int, *, critic_only: bool = False, minibatch: int = 8):
     data = {"x": x, "act": act.numpy()}
     adv = rng.normal(size=n).astype(np.float32)
     ret = (adv + old_v).astype(np.float32)
-    s = core.Settings(update_epochs=1, minibatch_size=minibatch, clip_coef=0.2,
+    s = ppo.Settings(update_epochs=1, minibatch_size=minibatch, clip_coef=0.2,
                       value_clip=2.0, ent_coef=0.01, vf_coef=0.5, max_grad_norm=1e9,
                       norm_adv=True, clip_vloss=True, target_kl=None, kl_stop="minibatch")
     opt = torch.optim.SGD(parameters(nets), lr=0.1)
@@ -62,7 +62,7 @@ def _toy_update(parts: int, *, critic_only: bool = False, minibatch: int = 8):
         shards = Shards(parts, nets, Replica(_toy_nets, _toy_evaluate, 1), _OneProcess(),
                         torch.device("cpu"))
         shards.begin(data, old_logp, ret, old_v)
-    stats = core.update(s, core.Batch.of(old_logp, adv, ret, old_v, torch.device("cpu")),
+    stats = ppo.update(s, ppo.Batch.of(old_logp, adv, ret, old_v, torch.device("cpu")),
                         lambda mb, _t: _toy_evaluate(nets, data, mb, None), opt,
                         np.random.default_rng(2), [parameters(nets)], critic_only=critic_only,
                         shards=shards)
@@ -117,7 +117,7 @@ def test_vmr2l_parts_give_the_same_weights_at_any_worker_count(tmp_path):
 
 
 def test_parts_and_dropout_are_one_clear_error(tmp_path):
-    from dcsim.learn import vmr2l_ppo
+    from dcsim.learn.vmr2l import train as vmr2l_train
     with pytest.raises(ConfigError, match="update_shards: 2 .*dropout: 0"):
-        vmr2l_ppo.load_train_config(ROOT / "experiments" / "vmr2l_train.yaml",
+        vmr2l_train.load_train_config(ROOT / "experiments" / "vmr2l_train.yaml",
                                     update_shards=2, dropout=0.1)

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from dcsim.learn import pace as pace_mod
+from dcsim.learn import trainer
 from dcsim.learn.trainer import Pace
 
 HEAD = re.compile(r"^iter +(\d+)/(\d+) +[\d.]+s +steps +(\d+) \((\d+|--)/s\) +ETA (.+?)(  |$)")
@@ -61,14 +61,14 @@ def test_dcsim_train_nara_says_how_far_it_is_between_evaluations(tmp_path, monke
     full line; with the interval at 0 s every other iteration prints the head alone."""
     pytest.importorskip("torch")
     pytest.importorskip("gymnasium")
-    from dcsim.learn import ppo
+    from dcsim.learn.nara import train as nara_train
 
-    monkeypatch.setattr(pace_mod, "EVERY", 1e-9)
+    monkeypatch.setattr(trainer, "EVERY", 1e-9)
     lines: list[str] = []
-    cfg = ppo.TrainConfig(iterations=4, num_envs=2, num_steps=16, minibatch_size=16,
+    cfg = nara_train.TrainConfig(iterations=4, num_envs=2, num_steps=16, minibatch_size=16,
                           update_epochs=1, eval_every=3, eval_episodes=1, eval_requests=8,
                           episode_requests=5)
-    ppo.train(cfg, tmp_path / "n", command="test", log=lines.append)
+    nara_train.train(cfg, tmp_path / "n", command="test", log=lines.append)
     heads = [(HEAD.match(s), s) for s in lines if s.startswith("iter ")]
     assert all(m for m, _ in heads), lines
     its = [int(m.group(1)) for m, _ in heads]

@@ -42,13 +42,13 @@ VMR2L = {"iterations": 4, "hosts": [6, 8], "mnl": 3, "num_envs": 2, "num_steps":
 def _trainer(kind: str):
     if kind == "nara":
         from dcsim.allocators.multi.learned import load_checkpoint
-        from dcsim.learn import ppo as mod
+        from dcsim.learn.nara import train as mod
         return mod, NARA, load_checkpoint
     if kind == "deeprm":
-        from dcsim.learn import deeprm as mod
+        from dcsim.learn.deeprm import train as mod
         from dcsim.schedulers.deeprm import load_checkpoint
         return mod, DEEPRM, load_checkpoint
-    from dcsim.learn import vmr2l_ppo as mod
+    from dcsim.learn.vmr2l import train as mod
     from dcsim.reschedulers.vmr2l import load_checkpoint
     return mod, VMR2L, load_checkpoint
 
