@@ -36,18 +36,27 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 import torch
 
 from dcsim.learn.trainer import Trainer, checkpoint_meta
 
-if TYPE_CHECKING:
-    from dcsim.learn.workers.shards import Shards
-
 #: the statistics of an update, each the mean over its minibatches (progress columns)
 UPDATE_STATS = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
+
+
+class Shards(Protocol):
+    """Each minibatch's gradient as a sum of parts (``update_shards`` > 1): what
+    :class:`dcsim.learn.workers.shards.Shards` is to :func:`update` (that module imports
+    :func:`ppo_loss` from here, so this one names it by its methods)."""
+
+    def begin(self, data: dict[str, np.ndarray], logp: np.ndarray, ret: np.ndarray,
+              value: np.ndarray) -> None: ...
+
+    def gradient(self, mb: np.ndarray, adv: np.ndarray, settings: Any, critic_only: bool
+                 ) -> tuple[float, ...]: ...
 
 
 # --------------------------------------------------------------------------- the loss
