@@ -107,8 +107,10 @@ def bench_training(iterations: int, jobsets: int, rollouts: int, seed: int) -> N
     except ImportError:
         print("\n3. training: skipped (torch not installed)")
         return
-    from dcsim.learn.deeprm import ObsBuffer, Policy, TrainConfig, rollout_jobset, torch_logits
-    from dcsim.learn.deeprm import train as run_training
+    from dcsim.learn.deeprm.network import Policy, torch_logits
+    from dcsim.learn.deeprm.rollout import ObsBuffer, rollout_jobset
+    from dcsim.learn.deeprm.train import TrainConfig
+    from dcsim.learn.deeprm.train import train as run_training
     from dcsim.schedulers.deeprm import DeepRMScheduler
 
     torch.set_num_threads(1)  # as the trainer (TrainConfig.threads)

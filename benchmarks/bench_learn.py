@@ -57,9 +57,9 @@ from dcsim.allocators.multi.learned import (
     policy_logits,
 )
 from dcsim.greedy import greedy_argmax, greedy_argmax_torch
-from dcsim.learn.gnn import NaraPolicy, graph_batch, stack_obs
-from dcsim.learn.nara_env import NaraEnv
-from dcsim.learn.ppo import load_train_config, train
+from dcsim.learn.nara.env import NaraEnv
+from dcsim.learn.nara.network import NaraPolicy, graph_batch, stack_obs
+from dcsim.learn.nara.train import load_train_config, train
 from dcsim.modes.loss import Engine, EngineConfig
 
 ROOT = Path(__file__).parents[1]
@@ -70,7 +70,7 @@ TOPOLOGIES = {"alpha": ("alpha", 30), "beta": ("beta", 30), "gamma": ("gamma", 4
 
 def env_for(topology: str, requests: int) -> NaraEnv:
     preset, H = TOPOLOGIES[topology]
-    from dcsim.learn.nara_env import UNIFORM_WORKLOAD
+    from dcsim.learn.nara.env import UNIFORM_WORKLOAD
     wl = dict(UNIFORM_WORKLOAD, duration=dict(UNIFORM_WORKLOAD["duration"], high=H))
     return NaraEnv(topology={"kind": "fabric", "preset": preset}, workload=wl,
                    requests=requests)
@@ -183,13 +183,13 @@ def bench_workers(trainer: str, iterations: int, workers: int, shards: int,
                                    {"num_envs": num_envs, "num_steps": 2048 // num_envs}))
         run = train
     else:
-        from dcsim.learn import vmr2l_ppo
-        cfg = vmr2l_ppo.load_train_config(
+        from dcsim.learn.vmr2l import train as vmr2l_train
+        cfg = vmr2l_train.load_train_config(
             ROOT / "experiments" / "vmr2l_train.yaml", iterations=iterations,
             max_wall_s=None, warmstart="none", num_steps=50, minibatch_size=100,
             update_epochs=1, eval_every=10_000, eval_mappings=1, eval_samples=1,
             num_workers=workers, update_shards=shards, device=device)
-        run = vmr2l_ppo.train
+        run = vmr2l_train.train
     with tempfile.TemporaryDirectory() as d:
         run(cfg, d, log=None)
         prog = pd.read_parquet(Path(d) / "progress.parquet")

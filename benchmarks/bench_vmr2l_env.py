@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from dcsim.learn.vmr2l_env import REWARD_SCALE, VMR2LEnv
+from dcsim.learn.vmr2l.env import REWARD_SCALE, VMR2LEnv
 from dcsim.reschedulers.vmr2l import observe, slot_migration
 
 

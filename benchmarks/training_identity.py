@@ -1,8 +1,10 @@
 """Does a change to the trainers change what they train? Record, with one checkout, the
 weights (last and best checkpoint, warm start, every array of the resume state) and the
-progress rows (less the timings) of a few tiny Nara and VMR²L trainings and of the first
-iterations of shipped checkpoints' recorded configs; compare them, with another checkout,
-bit for bit (issue #36: the PPO core was checked this way).
+progress rows (less the timings) of a few tiny Nara, VMR²L and DeepRM trainings and of the
+first iterations of shipped checkpoints' recorded configs; compare them, with another
+checkout, bit for bit (issue #36: the PPO core was checked this way; the trainers' move to
+``dcsim.learn.<family>.train`` on one Trainer base too). Either layout of ``dcsim.learn``
+is found (:func:`trainer`), so one checkout may be of before the move.
 
     PYTHONPATH=<old tree> python benchmarks/training_identity.py record DIR [cases...]
     PYTHONPATH=<new tree> python benchmarks/training_identity.py compare DIR [cases...]
@@ -32,11 +34,28 @@ VMR2L_TINY = {"iterations": 4, "hosts": [6, 8], "mnl": 3, "num_envs": 2, "num_st
               "warmstart": "alpha_vbpp", "warmstart_mappings": 2, "warmstart_epochs": 1}
 
 
+DEEPRM_TINY = {"iterations": 4, "jobsets_per_iter": 2, "rollouts": 3, "steps": 10,
+               "eval_every": 2, "eval_jobsets": 3, "max_steps": 100,
+               "episode_max_length": 200}
+
+#: each family's trainer module before the move to dcsim.learn.<family>.train
+OLD_TRAINERS = {"nara": "dcsim.learn.ppo", "vmr2l": "dcsim.learn.vmr2l_ppo",
+                "deeprm": "dcsim.learn.deeprm"}
+
+
+def trainer(kind):
+    """The module with ``kind``'s TrainConfig and train(), in this checkout's layout."""
+    import importlib
+    try:
+        return importlib.import_module(f"dcsim.learn.{kind}.train")
+    except ModuleNotFoundError:
+        return importlib.import_module(OLD_TRAINERS[kind])
+
+
 def vmr2l_fix(d):
     """A VMR²L config of either side of #36's rename (num_minibatches -> minibatch_size)."""
-    from dcsim.learn.vmr2l_config import TrainConfig
     d = dict(d)
-    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    fields = {f.name for f in dataclasses.fields(trainer("vmr2l").TrainConfig)}
     if "num_minibatches" in d and "num_minibatches" not in fields:
         d["minibatch_size"] = max(1, d["num_envs"] * d["num_steps"] // d.pop("num_minibatches"))
     return d
@@ -66,15 +85,17 @@ CASES = {
     "ship_nara_alpha_azure": ("nara", "nara_alpha_azure", 2),
     "ship_nara_optical_all": ("nara", "nara_optical_all", 1),
     "ship_vmr2l_production": ("vmr2l", "vmr2l_production", 1),
+    "deeprm_tiny": ("deeprm", DEEPRM_TINY, None),
+    "deeprm_tiny_rmsprop_pool": ("deeprm", {**DEEPRM_TINY, "optimizer": "rmsprop",
+                                            "train_pool": 3, "discount": 0.9, "seed": 2},
+                                 None),
+    "ship_deeprm": ("deeprm", "deeprm", 2),
 }
 
 
 def run(case, out):
     kind, cfgd, extra = CASES[case]
-    if kind == "nara":
-        from dcsim.learn import ppo as mod
-    else:
-        from dcsim.learn import vmr2l_ppo as mod
+    mod = trainer(kind)
     from dcsim.learn import resume as rs
     stop_after = None
     if isinstance(cfgd, str):

@@ -433,7 +433,7 @@ def _run_training(mod, cfg, out: Path, command: str, resume: bool):
 def train_deeprm(config: Path, out: Path, iterations: int | None, seed: int | None,
                 sets: tuple[str, ...], resume: bool) -> None:
     """Train DeepRM's policy (REINFORCE) with the settings in CONFIG (YAML)."""
-    cfg, run_training = _train("deeprm", "dcsim.learn.deeprm", config, out, iterations, seed,
+    cfg, run_training = _train("deeprm", "dcsim.learn.deeprm.train", config, out, iterations, seed,
                                   sets, resume)
     click.echo(f"training DeepRM: {cfg.iterations} iterations x {cfg.jobsets_per_iter} job "
                f"sets x {cfg.rollouts} rollouts -> {out}")
@@ -448,7 +448,7 @@ def train_deeprm(config: Path, out: Path, iterations: int | None, seed: int | No
 def train_vmr2l(config: Path, out: Path, iterations: int | None, seed: int | None,
                 sets: tuple[str, ...], resume: bool) -> None:
     """Train VMR²L's two-stage transformer rescheduling policy (PPO) with CONFIG (YAML)."""
-    cfg, run_training = _train("vmr2l", "dcsim.learn.vmr2l_ppo", config, out, iterations, seed,
+    cfg, run_training = _train("vmr2l", "dcsim.learn.vmr2l.train", config, out, iterations, seed,
                                   sets, resume)
     click.echo(f"training VMR2L ({cfg.attention} attention): {cfg.iterations} iterations x "
                f"{cfg.num_envs} envs x {cfg.num_steps} steps -> {out}")
@@ -466,7 +466,7 @@ def train_vmr2l(config: Path, out: Path, iterations: int | None, seed: int | Non
 def train_nara(config: Path, out: Path, iterations: int | None, seed: int | None,
                 sets: tuple[str, ...], resume: bool) -> None:
     """Train Nara's GNN allocation policy (PPO) with the settings in CONFIG (YAML)."""
-    cfg, run_training = _train("nara", "dcsim.learn.ppo", config, out, iterations, seed,
+    cfg, run_training = _train("nara", "dcsim.learn.nara.train", config, out, iterations, seed,
                                   sets, resume)
     click.echo(f"training Nara: {cfg.iterations} iterations x {cfg.num_envs} envs x "
                f"{cfg.num_steps} steps -> {out}")

@@ -3,9 +3,9 @@
 ====================  ==========================================  =========================
 id                    class                                       what one step is
 ====================  ==========================================  =========================
-``dcsim/Nara-v0``     :class:`dcsim.learn.nara_env.NaraEnv`       one server of a request
-``dcsim/VMR2L-v0``    :class:`dcsim.learn.vmr2l_env.VMR2LEnv`     one migration (VM, slot)
-``dcsim/VMR2L-        :class:`dcsim.learn.vmr2l_twostep.          the VM, then its slot
+``dcsim/Nara-v0``     :class:`dcsim.learn.nara.env.NaraEnv`       one server of a request
+``dcsim/VMR2L-v0``    :class:`dcsim.learn.vmr2l.env.VMR2LEnv`     one migration (VM, slot)
+``dcsim/VMR2L-        :class:`dcsim.learn.vmr2l.env.              the VM, then its slot
 TwoStep-v0``          VMR2LTwoStepEnv`                            (one plain mask each)
 ====================  ==========================================  =========================
 
@@ -45,9 +45,9 @@ __all__ = ["ENVIRONMENTS", "RENDER_MODES", "bars_image", "checked_render_mode", 
 
 #: id -> Gymnasium entry point ("module:Class")
 ENVIRONMENTS: dict[str, str] = {
-    "dcsim/Nara-v0": "dcsim.learn.nara_env:NaraEnv",
-    "dcsim/VMR2L-v0": "dcsim.learn.vmr2l_env:VMR2LEnv",
-    "dcsim/VMR2L-TwoStep-v0": "dcsim.learn.vmr2l_twostep:VMR2LTwoStepEnv",
+    "dcsim/Nara-v0": "dcsim.learn.nara.env:NaraEnv",
+    "dcsim/VMR2L-v0": "dcsim.learn.vmr2l.env:VMR2LEnv",
+    "dcsim/VMR2L-TwoStep-v0": "dcsim.learn.vmr2l.env:VMR2LTwoStepEnv",
 }
 
 

@@ -10,7 +10,7 @@ from tests.helpers.trees import star_topology
 
 # cuBLAS reads its workspace setting when CUDA initialises: set before any test touches CUDA,
 # so that the trainings' deterministic mode is bit-reproducible on a GPU machine too
-# (dcsim train sets it itself; see dcsim.learn.ppo_core.make_deterministic)
+# (dcsim train sets it itself; see dcsim.learn.trainer.make_deterministic)
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 

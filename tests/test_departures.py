@@ -170,7 +170,7 @@ def test_cli_bad_departures_is_one_clear_error(tmp_path, cfg, needle):
 
 def test_nara_env_takes_the_departure_order_from_an_experiment(tmp_path):
     pytest.importorskip("gymnasium")  # the learn extra
-    from dcsim.learn.nara_env import NaraEnvConfig, env_config_from_experiment
+    from dcsim.learn.nara.env import NaraEnvConfig, env_config_from_experiment
 
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(BASE | {"departures": "after_first_step"}))
@@ -181,7 +181,7 @@ def test_nara_env_takes_the_departure_order_from_an_experiment(tmp_path):
 def test_a_training_config_passes_the_departure_order_to_its_environments():
     pytest.importorskip("torch")  # the learn extra
     pytest.importorskip("gymnasium")
-    from dcsim.learn.ppo import TrainConfig
+    from dcsim.learn.nara.train import TrainConfig
 
     cfg = TrainConfig(departures="after_first_step")
     assert cfg.env_config().departures == "after_first_step"

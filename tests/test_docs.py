@@ -195,8 +195,8 @@ def test_every_environment_and_its_spaces_settings_and_info_are_documented():
     import numpy as np
 
     from dcsim.environments import ENVIRONMENTS
-    from dcsim.learn.nara_env import NaraEnvConfig
-    from dcsim.learn.vmr2l_env import VMR2LEnvConfig
+    from dcsim.learn.nara.env import NaraEnvConfig
+    from dcsim.learn.vmr2l.env import VMR2LEnvConfig
 
     text = page("reference/environments.md")
     names = set(ENVIRONMENTS) | set(field_names(NaraEnvConfig)) | set(

@@ -72,7 +72,7 @@ def test_the_choice_survives_another_machines_rounding():
 def test_float64_and_float32_inference_agree_up_to_float32_rounding():
     pytest.importorskip("gymnasium")  # the learn extra's environment builds the observation
     from dcsim.allocators.multi.learned import Architecture
-    from dcsim.learn.nara_env import NaraEnv
+    from dcsim.learn.nara.env import NaraEnv
 
     env = NaraEnv(requests=8)
     env.reset(seed=3)

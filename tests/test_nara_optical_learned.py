@@ -37,7 +37,7 @@ EXP = Path(__file__).parents[1] / "experiments"
 
 def optical_env(**kw):
     pytest.importorskip("gymnasium")
-    from dcsim.learn.nara_env import NaraEnv
+    from dcsim.learn.nara.env import NaraEnv
 
     kw.setdefault("topology", NINE[0])
     return NaraEnv(workload=WORKLOAD_2023, reservation="per_pair_channel", features=2, **kw)
@@ -117,7 +117,7 @@ def test_feature_version_2_under_union_counts_the_bandwidth_once():
     """Fabric alpha, union (2021): a server link of 1 unit free holds 1/bw requests, and a
     link already carrying the request counts as unlimited (clipped to 10)."""
     pytest.importorskip("gymnasium")
-    from dcsim.learn.nara_env import NaraEnv
+    from dcsim.learn.nara.env import NaraEnv
 
     env = NaraEnv(requests=10, features=2)
     env.reset(seed=1)
@@ -153,7 +153,7 @@ def test_feature_version_1_is_unchanged_by_version_2():
 
 def test_numpy_and_torch_networks_agree_on_optical_with_version_2():
     torch = pytest.importorskip("torch")
-    from dcsim.learn.gnn import NaraPolicy, graph_batch, stack_obs
+    from dcsim.learn.nara.network import NaraPolicy, graph_batch, stack_obs
 
     env = optical_env(topologies=NINE, requests=16)
     arch = Architecture.for_resources(2, 2)
@@ -177,7 +177,7 @@ def test_multi_topology_training_smoke(tmp_path):
     evaluation runs on each of the nine topologies, and the checkpoint says so."""
     pytest.importorskip("torch")
     pytest.importorskip("gymnasium")
-    from dcsim.learn.ppo import load_train_config, train
+    from dcsim.learn.nara.train import load_train_config, train
 
     cfg = load_train_config(EXP / "nara_train_optical.yaml", iterations=2, num_envs=2,
                             num_steps=12, minibatch_size=12, update_epochs=1, eval_every=1,
@@ -280,7 +280,7 @@ def test_environment_trains_under_the_baselines_rules_as_the_allocator_runs_them
 
 def test_training_config_carries_the_rules_to_every_environment():
     pytest.importorskip("gymnasium")   # the environment's config lives beside the environment
-    from dcsim.learn.nara_config import TrainConfig
+    from dcsim.learn.nara.config import TrainConfig
 
     cfg = TrainConfig(eligible="any_free", pair_paths="authors_sticky")
     for env in [cfg.env_config(), *cfg.eval_configs()]:

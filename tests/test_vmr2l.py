@@ -309,7 +309,7 @@ def test_env_check_env_rewards_and_invalid_actions():
     import gymnasium as gym
     from gymnasium.utils.env_checker import check_env
 
-    from dcsim.learn.vmr2l_env import VMR2LEnv
+    from dcsim.learn.vmr2l.env import VMR2LEnv
 
     env = gym.make("dcsim/VMR2L-v0", hosts=(6, 9), mnl=6).unwrapped
     check_env(env, skip_render_check=True)
@@ -348,7 +348,7 @@ def test_env_check_env_rewards_and_invalid_actions():
 # ---------------------------------------------------------------- torch equality, training
 def test_torch_and_numpy_give_equal_logits_and_values():
     torch = pytest.importorskip("torch")
-    from dcsim.learn.vmr2l_model import VMR2LPolicy
+    from dcsim.learn.vmr2l.network import VMR2LPolicy
 
     s = small_state(5, hosts=11)
     tok = V.tokens_of(s)
@@ -422,7 +422,7 @@ def test_fine_tuning_starts_from_a_checkpoint_and_never_ships_worse(tmp_path):
     assert f"starting from {start}: eval FR" in r.output
     import pandas as pd
 
-    from dcsim.learn.vmr2l_ppo import eval_mappings, evaluate_policy, load_train_config
+    from dcsim.learn.vmr2l.train import eval_mappings, evaluate_policy, load_train_config
 
     c = load_train_config(cfg)
     ev0 = evaluate_policy(V.load_checkpoint(start), eval_mappings(c), 4, 1, c.eval_seed)

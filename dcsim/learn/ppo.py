@@ -1,280 +1,343 @@
-"""Train Nara's GNN policy with PPO (PyTorch, one file, CleanRL-style).
+"""PPO, once for dcsim's two PPO trainers (Nara's GNN policy, :mod:`dcsim.learn.nara.train`,
+and VMR²L's two-stage transformer, :mod:`dcsim.learn.vmr2l.train`): each keeps only its
+rollout (how its network turns observations into actions), its re-evaluation of a minibatch
+and its network.
 
-The hyper-parameters are :class:`TrainConfig` (a YAML file of its fields,
-``experiments/nara_train.yaml``); the algorithm is the loop in :func:`train`. One iteration:
+* :func:`ppo_loss` — the clipped policy loss, the (clipped) value loss × ``vf_coef`` and the
+  entropy bonus × ``ent_coef`` of a set of decisions, written once for the one-pass update
+  (each term a mean over the minibatch) and for the parts of
+  :mod:`dcsim.learn.workers.shards` (each term a part's sum over the whole minibatch's
+  size, so that the parts add up to the minibatch's means).
+* :func:`gae` — generalized advantage estimation over a ``(steps, envs)`` rollout, cut at
+  episode ends.
+* :func:`update` — the PPO update: ``update_epochs`` passes over shuffled minibatches of
+  ``minibatch_size``, one Adam step per minibatch with gradient-norm clipping, and the
+  early stop on the approximate KL. A trainer gives it a function that re-evaluates a
+  minibatch (new log-probabilities, entropies, values).
+* :class:`Rollout` — one iteration's rollout record (observations, log-probabilities,
+  rewards, episode ends, the ended episodes' statistics) and its progress row.
+* :class:`PPOTrainer` — the algorithm on the trainer base (:class:`~dcsim.learn.trainer.
+  Trainer`): its :meth:`~PPOTrainer.train_step` is the learning rate annealed linearly to
+  0, the family's :meth:`~PPOTrainer.rollout`, GAE and :func:`update`.
 
-1. **Rollout.** ``num_envs`` :class:`~dcsim.learn.nara_env.NaraEnv` run in lock-step for
-   ``num_steps`` decisions each (batch = num_envs × num_steps; the paper's
-   ``train_batch_size`` 2048); at every step one batched forward of the policy gives the
-   masked logits of all envs and each action is sampled from its softmax (numpy generator,
-   so a seed fixes it). An env whose episode ends is reset with the next training seed;
-   episodes run across iterations.
-2. **Advantages.** The value network (its own GNN, RLlib's ``vf_share_layers = False``)
-   evaluates every stored state in one pass; GAE(γ, λ) over the decisions, cut at episode
-   ends.
-3. **Update.** ``update_epochs`` passes over shuffled minibatches of ``minibatch_size`` (the
-   paper's ``sgd_minibatch_size`` 256): clipped policy loss, (clipped) value loss ×
-   ``vf_coef``, entropy bonus × ``ent_coef``, one Adam step per minibatch with gradient norm
-   clipping; optional early stop at ``target_kl``.
+The trainers differ in a few settings, each a parameter here rather than a second copy:
+the value clip range (Nara ``10 × clip_coef``, VMR²L ``clip_coef``), where the KL early stop
+looks (Nara after each minibatch, VMR²L at the end of an epoch on the epoch's mean), and
+whether the policy is frozen for the first iterations (Nara's ``critic_warmup``). The
+gradient norms are clipped per network (each of the trainer's ``modules``): Nara's
+critic (returns of ±10s) would otherwise dominate a shared norm and freeze the actor.
 
-Every ``eval_every`` iterations (and after the last) the *greedy* policy (argmax over the
-eligible servers, the ``nara`` allocator's default) runs ``eval_episodes`` held-out episodes
-of ``eval_requests`` (128, the paper's test episodes) requests; ``eval_acceptance`` is the
-mean over them of acceptance_last20 (the running acceptance ratio averaged over the last
-20 % of requests, the paper's table metric). The same episodes are run once with ``tetris``
-for reference (``eval_tetris`` in the checkpoint JSON). The best checkpoint is the one with
-the highest ``eval_acceptance``.
-
-With ``topologies`` (a list of ``topology:`` sections; the 2023 paper's nine optical ones in
-``experiments/nara_train_optical.yaml``) each training episode runs on one drawn uniformly
-by its environment (:class:`~dcsim.learn.nara_env.NaraEnv`), and the evaluation runs the
-``eval_episodes`` held-out episodes on *every* topology of the list: ``eval_acceptance`` is
-the mean over the topologies, and the checkpoint JSON has each topology's value
-(``eval_per_topology``, ``eval_tetris.per_topology``).
-
-Paper settings (App. E.3; RLlib PPO): lr 5e-3, train batch 2048, minibatch 256, complete
-episodes of 32 requests on α with the uniform set, reward 10 / −10 / 0; RLlib's defaults
-otherwise (γ 0.99, λ 1.0, clip 0.3, 30 SGD passes, entropy 0, KL penalty). dcsim's defaults
-keep the paper's batch, minibatch, episode and reward, and take CleanRL's values elsewhere
-(γ 0.99, λ 0.95, clip 0.2, 4 epochs, Adam 1e-3 with annealing, entropy 0.01), which train
-stably on a CPU in minutes; ``experiments/nara_train.yaml`` says which were used.
-
-Outputs in the output directory (each written atomically): ``progress.parquet`` (one row
-per iteration: iteration, wall_s, env_steps, steps_per_s, episodes, train_acceptance (over
-the episodes that ended in the iteration), train_return, pg_loss, v_loss, entropy,
-approx_kl, clipfrac, lr, eval_acceptance, eval_acceptance_ratio (NaN when not evaluated)),
-``checkpoint.npz``/``.json`` (best eval acceptance), ``last.npz``/``.json`` and
-``resume.npz``, what ``--resume`` continues from (:mod:`dcsim.learn.resume`; Ctrl-C stops
-the training at the end of an iteration and writes it).
-
-Determinism: ``torch.manual_seed(seed)`` fixes the initial weights; numpy generators
-spawned from ``seed`` draw the episode seeds, the sampled actions and the minibatch order;
-torch runs on ``threads`` threads (CPU). The same config gives the same weights on the same
-machine.
+Every number is computed in the same order as in the trainers this replaced, so a training
+gives the same weights, bit for bit, as before the core was shared.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Callable
-from functools import partial
-from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 import torch
 
-from dcsim.allocators.multi.learned import save_checkpoint
-from dcsim.greedy import greedy_argmax_torch
-from dcsim.learn import ppo_core as core
-from dcsim.learn.gnn import NaraPolicy, NaraValue, graph_batch, stack_obs
-from dcsim.learn.group_rollout import Groups, sample
-from dcsim.learn.lockstep import LockstepEnvs
-from dcsim.learn.nara_config import (  # noqa: F401  (TrainConfig, load_train_config: re-exported)
-    TrainConfig,
-    initial_weights,
-    load_train_config,
-)
-from dcsim.learn.nara_env import NaraEnv
-from dcsim.learn.nara_eval import evaluate, evaluate_tetris
-from dcsim.learn.shards import Replica, Shards
+from dcsim.learn.trainer import Trainer, checkpoint_meta
 
-__all__ = ["TrainConfig", "evaluate", "load_train_config", "train"]
+#: the statistics of an update, each the mean over its minibatches (progress columns)
+UPDATE_STATS = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
 
 
-# --------------------------------------------------------------------------- rollouts
-class _GroupPolicy:
-    """The networks a process runs its rollout groups with (:mod:`dcsim.learn.group_rollout`):
-    copies of the trainer's, on the CPU."""
+class Shards(Protocol):
+    """Each minibatch's gradient as a sum of parts (``update_shards`` > 1): what
+    :class:`dcsim.learn.workers.shards.Shards` is to :func:`update` (that module imports
+    :func:`ppo_loss` from here, so this one names it by its methods)."""
 
-    def __init__(self, arch: Any, value_hidden: int, threads: int):
-        torch.set_num_threads(threads)
-        self.policy, self.value = NaraPolicy(arch), NaraValue(arch, value_hidden)
+    def begin(self, data: dict[str, np.ndarray], logp: np.ndarray, ret: np.ndarray,
+              value: np.ndarray) -> None: ...
 
-    def load(self, weights: tuple[dict[str, np.ndarray], dict[str, np.ndarray]]) -> None:
-        self.policy.load_numpy(weights[0])
-        self.value.load_state_dict({k: torch.from_numpy(v) for k, v in weights[1].items()})
-
-    def logp(self, obs: list[Any]) -> np.ndarray:
-        with torch.no_grad():
-            return torch.log_softmax(self.policy(graph_batch(stack_obs(obs))), dim=1).numpy()
-
-    def values(self, obs: list[Any]) -> np.ndarray:
-        with torch.no_grad():
-            return self.value(graph_batch(stack_obs(obs))).numpy()
+    def gradient(self, mb: np.ndarray, adv: np.ndarray, settings: Any, critic_only: bool
+                 ) -> tuple[float, ...]: ...
 
 
-def _networks(arch: Any, value_hidden: int) -> dict[str, torch.nn.Module]:
-    """The policy and the value network (a worker's copies, :mod:`dcsim.learn.shards`)."""
-    return {"policy": NaraPolicy(arch), "value": NaraValue(arch, value_hidden)}
+# --------------------------------------------------------------------------- the loss
+#: how a term's per-decision values become one number (a mean, or a part's share)
+Reduce = Callable[[torch.Tensor], torch.Tensor]
 
 
-def _evaluate(nets: dict[str, torch.nn.Module], data: dict[str, np.ndarray], mb: np.ndarray,
-              device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Decisions ``mb`` of the iteration's ``data`` (the observations and ``action``)
-    re-evaluated: new log-probabilities of the actions taken, entropies, values."""
-    g = graph_batch({k: v[mb] for k, v in data.items()}, device)
-    logp_all = torch.log_softmax(nets["policy"](g), dim=1)
-    act = torch.as_tensor(data["action"][mb], device=device)
-    new_logp = logp_all.gather(1, act[:, None])[:, 0]
-    return new_logp, -(logp_all.exp() * logp_all).sum(dim=1), nets["value"](g)
+def ppo_loss(s: Any, new_logp: torch.Tensor, entropy: torch.Tensor, v: torch.Tensor,
+             old_logp: torch.Tensor, adv: torch.Tensor, ret: torch.Tensor,
+             old_v: torch.Tensor, reduce: Reduce, critic_only: bool
+             ) -> tuple[torch.Tensor, tuple[float, float, float, float, float]]:
+    """The loss to differentiate and its statistics (``pg_loss, v_loss, entropy,
+    approx_kl, clipfrac``): the clipped policy loss, the (clipped) value loss ×
+    ``vf_coef`` and the entropy bonus × ``ent_coef`` (the value loss alone when
+    ``critic_only``); ``s`` has :class:`Settings`' fields."""
+    logratio = new_logp - old_logp
+    ratio = logratio.exp()
+    with torch.no_grad():
+        kl = float(reduce((ratio - 1) - logratio))
+        clipfrac = float(reduce(((ratio - 1.0).abs() > s.clip_coef).float()))
+    pg = reduce(torch.max(-adv * ratio, -adv * ratio.clamp(1 - s.clip_coef, 1 + s.clip_coef)))
+    if s.clip_vloss:
+        v_clip = old_v + (v - old_v).clamp(-s.value_clip, s.value_clip)
+        v_loss = 0.5 * reduce(torch.max((v - ret) ** 2, (v_clip - ret) ** 2))
+    else:
+        v_loss = 0.5 * reduce((v - ret) ** 2)
+    ent = reduce(entropy)
+    total = s.vf_coef * v_loss if critic_only else pg - s.ent_coef * ent + s.vf_coef * v_loss
+    return total, (float(pg.detach()), float(v_loss.detach()), float(ent.detach()), kl,
+                   clipfrac)
 
 
-def _acceptance(info: dict[str, Any]) -> float:
-    """An ended training episode's acceptance ratio."""
-    return info["accepted"] / max(info["received"], 1)
+# --------------------------------------------------------------------------- the update
+def gae(rewards: np.ndarray, values: np.ndarray, dones: np.ndarray, next_value: np.ndarray,
+        gamma: float, lam: float) -> tuple[np.ndarray, np.ndarray]:
+    """Advantages and returns (float32, ``(steps, envs)``) by GAE(γ, λ): ``values`` of the
+    stored states, ``next_value`` of the states after the last step, an episode end
+    (``dones``) cutting the sums."""
+    T, B = rewards.shape
+    adv = np.zeros((T, B), dtype=np.float32)
+    last = np.zeros(B, dtype=np.float32)
+    for t in reversed(range(T)):
+        nv = next_value if t == T - 1 else values[t + 1]
+        nonterm = 1.0 - dones[t]
+        delta = rewards[t] + gamma * nv * nonterm - values[t]
+        last = delta + gamma * lam * nonterm * last
+        adv[t] = last
+    return adv, adv + values
 
 
-# --------------------------------------------------------------------------- training
-ALGORITHM = "PPO (clipped), GAE, separate value GNN"
-EVAL_METRIC = ("mean acceptance_last20 of the greedy policy over eval_episodes held-out "
-               "episodes of eval_requests requests")
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The update's hyper-parameters (a trainer's config fields of the same names, and
+    the two that differ between the trainers: ``value_clip``, the value clip range, and
+    ``kl_stop``, where the early stop on ``target_kl`` looks)."""
+
+    update_epochs: int
+    minibatch_size: int
+    clip_coef: float
+    value_clip: float
+    ent_coef: float
+    vf_coef: float
+    max_grad_norm: float
+    norm_adv: bool
+    clip_vloss: bool
+    target_kl: float | None
+    #: minibatch: stop the update when one minibatch's approximate KL exceeds target_kl;
+    #: epoch: after an epoch whose mean approximate KL exceeds it
+    kl_stop: Literal["minibatch", "epoch"]
+
+    @classmethod
+    def of(cls, cfg: Any, *, value_clip: float, kl_stop: Literal["minibatch", "epoch"]
+           ) -> Settings:
+        names = [f.name for f in dataclasses.fields(cls) if f.name not in
+                 ("value_clip", "kl_stop")]
+        return cls(**{n: getattr(cfg, n) for n in names}, value_clip=value_clip,
+                   kl_stop=kl_stop)
 
 
-def train(cfg: TrainConfig, out: str | Path, *, command: str | None = None,
-          log: Callable[[str], None] | None = print, resume: bool = False,
-          stop_after: int | None = None) -> dict[str, Any]:
-    """Train with ``cfg``, writing progress and checkpoints to ``out``; returns a summary
-    (best iteration and eval acceptance, iterations, env steps, wall time, output paths).
+@dataclasses.dataclass
+class Batch:
+    """A rollout's per-decision tensors, flattened (``steps × envs``): the log-probability
+    of the action taken, its advantage, the return and the value estimate."""
 
-    ``resume``: continue the training whose state ``out`` holds (``resume.npz``, see
-    :mod:`dcsim.learn.resume`; a ConfigError when there is none, or ``cfg`` differs from
-    the recorded config). A first SIGINT/SIGTERM during the iterations, or the end of
-    iteration ``stop_after``, stops the run after the iteration under way: ``last.npz``,
-    ``progress.parquet`` and the resume state are written and
-    :class:`~dcsim.learn.resume.TrainingInterrupted` is raised."""
-    return core.run("nara", cfg, out, partial(_train, cfg), command=command, log=log,
-                    resume=resume, stop_after=stop_after)
+    logp: torch.Tensor
+    adv: torch.Tensor
+    ret: torch.Tensor
+    value: torch.Tensor
+
+    @classmethod
+    def of(cls, logp: np.ndarray, adv: np.ndarray, ret: np.ndarray, value: np.ndarray,
+           device: torch.device) -> Batch:
+        return cls(*(torch.as_tensor(a.reshape(-1), device=device)
+                     for a in (logp, adv, ret, value)))
 
 
-def _train(cfg: TrainConfig, ctx: core.Context) -> dict[str, Any]:
-    out, command, say, device, state = ctx.out, ctx.command, ctx.say, ctx.device, ctx.state
-    env_cfg = cfg.env_config()
-    resources = tuple(NaraEnv(env_cfg).topology.resources)
-    arch = cfg.architecture(len(resources))
-    policy = NaraPolicy(arch).to(device)
-    value = NaraValue(arch, cfg.value_hidden).to(device)
-    nets = {"policy": policy, "value": value}
-    if cfg.init_from is not None and state is None:
-        policy.load_numpy(initial_weights(cfg, len(resources)))
-    params = list(policy.parameters()) + list(value.parameters())
-    opt = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5)
-    eval_cfg = cfg.eval_configs()
-    eval_seeds = [cfg.eval_seed + i for i in range(cfg.eval_episodes)]
+#: re-evaluates minibatch ``mb`` (its indices, as numpy and as a tensor): the new
+#: log-probabilities of the actions taken, the entropies and the values, each per decision
+Evaluate = Callable[[np.ndarray, torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 
-    def meta(*, iteration, iterations, wall, env_steps, value, best_iteration, info):
-        per_topo = (info or {}).get("per_topology")
-        extra = {} if per_topo is None else {"eval_per_topology": per_topo}
-        return core.checkpoint_meta(
-            cfg, algorithm=ALGORITHM, command=command, iteration=iteration,
-            iterations=iterations, wall=wall, env_steps=env_steps, metric="eval_acceptance",
-            value=value, metric_doc=EVAL_METRIC, extra={**extra, "eval_tetris": eval_tetris},
-            best_iteration=best_iteration, device=str(device),
-            determinism=ctx.determinism)
 
-    def write(path, weights, meta_doc):
-        save_checkpoint(path, weights, arch, meta_doc, resources, cfg.features)
+def update(s: Settings, batch: Batch, evaluate: Evaluate, opt: torch.optim.Optimizer,
+           rng: np.random.Generator, clip: list[list[torch.nn.Parameter]], *,
+           critic_only: bool = False, shards: Shards | None = None) -> dict[str, float]:
+    """One PPO update on ``batch``; returns the means of :data:`UPDATE_STATS` over the
+    minibatches. ``clip``: the parameter groups whose gradient norms are clipped (each to
+    ``max_grad_norm``); ``critic_only``: the loss is the value loss alone (a frozen
+    policy gets no gradient); ``shards``: each minibatch's gradient summed over parts
+    (``update_shards`` > 1, :mod:`dcsim.learn.workers.shards`; ``evaluate`` is then unused)."""
+    n = len(batch.logp)
+    device = batch.logp.device
+    stats: dict[str, list[float]] = {k: [] for k in UPDATE_STATS}
+    for _epoch in range(s.update_epochs):
+        perm = rng.permutation(n)
+        kls: list[float] = []
+        for start in range(0, n, s.minibatch_size):
+            mb = perm[start:start + s.minibatch_size]
+            mbt = torch.as_tensor(mb, device=device)
+            mb_adv = batch.adv[mbt]
+            if s.norm_adv and len(mb) > 1:
+                mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+            if shards is None:
+                opt.zero_grad(set_to_none=True)
+                mb_stats = _backward(s, batch, evaluate(mb, mbt), mbt, mb_adv, critic_only)
+            else:
+                mb_stats = shards.gradient(mb, mb_adv.cpu().numpy(), s, critic_only)
+            for params in clip:
+                torch.nn.utils.clip_grad_norm_(params, s.max_grad_norm)
+            opt.step()
+            for k, x in zip(UPDATE_STATS, mb_stats, strict=True):
+                stats[k].append(x)
+            kl = mb_stats[3]
+            kls.append(kl)
+            if s.kl_stop == "minibatch" and s.target_kl is not None and kl > s.target_kl:
+                return _means(stats)
+        if s.kl_stop == "epoch" and s.target_kl is not None and np.mean(kls) > s.target_kl:
+            break
+    return _means(stats)
 
-    record = core.TrainingRecord(out, higher_is_better=True, write=write, meta=meta)
-    run = core.Learner("nara", cfg, out, command, {"policy": policy, "value": value}, opt,
-                       record)
-    settings = core.Settings.of(cfg, value_clip=cfg.clip_coef * 10, kl_stop="minibatch")
-    act_rng, mb_rng = run.rngs["actions"], run.rngs["minibatches"]
 
-    def greedy(o: dict[str, np.ndarray]) -> np.ndarray:
-        with torch.no_grad():
-            return greedy_argmax_torch(policy(graph_batch(o, device))).cpu().numpy()
+def _backward(s: Settings, batch: Batch, evaluated: tuple[torch.Tensor, ...],
+              mbt: torch.Tensor, mb_adv: torch.Tensor, critic_only: bool
+              ) -> tuple[float, ...]:
+    """A minibatch's loss differentiated in one pass (``update_shards`` 1): the networks'
+    ``.grad`` hold its gradient; returns its statistics (:data:`UPDATE_STATS`)."""
+    new_logp, entropy, v = evaluated
+    total, stats = ppo_loss(s, new_logp, entropy, v, batch.logp[mbt], mb_adv, batch.ret[mbt],
+                            batch.value[mbt], torch.mean, critic_only)
+    total.backward()
+    return stats
 
-    B, T = cfg.num_envs, cfg.num_steps
-    # the workers start (and build what is attached to them) while Tetris is evaluated here
-    envs = ctx.closing.enter_context(LockstepEnvs(
-        partial(NaraEnv, env_cfg), B, run.rngs["episodes"], workers=cfg.num_workers,
-        groups=cfg.rollout_groups))
-    groups = None if cfg.rollout_groups == 1 else Groups(
-        envs, partial(_GroupPolicy, arch, cfg.value_hidden, cfg.threads))
-    shards = None if cfg.update_shards == 1 else Shards(
-        cfg.update_shards, nets, Replica(partial(_networks, arch, cfg.value_hidden),
-                                         _evaluate, cfg.threads), envs, device)
-    eval_tetris = evaluate_tetris(eval_cfg, eval_seeds)
-    say(f"tetris on the eval episodes: acceptance_last20 {eval_tetris['acceptance']:.3f} "
-        f"(ratio {eval_tetris['acceptance_ratio']:.3f})")
-    obs = run.start(envs, state, say)  # the training's clock starts with the workers ready
-    if state is None and cfg.init_from is not None:  # the start is iteration 0's candidate
-        ev = evaluate(greedy, eval_cfg, eval_seeds)
-        per_topo = ev.get("per_topology")
-        record.best = core.Best(ev["acceptance"], 0, policy.numpy_weights(),
-                                {"per_topology": per_topo})
-        record.save(record.paths["best"], record.best.weights, iteration=0, iterations=0,
-                    wall=0.0, env_steps=0, value=ev["acceptance"], best_iteration=0,
-                    info=record.best.info)
-        record.rows.append({"iteration": 0, "wall_s": run.wall(), "env_steps": 0,
-                            "eval_acceptance": ev["acceptance"],
-                            "eval_acceptance_ratio": ev["acceptance_ratio"],
-                            **{f"eval_acceptance:{n}": a
-                               for n, a in (per_topo or {}).items()}})
-        say(f"iter    0  (init_from {cfg.init_from})  eval acc {ev['acceptance']:.3f}"
-            f" (tetris {eval_tetris['acceptance']:.3f})")
-    ctx.guard.arm()  # from here a first SIGINT/SIGTERM stops after the iteration under way
-    for it, stop, lr in run.iterations():
-        ro = core.Rollout(T, B, _acceptance)
-        actions = np.zeros((T, B), dtype=np.int64)
-        if groups is not None:  # every process rolls out its own groups, values included
-            weights = (policy.numpy_weights(),
-                       {k: v.detach().numpy().copy() for k, v in value.state_dict().items()})
-            rolled = groups.run(weights, obs, act_rng.random((T, B)),
-                                run.rngs["episodes"].integers(2**62, size=(T, B)))
-            actions[:], ro.logp[:] = rolled.actions, rolled.logp
-            for t, step in enumerate(rolled.steps):
-                obs = ro.stepped(t, step)
-            flat, values, next_value = rolled.flat, rolled.values, rolled.next_values
-        else:
-            for t in range(T):
-                batch = ro.observe(stack_obs(obs))
-                with torch.no_grad():
-                    logits = policy(graph_batch(batch, device))
-                    logp_all = torch.log_softmax(logits, dim=1).cpu().numpy()
-                a = sample(logp_all.astype(np.float64), act_rng.random(B))
-                actions[t] = a
-                ro.logp[t] = logp_all[np.arange(B), a]
-                obs = ro.stepped(t, envs.step([int(x) for x in a]))
-            # values of every stored state in one pass
-            flat = ro.flat()
-            with torch.no_grad():
-                values = value(graph_batch(flat, device)).cpu().numpy().reshape(T, B)
-                next_value = value(graph_batch(stack_obs(obs), device)).cpu().numpy()
-        run.env_steps += T * B
-        # ---- advantages (GAE)
-        adv, returns = core.gae(ro.rewards, values, ro.dones, next_value, cfg.gamma,
-                                cfg.gae_lambda)
-        # ---- update
-        data = {**flat, "action": actions.reshape(-1)}
-        if shards is not None:
-            shards.begin(data, ro.logp, returns, values)
-        # the gradient norms are clipped per network: the critic's (returns of ±10s)
-        # would otherwise dominate a shared norm and freeze the actor; during the critic
-        # warm-up the policy is frozen (no gradient reaches it)
-        stats = core.update(settings, core.Batch.of(ro.logp, adv, returns, values, device),
-                            lambda mb, _mbt, data=data: _evaluate(nets, data, mb, device),
-                            opt, mb_rng, [list(policy.parameters()), list(value.parameters())],
-                            critic_only=it <= cfg.critic_warmup, shards=shards)
-        row = ro.row(it, wall=run.wall(), env_steps=run.env_steps, train="train_acceptance",
-                     stats=stats, lr=lr, evals=("eval_acceptance", "eval_acceptance_ratio"))
-        if run.evaluates(stop):
-            ev = evaluate(greedy, eval_cfg, eval_seeds)
-            wall = run.wall()
-            row.update(eval_acceptance=ev["acceptance"],
-                       eval_acceptance_ratio=ev["acceptance_ratio"], wall_s=wall)
-            per_topo = ev.get("per_topology")
-            for name, acc in (per_topo or {}).items():
-                row[f"eval_acceptance:{name}"] = acc
-            record.evaluated(it, policy.numpy_weights(), ev["acceptance"],
-                             {"per_topology": per_topo}, wall=wall, env_steps=run.env_steps)
-            say(f"{run.head(wall)}  train acc {row['train_acceptance']:.3f}  "
-                f"eval acc {ev['acceptance']:.3f} (tetris {eval_tetris['acceptance']:.3f})  "
-                f"entropy {row['entropy']:.3f}  kl {row['approx_kl']:.4f}  "
-                f"v_loss {row['v_loss']:.2f}")
-            if per_topo:
-                say("    " + "  ".join(f"{n.removeprefix('optical-')} {a:.3f}"
-                                      f" ({eval_tetris['per_topology'][n]:.3f})"
-                                      for n, a in per_topo.items()))
-        run.end_iteration(row, stop, ctx.guard, policy.numpy_weights)
-    return {**run.finish("eval_acceptance"), "eval_tetris": eval_tetris}
+
+def _means(stats: dict[str, list[float]]) -> dict[str, float]:
+    return {k: float(np.mean(v)) for k, v in stats.items()}
+
+
+# --------------------------------------------------------------------------- the rollout
+class Rollout:
+    """One iteration's rollout of ``steps`` lock-steps of ``envs`` environments: the
+    observation batches (:meth:`observe`), the log-probabilities of the actions taken
+    (``logp``, filled by the trainer), the rewards and episode ends (:meth:`stepped`), and
+    per episode that ended its return and ``metric(info)`` (the trainer's training
+    statistic, e.g. the acceptance ratio); its duration for the steps/s column."""
+
+    def __init__(self, steps: int, envs: int, metric: Callable[[dict[str, Any]], float]):
+        self.steps, self.envs, self.metric = steps, envs, metric
+        self.store: list[dict[str, np.ndarray]] = []
+        self.logp = np.zeros((steps, envs), dtype=np.float32)
+        self.rewards = np.zeros((steps, envs), dtype=np.float32)
+        self.dones = np.zeros((steps, envs), dtype=np.float32)
+        self.ended: list[float] = []
+        self.returns: list[float] = []
+        self.t0 = time.perf_counter()
+        self.seconds = float("nan")
+
+    def observe(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self.store.append(batch)
+        return batch
+
+    def stepped(self, t: int, step: Any) -> list[Any]:
+        """Lock-step ``t``'s result (:class:`~dcsim.learn.workers.lockstep.Step`) recorded; the
+        next observations."""
+        self.rewards[t], self.dones[t] = step.rewards, step.dones
+        for _, info, ret in step.ended:
+            self.ended.append(self.metric(info))
+            self.returns.append(ret)
+        if t == self.steps - 1:
+            self.seconds = time.perf_counter() - self.t0
+        return step.obs
+
+    def flat(self) -> dict[str, np.ndarray]:
+        """The stored observations as one batch (``steps × envs`` rows, step-major)."""
+        return {k: np.concatenate([s[k] for s in self.store]) for k in self.store[0]}
+
+    def row(self, iteration: int, *, wall: float, env_steps: int, train: str,
+            stats: dict[str, float], lr: float, evals: tuple[str, ...]) -> dict[str, Any]:
+        """The iteration's progress row: its counters (``wall_s``: seconds since the first
+        iteration began; ``steps_per_s``: the rollout's decisions per second of rollout,
+        the update excluded), the means over the episodes that ended in it (column
+        ``train`` of the metric, and ``train_return``), the update's statistics, the
+        learning rate and the evaluation columns (NaN until evaluated)."""
+        def mean(v: list[float]) -> float:
+            return float(np.mean(v)) if v else float("nan")
+        return {"iteration": iteration, "wall_s": wall, "env_steps": env_steps,
+                "steps_per_s": self.steps * self.envs / self.seconds,
+                "episodes": len(self.returns), train: mean(self.ended),
+                "train_return": mean(self.returns), **stats, "lr": lr,
+                **dict.fromkeys(evals, float("nan"))}
+
+
+# --------------------------------------------------------------------------- the trainer
+class PPOTrainer(Trainer):
+    """PPO on the trainer base: :meth:`train_step` is one PPO iteration. A family's PPO
+    trainer sets ``settings`` (:class:`Settings`) and ``shards`` (None: each minibatch's
+    gradient in one pass) in its :meth:`~dcsim.learn.trainer.Trainer.setup`, and gives
+    :meth:`rollout` and :meth:`reevaluate` (and the trainer base's evaluation and
+    checkpoint methods; :meth:`meta` here builds the JSON from :attr:`algorithm`,
+    ``metric_doc`` and :meth:`meta_extra`)."""
+
+    #: the progress column of the training episodes' statistic (``Rollout.metric``)
+    train_column: ClassVar[str] = ""
+    #: the evaluation's progress columns (NaN until evaluated)
+    eval_columns: ClassVar[tuple[str, ...]] = ()
+    #: the checkpoint JSON's ``training.algorithm``
+    algorithm: ClassVar[str] = ""
+
+    settings: Settings
+    shards: Shards | None = None
+    #: what the evaluation metric is (the checkpoint JSON's ``eval_metric``)
+    metric_doc: str = ""
+
+    def rollout(self) -> tuple[Rollout, dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        """``num_steps`` lock-steps of the ``num_envs`` environments from ``obs`` (left on
+        the observations after them) with the policy as it is: the rollout record (its
+        ``logp`` filled), the decisions' data for :meth:`reevaluate` (observations and
+        actions, ``steps × envs`` rows), the values of the stored states ``(steps, envs)``
+        and of the states after the last step ``(envs,)``. The networks are left in
+        training mode."""
+        raise NotImplementedError
+
+    def reevaluate(self, data: dict[str, np.ndarray], mb: np.ndarray
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Decisions ``mb`` of the iteration's ``data`` re-evaluated with the networks as
+        they are now: the new log-probabilities of the actions taken, entropies, values."""
+        raise NotImplementedError
+
+    def critic_only(self, it: int) -> bool:
+        """Whether iteration ``it`` updates the value network alone (the policy frozen)."""
+        return False
+
+    def meta_extra(self, info: dict[str, Any] | None) -> dict[str, Any]:
+        """The family's entries of a checkpoint's ``training`` JSON (``info``: the record's
+        about the weights, None when they were not evaluated)."""
+        return {}
+
+    def meta(self, *, iteration: int, iterations: int, wall: float, env_steps: int,
+             value: float | None, best_iteration: int | None, info: dict[str, Any] | None
+             ) -> dict[str, Any]:
+        return checkpoint_meta(
+            self.cfg, algorithm=self.algorithm, command=self.command, iteration=iteration,
+            iterations=iterations, wall=wall, env_steps=env_steps, metric=self.metric,
+            value=value, metric_doc=self.metric_doc, extra=self.meta_extra(info),
+            best_iteration=best_iteration, device=str(self.device),
+            determinism=self.determinism)
+
+    def train_step(self, it: int) -> dict[str, Any]:
+        cfg = self.cfg
+        assert self.opt is not None
+        lr = cfg.lr * (1.0 - (it - 1) / cfg.iterations) if cfg.anneal_lr else cfg.lr
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+        ro, data, values, next_value = self.rollout()
+        self.env_steps += cfg.num_steps * cfg.num_envs
+        adv, returns = gae(ro.rewards, values, ro.dones, next_value, cfg.gamma,
+                           cfg.gae_lambda)
+        if self.shards is not None:
+            self.shards.begin(data, ro.logp, returns, values)
+        stats = update(self.settings, Batch.of(ro.logp, adv, returns, values, self.device),
+                       lambda mb, _mbt: self.reevaluate(data, mb), self.opt,
+                       self.rngs["minibatches"],
+                       [list(m.parameters()) for m in self.modules.values()],
+                       critic_only=self.critic_only(it), shards=self.shards)
+        return ro.row(it, wall=self.wall(), env_steps=self.env_steps, train=self.train_column,
+                      stats=stats, lr=lr, evals=self.eval_columns)

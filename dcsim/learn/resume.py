@@ -46,7 +46,7 @@ import torch
 from dcsim import __version__
 from dcsim.checkpoints import read_state, write_state
 from dcsim.errors import ConfigError
-from dcsim.learn.env_worker import replay_episode
+from dcsim.learn.workers.process import replay_episode
 from dcsim.results.writer import write_atomic
 
 RESUME_FILE = "resume.npz"

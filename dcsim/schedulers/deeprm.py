@@ -1,7 +1,7 @@
 """DeepRM's learned scheduler: the image state, the policy network (numpy inference), the
 checkpoint format and the ``deeprm`` scheduler plugin.
 
-This module needs numpy only; training lives in :mod:`dcsim.learn.deeprm` (PyTorch), which
+This module needs numpy only; training lives in :mod:`dcsim.learn.deeprm.train` (PyTorch), which
 the core never imports.
 
 **Image state** (:func:`image_state`, the authors' ``Env.observe()`` with

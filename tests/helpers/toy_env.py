@@ -31,7 +31,7 @@ class CountingEnv:
 
 
 def in_a_worker() -> bool:
-    """Whether this is an environment worker process (:mod:`dcsim.learn.lockstep`)."""
+    """Whether this is an environment worker process (:mod:`dcsim.learn.workers.lockstep`)."""
     import multiprocessing
 
     return multiprocessing.current_process().name.startswith("dcsim-env-worker")

@@ -24,10 +24,10 @@ def trained(kind: str, out: Path, **kw):
     without the timings, or None when it stopped to be resumed."""
     if kind == "nara":
         from dcsim.allocators.multi.learned import load_checkpoint
-        from dcsim.learn import ppo as mod
+        from dcsim.learn.nara import train as mod
         tiny = NARA
     else:
-        from dcsim.learn import vmr2l_ppo as mod
+        from dcsim.learn.vmr2l import train as mod
         from dcsim.reschedulers.vmr2l import load_checkpoint
         tiny = VMR2L
     stop_after = kw.pop("stop_after", None)

@@ -5,7 +5,7 @@ differ only in *which server comes next*. :func:`allocate_multi` is that shared 
 :class:`MultiServerAllocator` wires it to an allocator whose :meth:`~MultiServerAllocator.choose`
 names the next server. Third-party allocators subclass it, or call :func:`allocate_multi`
 with any chooser; :func:`allocate_multi_steps` is the same step as a generator that yields
-each choice to its caller (how :class:`dcsim.learn.nara_env.NaraEnv` lets an agent choose).
+each choice to its caller (how :class:`dcsim.learn.nara.env.NaraEnv` lets an agent choose).
 
 The step, for a request with demand ``d`` and per-flow bandwidth ``B``:
 

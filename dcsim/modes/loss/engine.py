@@ -24,7 +24,7 @@ one time unit after the departures that make room.
 An allocator may also decide *stepwise*: when its ``allocate()`` returns a generator, the
 arrival process runs it (``yield from``), so the generator can wait on SimPy events that
 something outside the simulation triggers at the same instant — a learning environment
-(:mod:`dcsim.learn.nara_env`) uses this to hand each server choice to an agent. Loss-mode
+(:mod:`dcsim.learn.nara.env`) uses this to hand each server choice to an agent. Loss-mode
 allocators returning a choice are unaffected.
 
 **The common case as one loop** (``_fused_arrivals``): each request offered, decided, reserved and

@@ -3,8 +3,8 @@ two-stage transformer policy in numpy (:mod:`.network`), its checkpoint format
 (:mod:`.checkpoint`) and, here, the risk-seeking rollouts and the ``vmr2l`` plugin.
 
 This module needs numpy and scipy only. The Gymnasium environment
-(:mod:`dcsim.learn.vmr2l_env`), the PyTorch network (:mod:`dcsim.learn.vmr2l_model`) and
-its training (:mod:`dcsim.learn.vmr2l_ppo`, ``dcsim train vmr2l``) build on it; the shipped
+(:mod:`dcsim.learn.vmr2l.env`), the PyTorch network (:mod:`dcsim.learn.vmr2l.network`) and
+its training (:mod:`dcsim.learn.vmr2l.train`, ``dcsim train vmr2l``) build on it; the shipped
 checkpoint runs without torch.
 
 **Features** (:func:`host_features`, :func:`vm_features`; the authors' ``generalizer-v2``

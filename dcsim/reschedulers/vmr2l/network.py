@@ -58,7 +58,7 @@ def _transformer_shapes(prefix: str, a: Architecture) -> dict[str, tuple[int, ..
 
 def weight_shapes(a: Architecture) -> dict[str, tuple[int, ...]]:
     """Every array of a policy (names as in the PyTorch ``state_dict`` of
-    :class:`dcsim.learn.vmr2l_model.VMR2LPolicy`) and its shape."""
+    :class:`dcsim.learn.vmr2l.network.VMR2LPolicy`) and its shape."""
     d = a.d_model
     s: dict[str, tuple[int, ...]] = {}
     for net, outs in (("vm", None), ("host", 2)):

@@ -73,8 +73,8 @@ def run_nara(path: Path, seed: int = 3, topology: str = "alpha", **opts):
 def test_numpy_and_torch_networks_agree(pad, logit_hidden):
     torch = pytest.importorskip("torch")
     pytest.importorskip("gymnasium")
-    from dcsim.learn.gnn import NaraPolicy, graph_batch, stack_obs
-    from dcsim.learn.nara_env import NaraEnv
+    from dcsim.learn.nara.env import NaraEnv
+    from dcsim.learn.nara.network import NaraPolicy, graph_batch, stack_obs
 
     kw = {"max_nodes": 64, "max_edges": 128, "max_servers": 48} if pad else {}
     env = NaraEnv(requests=12, **kw)
@@ -178,7 +178,7 @@ def test_allocator_matches_the_environment_with_the_same_policy(ckpt):
     """The plugin and the environment see the same observations: driving the env with the
     numpy policy's greedy choice reproduces the plugin's run."""
     pytest.importorskip("gymnasium")
-    from dcsim.learn.nara_env import NaraEnv
+    from dcsim.learn.nara.env import NaraEnv
 
     env_servers = greedy_env_servers(load_checkpoint(ckpt), NaraEnv(requests=60), seed=3)
     _, servers = run_nara(ckpt, seed=3)
@@ -263,7 +263,7 @@ TINY = {"iterations": 2, "num_envs": 2, "num_steps": 16, "minibatch_size": 16,
 def test_ppo_smoke_and_same_seed_same_weights(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("gymnasium")
-    from dcsim.learn.ppo import TrainConfig, train
+    from dcsim.learn.nara.train import TrainConfig, train
 
     t0 = time.perf_counter()
     cfg = TrainConfig(**TINY)
@@ -291,7 +291,7 @@ def test_trace_training_configs_change_only_the_workload_and_the_run_length():
     pytest.importorskip("gymnasium")
     import yaml
 
-    from dcsim.learn.ppo import TrainConfig, load_train_config
+    from dcsim.learn.nara.train import TrainConfig, load_train_config
 
     exp = Path(__file__).parents[3] / "experiments"
     uniform = yaml.safe_load((exp / "nara_train.yaml").read_text())
@@ -309,8 +309,8 @@ def test_trace_training_configs_change_only_the_workload_and_the_run_length():
 def test_train_config_resolves_trace_paths_against_its_folder(tmp_path, monkeypatch):
     pytest.importorskip("torch")
     pytest.importorskip("gymnasium")
-    from dcsim.learn.nara_env import NaraEnv
-    from dcsim.learn.ppo import load_train_config
+    from dcsim.learn.nara.env import NaraEnv
+    from dcsim.learn.nara.train import load_train_config
 
     (tmp_path / "conf").mkdir()
     (tmp_path / "conf" / "rows.csv").write_text("arrival,duration,cpu,mem\n0,1,1,2\n1,1,2,4\n")
@@ -330,7 +330,7 @@ def test_train_config_resolves_trace_paths_against_its_folder(tmp_path, monkeypa
 def test_train_config_errors_name_file_and_field(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("gymnasium")
-    from dcsim.learn.ppo import load_train_config
+    from dcsim.learn.nara.train import load_train_config
 
     p = tmp_path / "t.yaml"
     p.write_text("lr: -1\n")

@@ -2,9 +2,9 @@
 numpy (:mod:`.network`), the checkpoint format (:mod:`.checkpoint`) and, here, the ``nara``
 allocator plugin.
 
-This package needs numpy and scipy only; the environment (:mod:`dcsim.learn.nara_env`,
-Gymnasium), the PyTorch network (:mod:`dcsim.learn.gnn`) and its training
-(:mod:`dcsim.learn.ppo`) build on it, and the core never imports them.
+This package needs numpy and scipy only; the environment (:mod:`dcsim.learn.nara.env`,
+Gymnasium), the PyTorch network (:mod:`dcsim.learn.nara.network`) and its training
+(:mod:`dcsim.learn.nara.train`) build on it, and the core never imports them.
 
 **Observation** (:func:`observe`; Shabka & Zervas 2021, §3.2–3.3 and App. E.1), computed at
 every server choice from the :class:`~dcsim.allocators.multi.step.Partial` allocation. Nodes are

@@ -1,6 +1,6 @@
 """The Nara GNN in numpy: its architecture, the weight layout a checkpoint holds, node
 embeddings by message passing, the per-server logits (the same computation as the
-PyTorch network of :mod:`dcsim.learn.gnn`) and the greedy choice (in float64)."""
+PyTorch network of :mod:`dcsim.learn.nara.network`) and the greedy choice (in float64)."""
 
 from __future__ import annotations
 
