@@ -1,5 +1,5 @@
 """FGD as the authors' Go code computes it (``fgd_score.go``, ``frag.go``), in plain Python:
-an oracle for dcsim's vectorised, cached FGD (``tests/test_gpu_reference.py``) and the
+an oracle for dcsim's vectorised, cached FGD (``tests/modes/gpu/test_gpu_reference.py``) and the
 baseline of ``benchmarks/bench_gpu.py``.
 
 For each pod, each feasible node and each device that fits, the node's fragmentation

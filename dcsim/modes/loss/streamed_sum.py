@@ -8,7 +8,7 @@ numbers in the same order: the result is the same float, bit for bit, while only
 block is ever in memory. A run's means over millions of per-request values (the Nara
 papers' acceptance and utilisation, the last 20 % and 50 % of requests) use it so that
 their memory does not grow with the run (issue #47, item 9), with the values an in-memory
-``array.mean()`` gives. ``tests/test_streamed_sum.py`` checks the identity on random
+``array.mean()`` gives. ``tests/modes/loss/test_streamed_sum.py`` checks the identity on random
 lengths and values, so a numpy that sums differently is caught.
 """
 

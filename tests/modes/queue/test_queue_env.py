@@ -130,7 +130,7 @@ def test_jobs_from_table_maps_seconds_to_steps_and_slots():
 
 
 def test_jobs_from_committed_alibaba_slice_run_to_completion():
-    df = pd.read_csv(Path(__file__).resolve().parents[1] / "traces" / "alibaba2018_slice.csv")
+    df = pd.read_csv(Path(__file__).resolve().parents[3] / "traces" / "alibaba2018_slice.csv")
     js = jobs_from_table(df, start=110_000, steps=100, max_length=20)
     assert len(js) > 20 and js.demand.max() <= 10 and js.length.max() <= 20
     assert np.bincount(js.arrival).max() > 1  # real traces: several jobs in one step

@@ -473,7 +473,7 @@ def test_vm_sizes():
 def test_azure_slice_and_spread(tmp_path):
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[3]
     t = OnlineSpec.model_validate({
         "mapping": {"hosts": 1}, "workload": {"trace": {
             "path": "traces/azure2017_dev_slice.csv", "spread": 300, "limit": 400,

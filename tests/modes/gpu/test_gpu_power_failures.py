@@ -29,7 +29,7 @@ from dcsim.modes.gpu.spec import check_gpu, parse_gpu
 from dcsim.plugins import get_plugin_class, registered
 from tests.helpers.gpu import gpu_nodes
 
-DATA = str(Path(__file__).resolve().parent / "data" / "gpu")
+DATA = str(Path(__file__).resolve().parents[2] / "data" / "gpu")
 GPUS = {"A": DeviceWatts(10, 70), "default": DeviceWatts(30, 300)}
 CPUS = {"none": SocketWatts(15, 120, 16), "default": SocketWatts(20, 200, 8)}
 

@@ -24,9 +24,9 @@ from dcsim.runner.config import sweep_points
 from dcsim.validation import validate_section
 from dcsim.vm.mapping_spec import build_mapping
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 EXPERIMENTS = ROOT / "experiments"
-DATA = Path(__file__).parent / "data" / "vmr"
+DATA = Path(__file__).resolve().parents[2] / "data" / "vmr"
 
 
 def load_report():

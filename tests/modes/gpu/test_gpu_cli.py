@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from dcsim.cli import main
 from dcsim.results.schema import GPU_SUMMARY, SUMMARY_HEAD, SUMMARY_TAIL
 
-DATA = Path(__file__).resolve().parent / "data" / "gpu"
+DATA = Path(__file__).resolve().parents[2] / "data" / "gpu"
 ALLOCATORS = ["random", "dot_product", "gpu_clustering", "gpu_packing", "best_fit", "fgd"]
 VOLATILE = {"wall_time_s", "mean_decision_s", "decision_s"}
 
@@ -76,7 +76,7 @@ def good(tmp_path_factory):
 
 
 def test_the_reduced_trace_is_the_openb_format():
-    real = Path(__file__).resolve().parents[1] / "traces" / "alibaba_gpu_2023_openb"
+    real = Path(__file__).resolve().parents[3] / "traces" / "alibaba_gpu_2023_openb"
     for mine, theirs in (("nodes.csv", "openb_node_list_gpu_node.csv"),
                          ("pods.csv", "openb_pod_list_default.csv")):
         lines = (DATA / mine).read_text().splitlines()

@@ -13,7 +13,7 @@ from dcsim.modes.gpu.engine import run_gpu
 from dcsim.plugins import get_plugin_class
 from tests.helpers.fgd_reference import Reference
 
-TRACE = Path(__file__).resolve().parent.parent / "traces" / "alibaba_gpu_2023_openb"
+TRACE = Path(__file__).resolve().parents[3] / "traces" / "alibaba_gpu_2023_openb"
 
 
 def _choices(alloc, spec, seed):

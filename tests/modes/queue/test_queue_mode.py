@@ -18,7 +18,7 @@ from dcsim.queue.jobs import JobSet, deeprm_jobset
 from dcsim.runner import load_experiment, run_experiment
 from dcsim.schedulers.builtin import SCHEDULERS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 SJF = next(c for c in SCHEDULERS if c.name == "sjf")
 
 BASE = {
@@ -191,7 +191,7 @@ def test_queue_mode_writes_a_timeseries_like_every_mode(tmp_path):
 
     from tests.helpers.cli import ok
 
-    exp = Path(__file__).parents[1] / "experiments" / "deeprm_load_sweep.yaml"
+    exp = Path(__file__).parents[3] / "experiments" / "deeprm_load_sweep.yaml"
     out = tmp_path / "q"
     ok("run", exp, "--seeds", "1", "--set", "workload.jobsets=3", "--set",
        "matrix={workload.new_job_rate: [0.5]}", "--set", "schedulers=[sjf, random]",
