@@ -56,11 +56,11 @@ from dcsim.allocators.multi.learned import (
     greedy_server,
     policy_logits,
 )
-from dcsim.greedy import greedy_argmax, greedy_argmax_torch
 from dcsim.learn.nara.env import NaraEnv
 from dcsim.learn.nara.network import NaraPolicy, graph_batch, stack_obs
 from dcsim.learn.nara.train import load_train_config, train
 from dcsim.modes.loss import Engine, EngineConfig
+from dcsim.tie_break import greedy_argmax, greedy_argmax_torch
 
 ROOT = Path(__file__).parents[1]
 #: topology -> (preset, H of the uniform holding time): the paper's settings

@@ -16,9 +16,9 @@ from dcsim import hookspecs
 from dcsim.cli import main
 from dcsim.experiment_sections import AllocatorSpec, MetricsSpec
 from dcsim.model.topologies import TOPOLOGY_KINDS, TopologySpec
+from dcsim.modes import MODES
 from dcsim.modes.loss.spec import WarmupSpec
 from dcsim.modes.queue.spec import DeepRMJobs, QueueSpec, TraceJobs
-from dcsim.modes import MODES
 from dcsim.runner.config import experiment_model
 from dcsim.workload.arrivals import Arrival
 from dcsim.workload.distributions import KINDS, Distribution
@@ -83,9 +83,9 @@ def test_every_hook_is_documented():
 def test_every_experiment_field_is_documented():
     """Every top-level field of every mode, and every warmup, metrics and allocator field,
     appears in config.md."""
-    names = [*(n for mode in MODES for n in field_names(experiment_model(mode))), *field_names(WarmupSpec), *field_names(MetricsSpec),
-             *field_names(AllocatorSpec), *field_names(QueueSpec), *field_names(DeepRMJobs),
-             *field_names(TraceJobs)]
+    names = [*(n for mode in MODES for n in field_names(experiment_model(mode))),
+             *field_names(WarmupSpec), *field_names(MetricsSpec), *field_names(AllocatorSpec),
+             *field_names(QueueSpec), *field_names(DeepRMJobs), *field_names(TraceJobs)]
     assert missing(names, page("reference/config.md")) == []
 
 

@@ -13,7 +13,7 @@ import pytest
 
 import dcsim.allocators.multi.learned as learned
 from dcsim.allocators.multi.learned import float64_weights, greedy_server, policy_logits
-from dcsim.greedy import TIE_TOL_FLOAT64, greedy_argmax
+from dcsim.tie_break import TIE_TOL_FLOAT64, greedy_argmax
 from tests import golden
 from tests.helpers.learned import random_weights
 

@@ -19,9 +19,9 @@ from dcsim.allocators.multi.learned import (
     load_checkpoint,
     shipped_checkpoints,
 )
-from dcsim.greedy import greedy_argmax_torch
 from dcsim.model.topologies import build_topology
 from dcsim.modes.loss import Engine, EngineConfig
+from dcsim.tie_break import greedy_argmax_torch
 from dcsim.workload.spec import build_source
 from tests.helpers.learned import (
     NINE,

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from dcsim.cli import main
 from dcsim.errors import ConfigError
-from dcsim.greedy import greedy_argmax
 from dcsim.reschedulers import vmr2l as V
 from dcsim.reschedulers.vmr2l import network as N
+from dcsim.tie_break import greedy_argmax
 from dcsim.vm.mapping_io import parse_mapping
 from dcsim.vm.model import BOTH, VM, Host, MappingState, Migration
 from dcsim.vm.synthetic import synthetic_mapping, synthetic_preset

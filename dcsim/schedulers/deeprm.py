@@ -62,9 +62,9 @@ from pydantic import field_validator
 
 from dcsim.checkpoints import read_arrays, read_metadata, write_checkpoint
 from dcsim.errors import ConfigError
-from dcsim.greedy import greedy_argmax
 from dcsim.hookspecs import hookimpl
 from dcsim.schedulers.base import QueueView, Scheduler
+from dcsim.tie_break import greedy_argmax
 
 __all__ = ["CHECKPOINT_FORMAT", "SHIPPED_CHECKPOINT", "ArrivalClock", "Checkpoint",
            "DeepRMScheduler", "ImageSpec", "greedy_action", "greedy_actions", "image_state",
@@ -272,7 +272,7 @@ def policy_probs(weights: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
 def greedy_action(scores: np.ndarray, slot_valid: np.ndarray) -> int:
     """Argmax of ``scores`` (M+1 probabilities or logits) over the *valid* actions: the
     slots holding a job, and void (ties, within float32 rounding, to the lowest index:
-    :func:`dcsim.greedy.greedy_argmax`).
+    :func:`dcsim.tie_break.greedy_argmax`).
 
     An empty slot does what void does (time moves on), but a policy trained on all M + 1
     actions spreads its "move on" mass over them by position, and its argmax can be an

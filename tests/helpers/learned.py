@@ -10,7 +10,7 @@ from dcsim.allocators.multi.learned import (
     policy_logits,
     weight_shapes,
 )
-from dcsim.greedy import TIE_ATOL, TIE_RTOL, greedy_argmax
+from dcsim.tie_break import TIE_ATOL, TIE_RTOL, greedy_argmax
 
 NINE = [{"kind": "optical", "channels": n, "oversubscription": o}
         for n in (8, 16, 32) for o in ("1:16", "1:8", "1:4")]
@@ -61,7 +61,7 @@ def greedy_numpy_rollout(env, w, arch, seeds, steps):
 def assert_same_greedy_choice(z: np.ndarray, mask: np.ndarray, t: np.ndarray,
                               chosen_by_torch: int) -> None:
     """The numpy policy's greedy choice on logits ``z`` (masked ``-inf``) is the torch
-    policy's, ``chosen_by_torch`` (by :func:`dcsim.greedy.greedy_argmax_torch` on logits
+    policy's, ``chosen_by_torch`` (by :func:`dcsim.tie_break.greedy_argmax_torch` on logits
     ``t``, the same servers first), both deciding ties by dcsim's rule.
 
     The two libraries sum in different orders, so their logits differ by some noise ``d``

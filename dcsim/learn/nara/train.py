@@ -66,7 +66,6 @@ import numpy as np
 import torch
 
 from dcsim.allocators.multi.learned import save_checkpoint
-from dcsim.greedy import greedy_argmax_torch
 from dcsim.learn.nara.config import (  # noqa: F401  (load_train_config: re-exported)
     TrainConfig,
     initial_weights,
@@ -80,6 +79,7 @@ from dcsim.learn.trainer import Best
 from dcsim.learn.workers.groups import Groups, sample
 from dcsim.learn.workers.lockstep import LockstepEnvs
 from dcsim.learn.workers.shards import Replica, Shards
+from dcsim.tie_break import greedy_argmax_torch
 
 __all__ = ["NaraTrainer", "TrainConfig", "evaluate", "load_train_config", "train"]
 

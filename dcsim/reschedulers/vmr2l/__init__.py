@@ -70,7 +70,6 @@ from pydantic import Field, field_validator
 from threadpoolctl import threadpool_limits
 
 from dcsim.errors import ConfigError
-from dcsim.greedy import greedy_argmax
 from dcsim.hookspecs import hookimpl
 from dcsim.reschedulers.base import Plan, Rescheduler
 from dcsim.reschedulers.vmr2l.checkpoint import (
@@ -108,6 +107,7 @@ from dcsim.reschedulers.vmr2l.network import (
     vm_forward,
     weight_shapes,
 )
+from dcsim.tie_break import greedy_argmax
 from dcsim.vm.model import MappingState, Migration
 
 __all__ = [
@@ -152,7 +152,7 @@ def _drop_unlikely(logits: np.ndarray, min_prob: float) -> np.ndarray:
 def _choose(logits: np.ndarray, argmax_rows: np.ndarray, min_prob: float,
             rng: np.random.Generator | None) -> np.ndarray:
     """Row ``b``'s action: the argmax where ``argmax_rows[b]`` (ties within float32
-    rounding to the lowest index: :func:`dcsim.greedy.greedy_argmax`), otherwise drawn from
+    rounding to the lowest index: :func:`dcsim.tie_break.greedy_argmax`), otherwise drawn from
     the softmax of the thresholded logits. Draws for every row, so the sampled rows' random
     stream does not depend on which rows take the argmax."""
     best = greedy_argmax(logits)

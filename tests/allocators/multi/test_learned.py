@@ -22,10 +22,10 @@ from dcsim.allocators.multi.learned import (
 )
 from dcsim.cli import main
 from dcsim.errors import ConfigError
-from dcsim.greedy import greedy_argmax_torch
 from dcsim.model.topologies import build_topology
 from dcsim.modes.loss import Engine, EngineConfig
 from dcsim.plugins import get_allocator_class
+from dcsim.tie_break import greedy_argmax_torch
 from dcsim.workload.spec import build_source
 from tests.helpers.learned import (
     assert_same_greedy_choice,

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dcsim.allocators.vc.embedder import VCAllocator, make_embedder
-from dcsim.allocators.vc.lookahead import MAX_BITS_N, high_bit, hose_sets, sum_sets
 from dcsim.allocators.vc.oktopus import Oktopus, oktopus_embed, oktopus_embed_batch
+from dcsim.allocators.vc.oktopus.bitsets import MAX_BITS_N, high_bit, hose_sets, sum_sets
 from dcsim.allocators.vc.tetris import (
     ZERO_BANDWIDTH,
     VCTetris,

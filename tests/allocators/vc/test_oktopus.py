@@ -12,16 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dcsim.allocators.vc.lookahead import (
-    _popcount_swar,
-    hose_bits,
-    hose_limit,
-    integral_lookahead,
-    popcount,
-    sum_sets,
-)
+from dcsim.allocators.vc.lookahead import hose_limit, integral_lookahead
 from dcsim.allocators.vc.oktopus import oktopus_embed, oktopus_embed_batch
 from dcsim.allocators.vc.oktopus import sets as oktopus_sets
+from dcsim.allocators.vc.oktopus.bitsets import _popcount_swar, hose_bits, popcount, sum_sets
 from dcsim.model.vc import HOST_LINK_RULES, TreeLevels
 from tests.helpers.trees import fat_tree, uneven_tree
 from tests.helpers.vc import fresh

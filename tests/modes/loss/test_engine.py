@@ -193,8 +193,8 @@ def test_the_fused_path_gives_the_rows_of_the_general_one(config, ties):
     loop's own) gives what the same ``int`` does. With ``ties``, times and durations are
     whole numbers, so arrivals, departures and periodic samples share instants. The
     summary's measured counts (totalled per batch) are those of the rows, warm-up or not.
-    ``tests/modes/loss/test_fused_loop.py`` adds stepwise decisions, Placements, None and bad indices
-    mid-run, and a property test on tied streams."""
+    ``tests/modes/loss/test_fused_loop.py`` adds stepwise decisions, Placements, None and
+    bad indices mid-run, and a property test on tied streams."""
     from dcsim.allocators.single import BestFitAllocator
     from dcsim.modes.loss import EngineConfig
     from tests.helpers.sources import random_source

@@ -13,7 +13,7 @@ from dcsim.allocators.multi.learned.observation import (
     feature_sizes,
     selected_column,
 )
-from dcsim.greedy import TIE_TOL_FLOAT64, greedy_argmax
+from dcsim.tie_break import TIE_TOL_FLOAT64, greedy_argmax
 
 
 # --------------------------------------------------------------------------- policy
@@ -150,6 +150,6 @@ def greedy_server(w64: dict[str, np.ndarray], arch: Architecture, layout: GraphL
     which server won depended on the BLAS build and the processor, and a tolerance of any
     size had true gaps on its boundary. In float64 the shipped policies' ties came out at
     most 6e-11 apart and their true gaps at least 7e-7, so the tie rule's
-    :data:`~dcsim.greedy.TIE_TOL_FLOAT64` (1e-8) separates them on any machine."""
+    :data:`~dcsim.tie_break.TIE_TOL_FLOAT64` (1e-8) separates them on any machine."""
     return int(greedy_argmax(policy_logits(w64, arch, layout, obs),
                              rtol=TIE_TOL_FLOAT64, atol=TIE_TOL_FLOAT64))

@@ -48,8 +48,9 @@ from pydantic import Field
 
 from dcsim.allocators.vc.embedder import VCAllocator
 from dcsim.allocators.vc.kernel_tables import rollout, tree_tables
-from dcsim.allocators.vc.lookahead import MAX_BITS_N, integral_lookahead
+from dcsim.allocators.vc.lookahead import integral_lookahead
 from dcsim.allocators.vc.oktopus.batch import oktopus_embed_batch
+from dcsim.allocators.vc.oktopus.bitsets import MAX_BITS_N
 from dcsim.allocators.vc.oktopus.reference import oktopus_embed  # noqa: F401  (re-exported)
 from dcsim.hookspecs import hookimpl
 from dcsim.model.vc import HOST_LINK_RULES

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 
 from dcsim.allocators.vc.lookahead import (
-    MAX_BITS_N,
     Embedded,
     hose_limit,
     powers_of_two,
@@ -15,6 +14,7 @@ from dcsim.allocators.vc.lookahead import (
     strict_host_caps,
     vm_counts,
 )
+from dcsim.allocators.vc.oktopus.bitsets import MAX_BITS_N
 from dcsim.allocators.vc.oktopus.reference import oktopus_embed, per_vm_hosts, single_host
 from dcsim.allocators.vc.oktopus.sets import (
     ODD,

@@ -9,12 +9,7 @@ import weakref
 
 import numpy as np
 
-from dcsim.allocators.vc.lookahead import (
-    high_bit,
-    hose_bits,
-    popcount,
-    sum_sets,
-)
+from dcsim.allocators.vc.oktopus.bitsets import high_bit, hose_bits, popcount, sum_sets
 from dcsim.model.vc import TreeLevels
 
 _ONE = np.uint64(1)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from dcsim.greedy import TIE_ATOL, TIE_RTOL, greedy_argmax, greedy_argmax_torch
+from dcsim.tie_break import TIE_ATOL, TIE_RTOL, greedy_argmax, greedy_argmax_torch
 
 
 def _tol(top: float) -> float:
@@ -142,7 +142,7 @@ def test_numpy_and_torch_agree_on_tied_float32_rows(z):
 
 
 def test_the_tolerance_can_be_given_for_float64_logits():
-    from dcsim.greedy import TIE_TOL_FLOAT64
+    from dcsim.tie_break import TIE_TOL_FLOAT64
 
     z = np.array([10.0 - 1e-6, 10.0])  # a gap float32 cannot resolve, float64 can
     assert greedy_argmax(z) == 0
