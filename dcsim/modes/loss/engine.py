@@ -7,8 +7,8 @@ schedules the departure and writes one record per request.
 
 This is loss mode: a request the allocator rejects is dropped (``admit`` is where an
 accepted choice is validated and reserved). Queue mode, which holds jobs for a scheduler,
-and the VM engines with their rescheduling are their own modules of :mod:`dcsim.sim` on
-the same core (:mod:`dcsim.sim.core`). With ``capacity="wait"`` (the Nara
+and the VM and GPU engines are their own modes' packages (:mod:`dcsim.modes`) on the same
+core (:mod:`dcsim.sim.core`). With ``capacity="wait"`` (the Nara
 authors' environment) ``_arrivals`` first holds (``_hold``) a request whose demand exceeds
 the cluster's *total* free resources, pausing the arrival process until departures make it
 fit; only then is it offered to the allocator.
@@ -179,7 +179,7 @@ class Engine(SimCore):
         #: request id -> the switch-on delay it waited (power.power_on_delay), until its
         #: batch's rows are written
         self._switch_on_delays: dict[int, float] = {}
-        # the common case, fused (engine_fused): loss mode, nothing else watching arrivals
+        # the common case, fused (_fused_arrivals): loss mode, nothing else watching arrivals
         # (a switch-on delay is checked on the general path only)
         self._fused = (not self._defer and self._failures is None and not self._wait
                        and (self.power is None or not self.power.delay))
@@ -230,7 +230,7 @@ class Engine(SimCore):
             decisions: list[float] = []
             times = batch.arrival.tolist()
             waits = [0.0] * len(times) if wait else None
-            if self._fused:  # the common case (engine_fused)
+            if self._fused:  # the common case (_fused_arrivals)
                 yield from self._fused_arrivals(times, demand, duration, bandwidth, attrs,
                                                 placements, decisions, every)
             else:
@@ -410,7 +410,7 @@ class Engine(SimCore):
 
     def _depart_server(self, s: int, req: Request, amount: list[float],
                        _event: simpy.Event) -> None:
-        """``_depart`` of a request the fused path (engine_fused) put on server ``s``."""
+        """``_depart`` of a request the fused path (_fused_arrivals) put on server ``s``."""
         self._give_one(s, amount)
         self.meter.departed(req.id)
         self.released += 1
