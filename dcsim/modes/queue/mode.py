@@ -28,7 +28,8 @@ class QueueMode(Mode):
     name = "queue"
     plugin_key, plugin_kind = "schedulers", "scheduler"
     own_sections = {
-        # the job source (dcsim.modes.queue.spec); the machine defaults to DeepRM's
+        # the machine (default: DeepRM's, one server of 10 cpu / 10 mem), the job source
+        # (dcsim.modes.queue.spec) and DeepRM's environment
         "topology": Section(dict[str, Any] | BaseModel,
                             factory=lambda: copy.deepcopy(QUEUE_TOPOLOGY)),
         "workload": Section(dict[str, Any] | BaseModel, ...),
