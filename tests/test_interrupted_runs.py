@@ -6,35 +6,10 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 import yaml
 
-QUICKSTART = Path(__file__).parents[1] / "experiments" / "quickstart.yaml"
-
-
-def _patch_run(monkeypatch, action):
-    """``action(plan)`` runs before every loss-mode run (pool workers are forked, so they
-    see the patch)."""
-    from dcsim.modes.loss.mode import LossMode
-
-    real = LossMode.build
-
-    def patched(self, spec, plan, *args):
-        action(plan)
-        return real(self, spec, plan, *args)
-
-    monkeypatch.setattr(LossMode, "build", patched)
-
-
-def _small(tmp_path: Path, seeds: int = 3) -> Path:
-
-    cfg = yaml.safe_load(QUICKSTART.read_text())
-    cfg.update(seeds=seeds, warmup={"requests": 20})
-    cfg["workload"]["requests"] = 300
-    f = tmp_path / "small.yaml"
-    f.write_text(yaml.safe_dump(cfg))
-    return f
+from tests.helpers.runs import QUICKSTART, patch_loss_runs, small_quickstart
 
 
 def test_ctrl_c_says_what_was_kept_and_how_to_go_on(tmp_path):
@@ -83,7 +58,7 @@ def test_an_interrupt_stops_a_hung_plugin(tmp_path, monkeypatch):
             while True:
                 time.sleep(0.05)
 
-    _patch_run(monkeypatch, hang)
+    patch_loss_runs(monkeypatch, hang)
     out = tmp_path / "o"
     # a process a shell started in the background inherits SIGINT ignored: give this one
     # Python's handler, as dcsim has on a terminal
@@ -91,7 +66,7 @@ def test_an_interrupt_stops_a_hung_plugin(tmp_path, monkeypatch):
     try:
         threading.Timer(3.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
         t0 = time.monotonic()
-        r = invoke("run", _small(tmp_path), "--out", out, "--jobs", "2")
+        r = invoke("run", small_quickstart(tmp_path), "--out", out, "--jobs", "2")
     finally:
         signal.signal(signal.SIGINT, previous)
     assert r.exit_code == 130 and "interrupted:" in r.stderr

@@ -20,6 +20,7 @@ import yaml
 
 from tests.helpers.cli import assert_same_dataset, invoke, ok
 from tests.helpers.configs import small_experiment
+from tests.helpers.runs import QUICKSTART, patch_loss_runs, small_quickstart
 
 CFG = small_experiment(
     "resume", seed=11, seeds=3, requests=4000, workload={"batch_size": 100},
@@ -229,32 +230,6 @@ def test_a_second_invocation_waits_for_the_first(tmp_path, reference):
     assert_same_dataset(reference, out, runs=N_RUNS)
 
 
-QUICKSTART = Path(__file__).parents[1] / "experiments" / "quickstart.yaml"
-
-
-def _patch_run(monkeypatch, action):
-    """``action(plan)`` runs before every loss-mode run (pool workers are forked, so they
-    see the patch)."""
-    from dcsim.modes.loss.mode import LossMode
-
-    real = LossMode.build
-
-    def patched(self, spec, plan, *args):
-        action(plan)
-        return real(self, spec, plan, *args)
-
-    monkeypatch.setattr(LossMode, "build", patched)
-
-
-def _small(tmp_path: Path, seeds: int = 3) -> Path:
-    import yaml
-
-    cfg = yaml.safe_load(QUICKSTART.read_text())
-    cfg.update(seeds=seeds, warmup={"requests": 20})
-    cfg["workload"]["requests"] = 300
-    f = tmp_path / "small.yaml"
-    f.write_text(yaml.safe_dump(cfg))
-    return f
 
 
 def _failures(out: Path) -> list[dict]:
@@ -274,9 +249,9 @@ def test_a_plugin_calling_sys_exit_fails_only_its_run(tmp_path, monkeypatch, job
         if plan.label == "best_fit" and plan.seed == 1:
             raise SystemExit(4)
 
-    _patch_run(monkeypatch, exit_4)
+    patch_loss_runs(monkeypatch, exit_4)
     out = tmp_path / "o"
-    r = invoke("run", _small(tmp_path), "--out", out, "--jobs", jobs)
+    r = invoke("run", small_quickstart(tmp_path), "--out", out, "--jobs", jobs)
     assert r.exit_code == 1
     assert "error: 1 of 9 runs failed" in r.stderr and "SystemExit: 4" in r.stderr
     [f] = _failures(out)
@@ -294,15 +269,15 @@ def test_a_worker_that_dies_fails_only_its_own_run(tmp_path, monkeypatch):
         if plan.label == "random" and plan.seed == 0:
             os._exit(3)
 
-    _patch_run(monkeypatch, die)
+    patch_loss_runs(monkeypatch, die)
     out = tmp_path / "o"
-    r = invoke("run", _small(tmp_path), "--out", out, "--jobs", "2")
+    r = invoke("run", small_quickstart(tmp_path), "--out", out, "--jobs", "2")
     assert r.exit_code == 1 and "error: 1 of 9 runs failed" in r.stderr
     [f] = _failures(out)
     assert (f["allocator"], f["seed"], f["error"]) == ("random", 0, "WorkerDied")
     assert f["run_id"] not in _committed(out) and len(_committed(out)) == 8
     monkeypatch.undo()
-    r = ok("run", _small(tmp_path), "--out", out, "--resume", "--jobs", "2")
+    r = ok("run", small_quickstart(tmp_path), "--out", out, "--resume", "--jobs", "2")
     assert "running the other 1" in r.stderr
     assert len(_committed(out)) == 9 and not _failures(out)
 
@@ -322,9 +297,9 @@ def test_a_killed_worker_is_retried_and_the_failure_log_agrees_with_runs(tmp_pat
             marker.write_text("x")
             os.kill(os.getpid(), signal.SIGKILL)
 
-    _patch_run(monkeypatch, kill_once)
+    patch_loss_runs(monkeypatch, kill_once)
     out = tmp_path / "o"
-    ok("run", _small(tmp_path), "--out", out, "--jobs", "2")
+    ok("run", small_quickstart(tmp_path), "--out", out, "--jobs", "2")
     assert marker.exists() and len(_committed(out)) == 9 and not _failures(out)
 
 
@@ -343,7 +318,7 @@ def test_a_run_reported_failed_but_committed_is_not_a_failure(tmp_path):
                 yield (Outcome(plan, error=failure_record(plan, RuntimeError("lost")))
                        if i == 0 else Outcome(plan, row=payload))
 
-    exp = load_experiment(_small(tmp_path, seeds=1))
+    exp = load_experiment(small_quickstart(tmp_path, seeds=1))
     out = run_experiment(exp, tmp_path / "o", executor=LostResult())
     assert len(_committed(out)) == 3 and not _failures(out)
     manifest = json.loads((out / "manifest.json").read_text())
