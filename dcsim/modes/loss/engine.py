@@ -360,7 +360,7 @@ class Engine(SimCore):
                 except GeneratorExit:
                     steps.close()
                     raise
-                except BaseException as e:  # noqa: BLE001 - e.g. simpy.Interrupt: theirs
+                except BaseException as e:  # e.g. simpy.Interrupt: the generator's to handle
                     thrown = e
         except StopIteration as stop:
             choice = stop.value
