@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from types import GeneratorType
 
 import numpy as np
 import pytest
@@ -223,6 +224,14 @@ class Counting(Allocator):
     def allocate(self, request, view):
         self.check(view)
         choice = self.inner.allocate(request, view)
+        if isinstance(choice, GeneratorType):  # a stepwise decision (after_first_step)
+            return self._counted(request, choice)
+        if choice is not None:
+            self.placed[request.id] += 1
+        return choice
+
+    def _counted(self, request, steps):
+        choice = yield from steps  # FIRST_STEP and any events go on to the engine
         if choice is not None:
             self.placed[request.id] += 1
         return choice

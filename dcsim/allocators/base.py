@@ -15,6 +15,30 @@ from dcsim.plugin_base import Configurable
 Choice = int | Placement | None
 
 
+class StepBoundary:
+    """A point inside a stepwise decision that the engine acts on (:data:`FIRST_STEP`)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"dcsim.allocators.base.{self.name}"
+
+
+#: What a *stepwise* decision yields once its first server is taken and something is left to
+#: place. A stepwise allocator's ``allocate()`` returns a generator; the loss engine runs it,
+#: passes the SimPy events it yields to SimPy, and on this marker releases the requests
+#: ending at this instant (``departures: after_first_step``, the Nara authors' clock), then
+#: resumes the generator (sending ``None``), whose later choices see the freed resources.
+#: The engine asks for it by setting ``view.step_boundaries``
+#: (:class:`~dcsim.model.StateView`); :class:`~dcsim.allocators.multi.MultiServerAllocator`
+#: then decides stepwise and yields it. An allocator that never yields it gets those
+#: departures after its decision. The allocator never releases anything itself.
+FIRST_STEP = StepBoundary("FIRST_STEP")
+
+
 class Allocator(Configurable, ABC):
     """Choose resources for one request at a time.
 

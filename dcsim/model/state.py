@@ -329,7 +329,7 @@ class StateView:
     """
 
     __slots__ = ("_state", "topology", "free", "link_free", "capacity", "link_capacity", "now",
-                 "inv_capacity", "server_tol", "columns", "workload", "release_due",
+                 "inv_capacity", "server_tol", "columns", "workload", "step_boundaries",
                  "server_up", "link_up")
 
     def __init__(self, state: ClusterState):
@@ -357,10 +357,12 @@ class StateView:
         #: the run's request source, set by the engine (lookahead allocators sample its
         #: distributions, e.g. ``workload.attrs``); None outside a simulation
         self.workload: Any = None
-        #: set by the engine while a decision runs under ``departures: after_first_step``:
-        #: releases the requests ending now; a multi-server step calls it after its first
-        #: partial step (the Nara authors' clock). None otherwise
-        self.release_due: Callable[[], None] | None = None
+        #: True while the engine decides a request under ``departures: after_first_step``
+        #: (the Nara authors' clock): it wants a stepwise decision that yields
+        #: ``dcsim.allocators.base.FIRST_STEP`` after the request's first partial step,
+        #: where the engine releases the requests ending now. False otherwise (then a
+        #: multi-server allocator decides in one call)
+        self.step_boundaries = False
         #: with ``failures:``, read-only masks of the servers and links that are up (a
         #: failed one has no free capacity and takes no request); None without failures
         self.server_up: np.ndarray | None = None

@@ -21,9 +21,11 @@ from dcsim.allocators.multi.step import (
     Reservation,
     allocate_multi,
     allocate_multi_steps,
+    allocate_multi_stepwise,
     path_service,
 )
 
 __all__ = ["Chooser", "Eligibility", "MultiServerAllocator", "PairPaths", "Partial",
            "PathFinder", "PathWeight", "Reservation", "allocate_multi", "allocate_multi_steps",
-           "link_weight", "link_weights", "path_service", "weighted_k_paths"]
+           "allocate_multi_stepwise", "link_weight", "link_weights", "path_service",
+           "weighted_k_paths"]

@@ -46,9 +46,12 @@ Two reservation semantics (``reservation``):
 A zero-bandwidth request, or a topology without links (``flat``), needs no paths.
 
 Under the engine's ``departures: after_first_step`` (the Nara authors' clock) the view's
-``release_due`` hook is set: the step calls it once, after the first server that leaves
-something to place, so the requests ending at this instant free their resources for the
-later choices (:mod:`dcsim.modes.loss.engine`).
+``step_boundaries`` is set: :meth:`MultiServerAllocator.allocate` then returns a generator
+(a stepwise decision, :func:`allocate_multi_stepwise`) that yields
+:data:`~dcsim.allocators.base.FIRST_STEP` once, after the first server that leaves
+something to place; the engine releases the requests ending at this instant there and
+resumes the step, whose later choices see the freed resources
+(:mod:`dcsim.modes.loss.engine`). The step itself releases nothing.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, PositiveInt
 
-from dcsim.allocators.base import Allocator, Choice
+from dcsim.allocators.base import FIRST_STEP, Allocator, Choice, StepBoundary
 from dcsim.allocators.multi.paths import (  # noqa: F401 (PathWeight, link_weights: re-exported)
     PathWeight,
     link_weight,
@@ -327,7 +330,8 @@ def allocate_multi_steps(
     eligibility: Eligibility = "needed",
     pair_paths: PairPaths = "all",
     buffers: PartialBuffers | None = None,
-) -> Generator[Partial, int | None, Placement | None]:
+    step_boundaries: bool = False,
+) -> Generator[Partial | StepBoundary, int | None, Placement | None]:
     """The Nara step (module docstring) as a generator, for callers that choose outside it.
 
     Yields the :class:`Partial` whenever the next server is needed and receives it via
@@ -335,12 +339,17 @@ def allocate_multi_steps(
     placement, or ``None`` when the request failed. :func:`allocate_multi` drives it with a
     chooser; a learning environment drives it with an agent's actions. ``buffers``: the
     Partial's arrays come from there (the caller releases it when done with it).
+
+    ``step_boundaries`` (pass the engine's ``view.step_boundaries``): once, after the first
+    server that leaves something to place, yield :data:`~dcsim.allocators.base.FIRST_STEP`
+    instead of the Partial and resume on ``send(None)``; the caller passes the marker on to
+    the engine, which releases the requests ending now before resuming it.
     """
     needs_paths = request.bandwidth > 0 and view.link_free.shape[0] > 0
     part = Partial(request, view, reservation, needs_paths, eligibility, buffers)
     resources = view.topology.resources
     cpu = resources.index("cpu") if "cpu" in resources else 0
-    release = getattr(view, "release_due", None)
+    boundary = step_boundaries
     while not part.done:
         s = yield part
         if s is None:
@@ -367,11 +376,11 @@ def allocate_multi_steps(
                 else:
                     return None
         part.add(s)
-        if release is not None and not part.done:
-            # departures: after_first_step (the Nara authors' clock): the requests ending now
-            # are released after this request's first partial step
-            release()
-            release = None
+        if boundary and not part.done:
+            # departures: after_first_step (the Nara authors' clock): the engine releases the
+            # requests ending now after this request's first partial step
+            yield FIRST_STEP
+            boundary = False
             if part.reservation == "per_pair_channel" and part.reserved is not None:
                 part.link_free = view.link_free - part.reserved
     return part.placement()
@@ -407,11 +416,47 @@ def allocate_multi(
         return stop.value
 
 
+def allocate_multi_stepwise(
+    request: Request,
+    view: StateView,
+    choose: Chooser,
+    find_paths: PathFinder,
+    reservation: Reservation = "union",
+    who: str = "allocator",
+    eligibility: Eligibility = "needed",
+    pair_paths: PairPaths = "all",
+    buffers: PartialBuffers | None = None,
+) -> Generator[StepBoundary, None, Placement | None]:
+    """:func:`allocate_multi` as a stepwise decision, for an allocator's ``allocate()``
+    under the engine's ``view.step_boundaries``: a generator that yields
+    :data:`~dcsim.allocators.base.FIRST_STEP` after the first server that leaves something
+    to place (the engine releases the requests ending now there) and returns the placement
+    or ``None``; the same choices, paths and result as :func:`allocate_multi` otherwise.
+    """
+    steps = allocate_multi_steps(request, view, find_paths, reservation, who, eligibility,
+                                 pair_paths, buffers, step_boundaries=True)
+    part = first = next(steps)  # the step always asks for a first server
+    send = steps.send
+    try:
+        while True:
+            if part is FIRST_STEP:
+                yield FIRST_STEP  # the engine acts here
+                part = send(None)
+            else:
+                part = send(choose(part, view))
+    except StopIteration as stop:
+        first.release()
+        return stop.value
+
+
 class MultiServerAllocator(Allocator):
     """Base of allocators that spread a request over servers chosen one at a time.
 
     Subclasses implement :meth:`choose`; :meth:`paths` ranks candidate paths (hop count by
-    default, or by ``path_weight`` where a subclass declares that option).
+    default, or by ``path_weight`` where a subclass declares that option). :meth:`allocate`
+    decides in one call, or, while the engine sets ``view.step_boundaries``
+    (``departures: after_first_step``), returns the stepwise decision of
+    :func:`allocate_multi_stepwise`.
     """
 
     class Options(Allocator.Options):
@@ -443,7 +488,8 @@ class MultiServerAllocator(Allocator):
         w = link_weight(kind, partial.link_free, partial.view.link_capacity)
         return weighted_k_paths(self.path_service, a, b, self.options.k_paths, w)
 
-    def allocate(self, request: Request, view: StateView) -> Choice:
+    def allocate(self, request: Request, view: StateView
+                 ) -> Choice | Generator[StepBoundary, None, Placement | None]:
         if not hasattr(self, "path_service"):
             self.setup(view)
         o = self.options
@@ -453,5 +499,9 @@ class MultiServerAllocator(Allocator):
         buffers = getattr(self, "_partial_buffers", None)
         if buffers is None:
             buffers = self._partial_buffers = PartialBuffers()
+        if view.step_boundaries:  # departures: after_first_step: a stepwise decision
+            return allocate_multi_stepwise(request, view, self.choose, self.paths,
+                                           o.reservation, who[1], o.eligible, o.pair_paths,
+                                           buffers)
         return allocate_multi(request, view, self.choose, self.paths, o.reservation, who[1],
                               o.eligible, o.pair_paths, buffers)

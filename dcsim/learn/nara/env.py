@@ -60,6 +60,7 @@ import simpy
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from dcsim.allocators.base import FIRST_STEP
 from dcsim.allocators.multi.learned import GraphLayout, Observer, feature_sizes
 from dcsim.allocators.multi.step import MultiServerAllocator, Partial, allocate_multi_steps
 from dcsim.environments import (
@@ -161,7 +162,10 @@ class AgentAllocator(MultiServerAllocator):
     ``allocate()`` returns a generator (a *stepwise* decision, see
     :mod:`dcsim.modes.loss.engine`): at each choice it sets :attr:`pending` to ``(partial, event)``
     and waits on ``event``; the environment delivers the chosen server (None: fail the
-    request) by interrupting the waiting arrival process with it as the cause. A
+    request) by interrupting the waiting arrival process with it as the cause. Under the
+    engine's ``view.step_boundaries`` it passes the step's
+    :data:`~dcsim.allocators.base.FIRST_STEP` on to the engine, as every multi-server
+    allocator does. A
     request with no eligible server left fails without asking. Finished requests are
     appended to :attr:`results` as ``(request, placement or None)``.
     """
@@ -186,10 +190,15 @@ class AgentAllocator(MultiServerAllocator):
     def _decide(self, request: Request, view: StateView):
         o = self.options
         steps = allocate_multi_steps(request, view, self.paths, o.reservation, self.label,
-                                     o.eligible, o.pair_paths)
+                                     o.eligible, o.pair_paths,
+                                     step_boundaries=view.step_boundaries)
         part = next(steps)
         try:
             while True:
+                if part is FIRST_STEP:  # departures: after_first_step: the engine releases
+                    yield FIRST_STEP    # the requests ending now, then the step goes on
+                    part = steps.send(None)
+                    continue
                 if part.eligible().any():
                     ev = self.sim.event()   # never triggered: the choice arrives as an
                     self.pending = (part, ev)   # interrupt of the waiting arrival process

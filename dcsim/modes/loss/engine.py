@@ -16,16 +16,20 @@ fit; only then is it offered to the allocator.
 ``departures`` orders the departures of an instant against its arrival. The default,
 ``before_arrivals``, releases every request ending at ``t`` before a request arriving at ``t``
 is offered. ``after_first_step`` is the Nara authors' environment's clock: those departures
-are released after the first server of the request decided at ``t`` is taken (through the
-view's ``release_due`` hook, which :func:`dcsim.allocators.multi.step.allocate_multi_steps` calls),
-or after its decision when it takes no partial step; a request held for capacity is offered
-one time unit after the departures that make room.
+are released after the first server of the request decided at ``t`` is taken, or after its
+decision when it takes no partial step; a request held for capacity is offered one time
+unit after the departures that make room. The engine releases them itself: while it
+decides under that clock it sets ``view.step_boundaries``, a multi-server allocator then
+decides stepwise and its generator yields :data:`~dcsim.allocators.base.FIRST_STEP` after
+the first server (:mod:`dcsim.allocators.multi.step`), and ``_arrive_steps`` releases the
+due departures there before resuming it.
 
 An allocator may also decide *stepwise*: when its ``allocate()`` returns a generator, the
-arrival process runs it (``yield from``), so the generator can wait on SimPy events that
-something outside the simulation triggers at the same instant — a learning environment
-(:mod:`dcsim.learn.nara.env`) uses this to hand each server choice to an agent. Loss-mode
-allocators returning a choice are unaffected.
+arrival process runs it (``_arrive_steps``): the SimPy events it yields go to SimPy, so the
+generator can wait on events that something outside the simulation triggers at the same
+instant — a learning environment (:mod:`dcsim.learn.nara.env`) uses this to hand each
+server choice to an agent — and :data:`~dcsim.allocators.base.FIRST_STEP` is acted on by
+the engine. Loss-mode allocators returning a choice are unaffected.
 
 **The common case as one loop** (``_fused_arrivals``): each request offered, decided, reserved and
 its departure scheduled, and the departures due before each arrival run in place, with
@@ -55,7 +59,8 @@ request at 1,000 servers).
 **The Nara authors' environment** (``_hold``, ``_defer_departure``): ``capacity: wait``
 holds a request until the cluster's total free resources cover it, and ``departures:
 after_first_step`` releases the departures of an instant after the first step of the
-request decided then.
+request decided then (``_arrive_steps`` on :data:`~dcsim.allocators.base.FIRST_STEP`, or
+``_settle``).
 """
 
 from __future__ import annotations
@@ -74,7 +79,7 @@ import numpy as np
 import simpy
 from simpy.events import NORMAL
 
-from dcsim.allocators.base import Allocator
+from dcsim.allocators.base import FIRST_STEP, Allocator
 from dcsim.errors import DcsimError, PluginError
 from dcsim.model import ClusterState, Placement, Request, StateView, Topology
 from dcsim.model.request import new_request
@@ -312,9 +317,9 @@ class Engine(SimCore):
         if measured:
             self.meter.decision_sample()
         self.view.now = now
-        if self._defer:
+        if self._defer:  # ask for a stepwise decision that marks its first step
             self._deciding = True
-            self.view.release_due = self._release_due
+            self.view.step_boundaries = True
         t0 = time.perf_counter()
         choice = self.allocator.allocate(req, self.view)
         decision = time.perf_counter() - t0
@@ -329,9 +334,36 @@ class Engine(SimCore):
         """A stepwise allocator's decision: ``allocate()`` returned a generator that yields
         SimPy events (e.g. an agent's next action) and returns the choice. The arrival
         process waits on those events (simulated time must not pass: whoever triggers them
-        does so at the same instant); ``decision_s`` is the wall time until the choice."""
+        does so at the same instant), passing what SimPy sends or throws (an interrupt) on
+        to the generator; ``decision_s`` is the wall time until the choice.
+
+        :data:`~dcsim.allocators.base.FIRST_STEP` is not for SimPy: the request's first
+        server is taken, so the departures due now are released here
+        (``departures: after_first_step``; nothing is due otherwise) and the generator
+        resumes with ``None``."""
         t0 = time.perf_counter()
-        choice = yield from steps
+        send, throw = steps.send, steps.throw
+        value: Any = None
+        thrown: BaseException | None = None
+        try:
+            while True:
+                if thrown is None:
+                    out = send(value)
+                else:
+                    out, thrown = throw(thrown), None
+                if out is FIRST_STEP:
+                    self._release_due()
+                    value = None
+                    continue
+                try:
+                    value = yield out
+                except GeneratorExit:
+                    steps.close()
+                    raise
+                except BaseException as e:  # e.g. simpy.Interrupt: the generator's to handle
+                    thrown = e
+        except StopIteration as stop:
+            choice = stop.value
         decision += time.perf_counter() - t0
         return self._settle(req, choice, now, measured, decision)
 
@@ -339,9 +371,9 @@ class Engine(SimCore):
                 ) -> tuple[Placement | None, float]:
         """Admit ``choice`` for ``req`` (arrived at ``now``) and count it."""
         placement, amount = self.admit(req, choice)
-        if self._defer:
+        if self._defer:  # whatever is still due (no first step was marked)
             self._deciding = False
-            self.view.release_due = None
+            self.view.step_boundaries = False
             self._release_due()
         if placement is not None:
             hold = req.duration

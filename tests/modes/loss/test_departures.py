@@ -6,6 +6,8 @@ partial step of an allocation), hand-worked here on one- and two-server clusters
 
 from __future__ import annotations
 
+from types import GeneratorType
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -14,11 +16,13 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dcsim.allocators.base import FIRST_STEP, Allocator
 from dcsim.allocators.multi.baselines import NALB, NULB, RandomMulti, Tetris
 from dcsim.allocators.single import FirstFitAllocator
 from dcsim.cli import main
+from dcsim.model import Placement
 from dcsim.model.topologies import build_topology
-from dcsim.modes.loss import EngineConfig
+from dcsim.modes.loss import Engine, EngineConfig
 from tests.helpers.engine import checked, run
 from tests.helpers.sources import ListSource
 from tests.helpers.trees import star_topology
@@ -70,6 +74,101 @@ def test_after_first_step_frees_the_ending_request_for_the_later_choices():
     _, _, rec = run(topo, src, spy)
     assert rec["accepted"] == [True, True] and rec["servers"][1] == [0, 1]
     assert [s for s in spy.seen if s[0] == 1][0] == (1, [10.0, 10.0])
+
+
+class MarkerSpy(ChoiceSpy):
+    """:class:`ChoiceSpy` that also records, at each thing its stepwise decision yields and
+    again when the engine resumes it, the free cpu the view shows."""
+
+    name = "marker_spy"
+
+    def allocate(self, request, view):
+        choice = super().allocate(request, view)
+        self.seen.append((request.id, "stepwise" if isinstance(choice, GeneratorType)
+                          else "direct", view.step_boundaries))
+        return self._watch(choice, view) if isinstance(choice, GeneratorType) else choice
+
+    def _watch(self, steps, view):
+        sent = None
+        try:
+            while True:
+                out = steps.send(sent)
+                self.seen.append((out, view.free[:, 0].tolist()))
+                sent = yield out
+                self.seen.append(("resumed", view.free[:, 0].tolist()))
+        except StopIteration as stop:
+            return stop.value
+
+
+def test_the_engine_not_the_allocator_releases_at_the_first_step_marker():
+    """The two-server case above: on the authors' clock r1's decision is stepwise; after its
+    first server it yields FIRST_STEP with r0 still holding h0 (the step releases nothing),
+    the engine releases r0 before resuming it, and the second choice sees h0 free. By
+    default the view asks for no step boundaries and the decision is one call."""
+    topo = star_topology(n=2, cpu=10, mem=10)
+    src = ListSource([0, 1], [1, 5], [[10, 10], [20, 20]])
+    spy = MarkerSpy()
+    eng, _, rec = run(topo, src, spy, AFTER)
+    assert not hasattr(eng.view, "release_due")  # no hook for the policy to call
+    assert rec["accepted"] == [True, True] and rec["servers"][1] == [1, 0]
+    assert [s for s in spy.seen if s[0] is FIRST_STEP or s[0] == "resumed"
+            or s[0] == 1] == [
+        (1, "stepwise", True),
+        (1, [0.0, 10.0]),                # the first choice: r0 still holds h0
+        (FIRST_STEP, [0.0, 10.0]),       # the marker: nothing released by the allocator
+        ("resumed", [10.0, 10.0]),       # the engine released r0 before resuming
+        (1, [10.0, 10.0]),               # so the second choice sees h0 free
+    ]
+    assert not eng.view.step_boundaries and eng.released == 2
+    spy = MarkerSpy()
+    run(topo, src, spy)
+    assert (1, "direct", False) in spy.seen and all(s[0] is not FIRST_STEP for s in spy.seen)
+
+
+class Unmarked(Allocator):
+    """A stepwise third-party allocator that never yields FIRST_STEP: it waits on a SimPy
+    event at each of its two choices, recording the free cpu, and places the request on
+    servers 1 and 0 if they cover it."""
+
+    name = "unmarked"
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.sim = None
+        self.seen: list[tuple[int, list[float]]] = []
+
+    def allocate(self, request, view):
+        return self._steps(request, view)
+
+    def _steps(self, request, view):
+        for _ in range(2):
+            self.seen.append((request.id, view.free[:, 0].tolist()))
+            yield self.sim.timeout(0)  # an event at the same instant, as an agent's choice
+        half = request.demand / 2 if request.demand[0] > 10 else None
+        if half is None:
+            return 0 if view.free[0, 0] >= request.demand[0] else None
+        if (view.free[[0, 1]] < half).any():
+            return None
+        return Placement.build([1, 0], [half, half])
+
+
+def test_a_stepwise_allocator_without_the_marker_gets_the_departures_after_its_decision():
+    """The same two requests, decided stepwise without the marker: r0 still holds h0 through
+    both of r1's waits, so r1 is rejected; r0 is released after the decision, once."""
+    topo = star_topology(n=2, cpu=10, mem=10)
+    src = ListSource([0, 1], [1, 5], [[10, 10], [20, 20]])
+    alloc = Unmarked()
+    eng = Engine(topo, src, alloc, np.random.default_rng(0), AFTER)
+    alloc.sim = eng.env
+    eng.run()
+    assert [s for s in alloc.seen if s[0] == 1] == [(1, [0.0, 10.0]), (1, [0.0, 10.0])]
+    assert eng.accepted == eng.released == 1
+    assert np.array_equal(eng.state.free, topo.server_capacity)
+    alloc = Unmarked()  # by default r0 is gone before r1 is offered
+    eng = Engine(topo, src, alloc, np.random.default_rng(0))
+    alloc.sim = eng.env
+    eng.run()
+    assert eng.accepted == eng.released == 2
 
 
 def test_a_held_request_is_placed_one_tick_after_the_departure_that_makes_room():
