@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from dcsim.learn import trainer
-from dcsim.learn.trainer import Pace
+from dcsim.learn import progress
+from dcsim.learn.progress import Pace
 
 HEAD = re.compile(r"^iter +(\d+)/(\d+) +[\d.]+s +steps +(\d+) \((\d+|--)/s\) +ETA (.+?)(  |$)")
 
@@ -63,7 +63,7 @@ def test_dcsim_train_nara_says_how_far_it_is_between_evaluations(tmp_path, monke
     pytest.importorskip("gymnasium")
     from dcsim.learn.nara import train as nara_train
 
-    monkeypatch.setattr(trainer, "EVERY", 1e-9)
+    monkeypatch.setattr(progress, "EVERY", 1e-9)
     lines: list[str] = []
     cfg = nara_train.TrainConfig(iterations=4, num_envs=2, num_steps=16, minibatch_size=16,
                           update_epochs=1, eval_every=3, eval_episodes=1, eval_requests=8,
