@@ -4,6 +4,11 @@ Third-party packages declare ``[project.entry-points.dcsim]`` in their ``pyproje
 entry point's module implements hooks from :mod:`dcsim.hookspecs`. ``DCSIM_PLUGINS``
 restricts which installed plugins load: a comma-separated list of entry-point names (empty
 string = none; unset = all). Built-ins always load.
+
+A *local* plugin is the same kind of module without a package: a Python file (or an
+importable module) an experiment names under ``plugins:`` (:func:`load_local`), registered
+under the name ``local:<its path>``; its code is part of every run's fingerprint like an
+installed plugin's, so editing the file makes ``--resume`` refuse.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from pathlib import Path
 
 import pluggy
 
@@ -107,6 +113,55 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
             continue
         dist = getattr(ep, "dist", None)
         _sources[ep.name] = dist.name if dist is not None else ep.name
+
+
+def load_local(target: str) -> str:
+    """Register the plugin module ``target``: a Python file (an absolute path, or relative
+    to the working directory) or the dotted name of an importable module. Its hooks count
+    as an installed plugin's; what it registers is listed as coming from ``local:<target>``.
+    Registering the same target again does nothing. Returns the plugin's name; a file that
+    is missing or fails to import is a :class:`PluginError` saying which and why."""
+    import hashlib
+    import importlib.util
+
+    pm = get_plugin_manager(())
+    is_file = target.endswith(".py")
+    key = str(Path(target).resolve()) if is_file else target
+    name = f"local:{key}"
+    if pm.get_plugin(name) is not None:
+        return name
+    try:
+        if is_file:
+            path = Path(key)
+            if not path.is_file():
+                raise PluginError(f"no such file: {path}")
+            module_name = (f"dcsim_local_{path.stem}_"
+                           f"{hashlib.sha1(key.encode()).hexdigest()[:8]}")
+            spec = importlib.util.spec_from_file_location(module_name, path)
+            if spec is None or spec.loader is None:
+                raise PluginError(f"{path} is not a Python module")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module  # the fingerprint finds its file by name
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[module_name]
+                raise
+        else:
+            module = importlib.import_module(target)
+    except PluginError:
+        raise
+    except Exception as e:  # the plugin's own error, named, without a dcsim traceback
+        raise PluginError(f"{Path(target).name if is_file else target} failed to import "
+                          f"({type(e).__name__}: {e})") from None
+    pm.register(module, name=name)
+    _sources[name] = name
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as e:
+        pm.unregister(name=name)
+        raise PluginError(f"{target}: {e}") from None
+    return name
 
 
 def broken() -> dict[str, str]:

@@ -66,7 +66,7 @@ class Mode(ABC):
     plugin_key: str
     plugin_kind: str
     #: the sections this mode reads besides the ones every mode has (``name``, ``mode``,
-    #: ``seed``, ``seeds``, ``metrics``, ``matrix``) and its plugin list
+    #: ``seed``, ``seeds``, ``plugins``, ``metrics``, ``matrix``) and its plugin list
     own_sections: dict[str, Section] = {}
     #: why a section this mode refuses is not read, where a plain "not used" would mislead
     #: (e.g. gpu's own ``gpu.power``)

@@ -23,7 +23,7 @@ from dcsim.results.names import RESERVED_COLUMNS
 from dcsim.validation import StrictModel
 
 #: the fields every experiment file has, whatever its mode
-COMMON = ("name", "description", "mode", "seed", "seeds", "metrics", "matrix")
+COMMON = ("name", "description", "mode", "seed", "seeds", "plugins", "metrics", "matrix")
 
 
 class ExperimentSpec(StrictModel):
@@ -42,6 +42,10 @@ class ExperimentSpec(StrictModel):
     mode: str = "loss"
     seed: Annotated[int, Field(ge=0)] = 0
     seeds: Annotated[int, Field(ge=1)] = 1
+    #: local plugin modules: Python files (relative to the experiment file) or importable
+    #: module names whose hooks register plugins as an installed package's do
+    #: (:func:`dcsim.plugins.load_local`)
+    plugins: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
 
     @property
     def mode_object(self) -> Mode:

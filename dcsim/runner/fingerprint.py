@@ -192,6 +192,8 @@ def _by_key(code: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
 def _provider(p: dict[str, Any] | None) -> str:
     if p is None:
         return "built into dcsim"
+    if str(p.get("distribution")).startswith("local:"):  # dcsim.plugins.load_local
+        return f"the local plugin {p['distribution'].removeprefix('local:')}"
     return f"{p.get('distribution')} {p.get('version') or '(no version)'}"
 
 

@@ -41,6 +41,9 @@ class RunPlan:
     param_types: dict[str, str] = field(default_factory=dict)
     #: ``config`` validated once, when the plan was made (None: validate it when run)
     spec: ExperimentSpec | None = field(default=None, compare=False, repr=False)
+    #: the experiment's local plugin modules (``plugins:``), files as absolute paths: the
+    #: process that runs the plan registers them first (:func:`dcsim.plugins.load_local`)
+    local_plugins: tuple[str, ...] = ()
 
 
 @dataclass
@@ -70,6 +73,7 @@ def load_experiment(
         raw["seeds"] = seeds
     spec = validate_spec(raw, source)
     base_dir = str(path.resolve().parent)
+    local = local_plugins(spec.plugins, base_dir, source)
     runs: list[RunPlan] = []
     for params, data in sweep_points(spec, raw, source):
         point = _check_point(validate_spec(data, source), data, source, base_dir)
@@ -105,11 +109,28 @@ def load_experiment(
                 run_id = f"{_slug(label)}-s{s}-{digest}"
                 runs.append(
                     RunPlan(spec.name, run_id, s, label, alloc, params, data, base_dir, where,
-                            spec=point)
+                            spec=point, local_plugins=local)
                 )
     types = param_types(r.params for r in runs)
     runs = [replace(r, param_types=types) for r in runs]
     return Experiment(spec.name, source, raw, spec, runs)
+
+
+def local_plugins(entries: list[str], base_dir: str, source: str) -> tuple[str, ...]:
+    """Register the experiment's ``plugins:`` (a ``.py`` file relative to the experiment
+    file, or an importable module name) and return them as the runs carry them (files as
+    absolute paths); a missing or broken one is a :class:`ConfigError` naming the entry."""
+    from dcsim.plugins import load_local
+
+    out = []
+    for i, entry in enumerate(entries):
+        target = str(Path(base_dir, entry)) if entry.endswith(".py") else entry
+        try:
+            load_local(target)
+        except PluginError as e:
+            raise ConfigError(f"{source}: plugins.{i}: {e}") from None
+        out.append(str(Path(target).resolve()) if entry.endswith(".py") else entry)
+    return tuple(out)
 
 
 def _check_point(point: ExperimentSpec, data: dict[str, Any], source: str, base_dir: str
@@ -146,8 +167,8 @@ def resolved_config(exp: Experiment) -> dict[str, Any]:
     """The experiment with every default filled in (what ``experiment.yaml`` records)."""
     mode = MODES[exp.spec.mode]
     unused = {m.plugin_key for m in MODES.values()}
-    for section in ("failures", "power"):  # written only when the file has them
-        if getattr(exp.spec, section, None) is None:
+    for section in ("failures", "power", "plugins"):  # written only when the file has them
+        if not getattr(exp.spec, section, None):
             unused.add(section)
     out = exp.spec.model_dump(mode="json", exclude=unused)
     out.update(mode.resolved(exp.spec))

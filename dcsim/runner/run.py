@@ -40,6 +40,11 @@ def execute_run(plan: RunPlan, out: str | Path) -> dict[str, Any]:
     from dcsim.runner.fingerprint import run_code
     from dcsim.runner.progress import watch_run
 
+    if plan.local_plugins:  # a worker process registers the experiment's local plugins
+        from dcsim.plugins import load_local
+
+        for target in plan.local_plugins:
+            load_local(target)
     code = run_code(plan)  # the code this process runs it with (computed once per process)
     t0 = time.perf_counter()
     if plan.spec is not None:
