@@ -48,6 +48,8 @@ KINDS = tuple(BUILTIN)
 _pm: pluggy.PluginManager | None = None
 _sources: dict[str, str] = {}  # plugin name -> distribution that provided it
 _broken: dict[str, str] = {}  # entry point name -> why it failed to load
+#: kind -> (the plugin manager's plugins when it was made, what :func:`registered` found)
+_registry: dict[str, tuple[tuple[str, ...], dict[str, Registered]]] = {}
 
 
 def _warn(message: str) -> None:
@@ -176,11 +178,18 @@ def reset() -> None:
     _pm = None
     _sources.clear()
     _broken.clear()
+    _registry.clear()
 
 
 def registered(kind: str = "allocator") -> dict[str, Registered]:
-    """Everything registered of ``kind``, by name; a name registered twice is an error."""
+    """Everything registered of ``kind``, by name; a name registered twice is an error.
+    The hooks run once per kind while the set of registered plugin modules stays the same
+    (a plugin registered later, a local one or by hand, makes the next call ask again)."""
     pm = get_plugin_manager((kind,))
+    modules = tuple(name for name, _ in pm.list_name_plugin())
+    cached = _registry.get(kind)
+    if cached is not None and cached[0] == modules:
+        return dict(cached[1])
     out: dict[str, Registered] = {}
     hook = {"allocator": pm.hook.register_allocators,
             "scheduler": pm.hook.register_schedulers,
@@ -213,7 +222,8 @@ def registered(kind: str = "allocator") -> dict[str, Registered]:
                     f"and by {package!r}"
                 )
             out[name] = Registered(kind, name, cls, package)
-    return out
+    _registry[kind] = (modules, out)
+    return dict(out)
 
 
 def get_plugin_class(name: str, kind: str = "allocator") -> type:

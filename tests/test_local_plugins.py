@@ -130,3 +130,26 @@ def test_a_missing_or_broken_local_plugin_is_one_clear_error(tmp_path, source, e
     lines = [x for x in r.output.splitlines() if x.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and expect in lines[0], r.output
     assert "Traceback" not in r.output
+
+
+def test_the_registry_asks_the_hooks_once_until_another_plugin_registers(tmp_path):
+    """``registered(kind)`` runs every plugin's hook once per kind and keeps the answer
+    while the registered modules stay the same; registering another one asks again."""
+    counted = tmp_path / "counted.py"
+    counted.write_text(WORST_FIT.replace(
+        "def register_allocators(register):\n",
+        "def register_allocators(register):\n    CALLS.append(1)\n") + "\nCALLS = []\n")
+    plugins.load_local(str(counted))
+    module = next(m for m in sys.modules.values()
+                  if getattr(m, "__file__", None) == str(counted.resolve()))
+    first = plugins.registered("allocator")
+    assert "worst_fit_here" in first and module.CALLS == [1]
+    plugins.registered("allocator")
+    plugins.get_plugin_class("worst_fit_here")
+    assert module.CALLS == [1]
+    other = tmp_path / "other.py"
+    other.write_text(WORST_FIT.replace('"worst_fit_here"', '"worst_fit_other"'))
+    plugins.load_local(str(other))
+    assert "worst_fit_other" in plugins.registered("allocator") and module.CALLS == [1, 1]
+    first.clear()  # a caller's copy: clearing it changes nothing registered
+    assert "worst_fit_here" in plugins.registered("allocator")
