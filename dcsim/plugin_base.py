@@ -1,9 +1,11 @@
-"""What every plugin kind shares: a YAML name, validated options and a results label."""
+"""What every plugin kind shares: a YAML name, validated options, the run's generator and a
+results label."""
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dcsim.errors import ConfigError
@@ -22,6 +24,16 @@ class Configurable:
         model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     options: BaseModel
+    rng: np.random.Generator
+
+    def __init__(self, options: BaseModel | None = None, *,
+                 rng: np.random.Generator | None = None):
+        """``options``: the validated ``Options`` (default: every field's default).
+        ``rng``: the run's generator for this plugin, which the engine always passes (every
+        seed its own, independent of the workload's). Built by hand, outside a run, a plugin
+        without one gets a fixed ``default_rng(0)``, so it is still reproducible."""
+        self.options = options if options is not None else self.Options()
+        self.rng = rng if rng is not None else np.random.default_rng(0)
 
     @classmethod
     def parse_options(cls, raw: dict[str, Any] | None, where: str = "options") -> BaseModel:

@@ -59,8 +59,7 @@ class Allocator(Configurable, ABC):
         rng: np.random.Generator | None = None,
         topology: Topology | None = None,
     ):
-        self.options = options if options is not None else self.Options()
-        self.rng = rng if rng is not None else np.random.default_rng(0)
+        super().__init__(options, rng=rng)
         self.topology = topology
 
     def setup(self, view: StateView) -> None:  # noqa: B027 - optional hook

@@ -42,7 +42,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel
 
 from dcsim.gpu.cluster import MILLI, GpuClusterView, GpuPod
 from dcsim.gpu.frag import FragModel, TypicalPods
@@ -69,11 +68,6 @@ class GpuAllocator(Configurable, ABC):
     before the first pod."""
 
     kind = "gpu_allocator"
-
-    def __init__(self, options: BaseModel | None = None, *,
-                 rng: np.random.Generator | None = None):
-        self.options = options if options is not None else self.Options()
-        self.rng = rng if rng is not None else np.random.default_rng(0)
 
     def setup(self, cluster: GpuClusterView, context: GpuContext) -> None:  # noqa: B027
         """Called once before the first pod (default: nothing)."""

@@ -15,9 +15,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-import numpy as np
-from pydantic import BaseModel
-
 from dcsim.plugin_base import Configurable
 from dcsim.vm.model import VM
 from dcsim.vm.view import MappingView
@@ -31,11 +28,6 @@ class Placer(Configurable, ABC):
     """
 
     kind = "placer"
-
-    def __init__(self, options: BaseModel | None = None, *,
-                 rng: np.random.Generator | None = None):
-        self.options = options if options is not None else self.Options()
-        self.rng = rng if rng is not None else np.random.default_rng(0)
 
     def setup(self, state: MappingView) -> None:  # noqa: B027 - optional hook
         """Called once before the first arrival (default: nothing)."""

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel
 
 from dcsim.errors import PluginError
 from dcsim.plugin_base import Configurable
@@ -74,11 +73,6 @@ class Rescheduler(Configurable, ABC):
     """
 
     kind = "rescheduler"
-
-    def __init__(self, options: BaseModel | None = None, *,
-                 rng: np.random.Generator | None = None):
-        self.options = options if options is not None else self.Options()
-        self.rng = rng if rng is not None else np.random.default_rng(0)
 
     @abstractmethod
     def reschedule(self, state: MappingState, mnl: int) -> list[Migration]:

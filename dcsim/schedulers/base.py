@@ -12,7 +12,6 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
-from pydantic import BaseModel
 
 from dcsim.plugin_base import Configurable
 
@@ -69,11 +68,6 @@ class Scheduler(Configurable, ABC):
     """
 
     kind = "scheduler"
-
-    def __init__(self, options: BaseModel | None = None, *,
-                 rng: np.random.Generator | None = None):
-        self.options = options if options is not None else self.Options()
-        self.rng = rng if rng is not None else np.random.default_rng(0)
 
     def reset(self) -> None:  # noqa: B027 - optional hook
         """Called before each job set (episode)."""
