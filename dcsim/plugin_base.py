@@ -45,6 +45,15 @@ class Configurable:
                                           suffix=f" ({cls.kind} {cls.name!r})")) from None
 
     @classmethod
+    def validate(cls, options: BaseModel, spec: Any) -> None:  # noqa: B027 - optional hook
+        """Refuse an experiment this plugin cannot run, before anything runs: raise
+        :class:`~dcsim.errors.ConfigError` (or ``ValueError``) saying why. ``spec`` is the
+        validated sweep point (its sections typed: ``spec.topology`` a ``TopologySpec`` in
+        loss mode, ``spec.vm``, ``spec.gpu``, ...). ``dcsim validate`` and ``dcsim run``
+        call it once per sweep point; the message is reported under the plugin's entry
+        (``allocators.2: ...``). Default: every experiment is fine."""
+
+    @classmethod
     def label_for(cls, options: BaseModel) -> str:
         """The name results use for this plugin with ``options`` (e.g. ``ahab(kraken)``).
 

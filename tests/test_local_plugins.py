@@ -153,3 +153,28 @@ def test_the_registry_asks_the_hooks_once_until_another_plugin_registers(tmp_pat
     assert "worst_fit_other" in plugins.registered("allocator") and module.CALLS == [1, 1]
     first.clear()  # a caller's copy: clearing it changes nothing registered
     assert "worst_fit_here" in plugins.registered("allocator")
+
+
+NEEDS_RACKS = WORST_FIT.replace('''    def allocate(self, request, view):''', '''    @classmethod
+    def validate(cls, options, spec):
+        if spec.topology.kind == "flat":
+            raise ValueError("needs racks: give a tree or fabric topology, not flat")
+
+    def allocate(self, request, view):''')
+
+
+def test_a_plugin_refuses_an_experiment_it_cannot_run_before_anything_runs(tmp_path):
+    """``validate(options, spec)``, once per sweep point at plan time: ``dcsim validate``
+    names the plugin's entry and its reason; a topology it accepts validates."""
+    exp = _experiment(tmp_path, source=NEEDS_RACKS)
+    ok("validate", exp)  # the quickstart's tree has racks
+    cfg = yaml.safe_load(exp.read_text())
+    cfg["topology"] = {"kind": "flat", "servers": 8, "server": {"cpu": 16, "mem": 64}}
+    flat = tmp_path / "flat.yaml"
+    flat.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    for command in ("validate", "run"):
+        r = invoke(command, flat, *(("--out", tmp_path / "o") if command == "run" else ()))
+        assert r.exit_code != 0
+        assert r.output.strip() == (f"error: {flat}: allocators.1: needs racks: give a tree or "
+                                    "fabric topology, not flat (allocator 'worst_fit_here')")
+    assert not (tmp_path / "o").exists()  # refused before anything was written

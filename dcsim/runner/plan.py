@@ -86,6 +86,10 @@ def load_experiment(
             except PluginError as e:
                 raise ConfigError(f"{source}: {where}.name: {e}") from None
             options = cls.parse_options(a.options, where=f"{source}: {where}.options")
+            try:  # the plugin's own refusal of this experiment (Configurable.validate)
+                cls.validate(options, point)
+            except (ConfigError, ValueError) as e:
+                raise ConfigError(f"{source}: {where}: {e} ({kind} {a.name!r})") from None
             label = a.label or without_paths(cls.label_for(options))
             problem = label_problem(label) or _path_problem(label)
             if problem:
