@@ -426,6 +426,42 @@ def test_a_host_failure_drops_or_replaces_its_vms(tmp_path, on_failure):
     assert out["avail_cpu"] == pytest.approx(1 - 0.5 * 5 / 20)
 
 
+def test_a_placer_hears_of_departures_failures_and_repairs(tmp_path):
+    """Placers get the allocators' optional hooks: ``released`` at each departure and for
+    each VM a failure interrupts (before it is placed again), ``failed`` after those and
+    ``repaired`` when the host is back; each sees the mapping as it is then."""
+    from dcsim.placers.builtin import FirstFit
+
+    class Listening(FirstFit):
+        name = "listening_first_fit"
+
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self.heard = []
+
+        def released(self, vm, placement, state):
+            self.heard.append(("released", vm.id, placement, bool(state.host_up[0])))
+
+        def failed(self, kind, index, state):
+            self.heard.append(("failed", kind, index, bool(state.host_up[index])))
+
+        def repaired(self, kind, index, state):
+            self.heard.append(("repaired", kind, index, bool(state.host_up[index])))
+
+    trace = trace_file(tmp_path, [(2.5, "host", 0, 5)])   # host 0 down over [2.5, 7.5]
+    placer = Listening()
+    out, _ = run_vm(tmp_path, VMS, {"trace": {"path": str(trace)}, "on_failure": "drop"},
+                    placer=placer)
+    # at 2.5 VMs 0, 1 (h0 N0) and 2 (h0 N1) are interrupted, then host 0 fails; VM 3
+    # arrives at 6 on h1 N0 and leaves at 8; host 0 is back at 7.5
+    assert placer.heard == [("released", "arrival-0", (0, 0), False),
+                            ("released", "arrival-1", (0, 0), False),
+                            ("released", "arrival-2", (0, 1), False),
+                            ("failed", "server", 0, False), ("repaired", "server", 0, True),
+                            ("released", "arrival-3", (1, 0), True)]
+    assert out["interrupted"] == 3
+
+
 def test_a_failed_host_takes_no_vm_and_counts_as_not_used(tmp_path):
     trace = trace_file(tmp_path, [(0.5, "server", 0, 100)])   # host 0 down from 0.5 on
     rows = [(0, 0, 0.2, 2, 10), (1, 1, 30, 12, 10), (2, 2, 30, 12, 10)]

@@ -36,3 +36,16 @@ class Placer(Configurable, ABC):
     def place(self, state: MappingView, vm: VM) -> tuple[int, int] | None:
         """``(host, numa)`` for ``vm`` in the live mapping ``state`` (a read-only view), or
         None to reject it."""
+
+    def released(self, vm: VM, placement: tuple[int, int], state: MappingView) -> None:  # noqa: B027
+        """Called after ``vm`` left ``placement`` (its ``(host, numa)``) and its resources
+        were given back: at its departure, or when a host failure interrupts it (it may
+        then be offered to :meth:`place` again). Default: nothing."""
+
+    def failed(self, kind: str, index: int, state: MappingView) -> None:  # noqa: B027
+        """Called when host ``index`` fails (``kind`` ``"server"``, as the ``failures:``
+        section names hosts), after its VMs were released and before any is placed again;
+        it offers no capacity until :meth:`repaired`. Default: nothing."""
+
+    def repaired(self, kind: str, index: int, state: MappingView) -> None:  # noqa: B027
+        """Called when a failed host is back with its whole capacity. Default: nothing."""

@@ -366,6 +366,13 @@ class MappingState:
         self.free_cpu[h] = 0 if down else self.cap_cpu[h]
         self.free_mem[h] = 0 if down else self.cap_mem[h]
 
+    @property
+    def host_up(self) -> np.ndarray:
+        """``(H,)`` bool: which hosts are up (every one, until a failure)."""
+        if self.host_down is None:
+            return np.ones(self.n_hosts, dtype=bool)
+        return ~self.host_down
+
     def _down_capacity(self, cap: np.ndarray) -> int:
         return int(cap[self.host_down].sum()) if self.host_down is not None else 0
 

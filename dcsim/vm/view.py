@@ -16,7 +16,7 @@ from dcsim.readonly import ReadOnlyView
 
 #: array attributes, handed out as read-only views
 _ARRAYS = frozenset({"cap_cpu", "cap_mem", "free_cpu", "free_mem", "vm_host", "vm_numa",
-                     "vm_cpu", "vm_mem", "vm_double", "vm_migratable"})
+                     "vm_cpu", "vm_mem", "vm_double", "vm_migratable", "host_up"})
 #: everything else a placer may read: sizes, ids and the state's queries
 _READABLE = frozenset({"n_hosts", "n_vms", "hosts", "vms", "host_ids", "vm_ids", "vm_index",
                        "host_index", "fragment", "fragment_rate", "total_free_cpu",

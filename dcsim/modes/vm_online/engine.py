@@ -98,6 +98,7 @@ import numpy as np
 from dcsim.errors import ConfigError, DcsimError, PluginError
 from dcsim.modes.base import Sink
 from dcsim.modes.vm_online.spec import OnlineSpec, build_rescheduler
+from dcsim.placers.base import Placer
 from dcsim.sim.core import SimCore, TimeAverage
 from dcsim.validation import validate_section
 from dcsim.vm.arrivals import VMStream, synthetic_stream, trace_stream
@@ -121,6 +122,11 @@ class OnlineEngine(SimCore):
         self.stream = stream
         self.placer = placer
         self.rescheduler = rescheduler
+        # the placer's optional hooks, called only where it overrides them (Placer.released,
+        # failed, repaired; the failure adapter reads these too)
+        self.notifies_release = type(placer).released is not Placer.released
+        self.notifies_failures = (type(placer).failed is not Placer.failed
+                                  or type(placer).repaired is not Placer.repaired)
         self.sink = sink
         SimCore.__init__(self)
         n0 = state.n_vms
@@ -270,10 +276,13 @@ class OnlineEngine(SimCore):
         k = int(at[0]) if at.size else -1
         if k < 0:
             raise DcsimError(f"online engine: VM serial {serial} departed but is not present")
+        vm, where = self.state.vms[k], (int(self.state.vm_host[k]), int(self.state.vm_numa[k]))
         self.state.remove_vm(k)
         self.serials = np.delete(self.serials, k)
         self.released += 1
         self.changed()
+        if self.notifies_release:
+            self.placer.released(vm, where, MappingView(self.state))
 
     def _reschedule(self) -> None:
         r = self.spec.reschedule

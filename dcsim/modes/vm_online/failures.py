@@ -55,14 +55,20 @@ class VMFailures:
         ks = np.flatnonzero(st.vm_host == host)
         serials = e.serials[ks]
         order = np.argsort(serials, kind="stable")
-        hit = [(int(serials[j]), st.vms[int(ks[j])]) for j in order]
+        hit = [(int(serials[j]), st.vms[int(ks[j])], int(st.vm_numa[int(ks[j])]))
+               for j in order]
         for k in sorted(ks.tolist(), reverse=True):
             st.remove_vm(k)
             e.serials = np.delete(e.serials, k)
         st.set_host_down(host, True)
         out = Outcome(interrupted=len(hit))
         view = MappingView(st)
-        for serial, vm in hit:
+        if e.notifies_release:
+            for _serial, vm, numa in hit:
+                e.placer.released(vm, (host, numa), view)
+        if e.notifies_failures:
+            e.placer.failed(kind, host, view)
+        for serial, vm, _numa in hit:
             i = serial - e.n0  # arrival index; negative for a VM of the initial mapping
             end = float(e.stream.arrival[i] + e.stream.duration[i]) if i >= 0 else e.end
             if i >= 0:
@@ -84,3 +90,5 @@ class VMFailures:
         e.advance(e.env.now)
         e.state.set_host_down(host, False)
         e.changed()
+        if e.notifies_failures:
+            e.placer.repaired(kind, host, MappingView(e.state))
