@@ -43,7 +43,7 @@ from typing import Literal
 
 import numpy as np
 
-from dcsim.gpu.cluster import MILLI, GpuClusterView, GpuPod
+from dcsim.gpu.cluster import MILLI, GpuClusterView, GpuPlacement, GpuPod
 from dcsim.gpu.frag import FragModel, TypicalPods
 from dcsim.gpu.trace import PodTable
 from dcsim.plugin_base import Configurable
@@ -75,6 +75,20 @@ class GpuAllocator(Configurable, ABC):
     @abstractmethod
     def allocate(self, cluster: GpuClusterView, pod: GpuPod) -> Choice | None:
         """``(node, devices)`` for ``pod`` in the live cluster, or None to reject it."""
+
+    def released(self, pod: GpuPod, placement: GpuPlacement,  # noqa: B027 - optional hook
+                 cluster: GpuClusterView) -> None:
+        """Called after ``pod`` left ``placement`` and its resources were given back (with
+        ``gpu.arrivals``): at its departure, or when a node failure interrupts it (it may
+        then be offered to :meth:`allocate` again). Default: nothing."""
+
+    def failed(self, kind: str, index: int, cluster: GpuClusterView) -> None:  # noqa: B027
+        """Called when node ``index`` fails (``kind`` ``"server"``, as the ``failures:``
+        section names nodes), after its pods were released and before any is placed again;
+        it offers nothing until :meth:`repaired`. Default: nothing."""
+
+    def repaired(self, kind: str, index: int, cluster: GpuClusterView) -> None:  # noqa: B027
+        """Called when a failed node is back with its whole capacity. Default: nothing."""
 
 
 def whole_devices(cluster: GpuClusterView, node: int, k: int) -> tuple[int, ...]:

@@ -55,6 +55,7 @@ from dcsim.gpu.cluster import MILLI, GpuCluster, GpuPlacement, GpuPod
 from dcsim.gpu.frag import FragModel
 from dcsim.gpu.trace import PodTable
 from dcsim.gpu.workload import arrival_order, by_name, inflate
+from dcsim.gpu_allocators.base import GpuAllocator
 from dcsim.modes.base import Sink
 from dcsim.modes.gpu.spec import GpuSpec, load_lists, parse_gpu, typical_of
 from dcsim.sim.core import SimCore, TimeAverage
@@ -349,6 +350,12 @@ class GpuOnline(SimCore):
         #: per arrival, its placement while it holds one; per node, the arrivals on it
         self.current: list[GpuPlacement | None] = [None] * run.n
         self.on_node: list[set[int]] = [set() for _ in range(run.cluster.n_nodes)]
+        # the allocator's optional hooks, called only where it overrides them
+        # (GpuAllocator.released, failed, repaired; the failure adapter reads these too)
+        kind = type(run.allocator)
+        self.notifies_release = kind.released is not GpuAllocator.released
+        self.notifies_failures = (kind.failed is not GpuAllocator.failed
+                                  or kind.repaired is not GpuAllocator.repaired)
         self.interruptions = np.zeros(run.n, dtype=np.int64)
         self._failures = failures(self) if failures is not None else None
         if self._failures is not None:
@@ -405,6 +412,8 @@ class GpuOnline(SimCore):
             return
         self.tick(self.env.now)
         self.evict(i)
+        if self.notifies_release:
+            self.run.allocator.released(p.pod, p, self.run.cluster.view())
 
     def evict(self, i: int) -> GpuPlacement:
         """Release arrival ``i``'s placement (it departs, or its node failed)."""

@@ -65,10 +65,15 @@ class GpuFailures:
         now = e.env.now
         e.tick(now)
         hit = sorted(e.on_node[node])
-        for i in hit:
-            e.evict(i)
+        gone = [e.evict(i) for i in hit]
         run.set_down(node, True)
         out = Outcome(interrupted=len(hit))
+        if e.notifies_release:
+            view = run.cluster.view()
+            for p in gone:
+                run.allocator.released(p.pod, p, view)
+        if e.notifies_failures:
+            run.allocator.failed(kind, node, run.cluster.view())
         measured = self.measuring()
         for i in hit:
             e.interruptions[i] += 1
@@ -88,3 +93,5 @@ class GpuFailures:
         e = self.engine
         e.tick(e.env.now)
         e.run.set_down(node, False)
+        if e.notifies_failures:
+            e.run.allocator.repaired(kind, node, e.run.cluster.view())

@@ -9,6 +9,7 @@ GPU run refuses, each with one message naming the field."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -219,6 +220,55 @@ def test_a_failed_node_loses_or_moves_its_pods(tmp_path, on_failure):
     left = sum(min(end[i], out["sim_time"]) - T_FAIL for i in dropped)
     assert out["lost_pod_time"] == pytest.approx(left)
     assert out["lost_gpu_time"] == pytest.approx(left)   # each pod 1 GPU
+
+
+@pytest.mark.parametrize("on_failure", ["drop", "reallocate"])
+def test_a_gpu_allocator_hears_of_departures_failures_and_repairs(on_failure):
+    """GPU allocators get the allocators' optional hooks: ``released`` for every pod that
+    leaves (at its departure, or interrupted by a failure before it may be placed again),
+    ``failed`` and ``repaired`` per node event, in the order of the failure table."""
+    spec = {"nodes": {"path": "nodes.csv"}, "pods": {"path": "pods.csv"}, "inflate": None,
+            "check_invariants": True,
+            "arrivals": {"pods": 300, "load": 1.2, "mean_holding": 100, "warmup": 0.2}}
+    fails = parse_failures({"servers": {"ttf": {"dist": "exponential", "mean": 300},
+                                        "ttr": 40}, "on_failure": on_failure})
+    base = get_plugin_class("best_fit", "gpu_allocator")
+
+    class Listening(base):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self.heard = []
+
+        def released(self, pod, placement, cluster):
+            assert placement.pod is pod and cluster.gpu_free.shape[0] > placement.node
+            self.heard.append(("released", pod.id))
+
+        def failed(self, kind, index, cluster):
+            self.heard.append(("fail", index))
+
+        def repaired(self, kind, index, cluster):
+            self.heard.append(("repair", index))
+
+    alloc = Listening(base.parse_options({}), rng=np.random.default_rng(2))
+    tables: dict[str, dict] = {}
+    out = run_gpu(spec, alloc, np.random.default_rng(4), lambda t, c: tables.setdefault(t, c),
+                  DATA, failures=fails, failure_rng=np.random.default_rng(9))
+    f = tables["component_failures"]
+    assert out["n_failures"] > 0 and out["interrupted"] > 0
+    events = list(zip(f["event"], f["component"], strict=True))
+    assert [h for h in alloc.heard if h[0] != "released"] == events
+    released = Counter(pid for what, pid in alloc.heard if what == "released")
+    pods = tables["pods"]
+    n = len(pods["accepted"])
+    # a pod is released each time it leaves a node: once per interruption at least
+    assert all(released[i] >= pods["interruptions"][i] for i in range(n))
+    assert all(pods["accepted"][i] for i in released)
+    ended = [pods["accepted"][i] and not pods["interruptions"][i]
+             and pods["arrival"][i] + pods["duration"][i] <= out["sim_time"] for i in range(n)]
+    # an uninterrupted pod is released once, at its departure, if it left before the end
+    assert all(released[i] == int(ended[i]) for i in range(n) if not pods["interruptions"][i])
+    if on_failure == "drop":  # a dropped pod leaves once, when it is interrupted
+        assert sum(released.values()) == sum(pods["interruptions"]) + sum(ended)
 
 
 @pytest.mark.parametrize("name", sorted(registered("gpu_allocator")))
