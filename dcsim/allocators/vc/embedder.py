@@ -81,6 +81,22 @@ class VCAllocator(Allocator):
                 ok[i] = True
         return counts, ok
 
+    def embed_sparse(self, free_cpu: np.ndarray, link_free: np.ndarray, n: np.ndarray,
+                     s: np.ndarray, b: np.ndarray, **hints: Any
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`embed_batch` as (feasible (K,), rows, hosts, VMs): the hosts each
+        feasible row uses, what a lookahead reserves (``hints``: :meth:`lookahead_hints`).
+
+        Default: from :meth:`embed_batch`'s dense counts. Embedders whose batch code finds
+        the hosts directly override it (KRAKEN, OKTOPUS, VC-TETRIS), skipping the dense
+        (K, hosts) counts."""
+        c, ok = self.embed_batch(free_cpu, link_free, n, s, b, **hints)
+        r, h = np.nonzero(c)
+        keep = ok[r]  # a row without an embedding reserves nothing
+        if not keep.all():
+            r, h = r[keep], h[keep]
+        return ok, r, h, c[r, h]
+
     def embed_by_batch(self, free_cpu: np.ndarray, link_free: np.ndarray, n: int, s: float,
                        b: float) -> np.ndarray | None:
         """:meth:`embed` through the embedder's own :meth:`embed_batch` on one row, with the

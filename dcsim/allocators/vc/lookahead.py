@@ -8,7 +8,6 @@ Large temporaries are slow to allocate (fresh pages each time), so the helpers o
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -207,7 +206,7 @@ def advance(embedder, levels: TreeLevels, cpu: np.ndarray, lf: np.ndarray, ns: n
             cpu, lf, ns.astype(np.int64), ss.astype(np.float64), bs.astype(np.float64),
             gain.astype(np.float64), reward):
         return
-    embed = getattr(embedder, "embed_sparse", None) or partial(_sparse_from_dense, embedder)
+    embed = embedder.embed_sparse
     host_link = embedder.host_link
     for j in range(ns.shape[0]):
         nj, sj, bj = ns[j], ss[j], bs[j]
@@ -215,16 +214,6 @@ def advance(embedder, levels: TreeLevels, cpu: np.ndarray, lf: np.ndarray, ns: n
         if r.size:  # under load about half the futures' VCs do not fit
             reserve_rows(levels, cpu, lf, r, h, m, nj, sj, bj, host_link)
         np.add(reward, gain[j], out=reward, where=ok)
-
-
-def _sparse_from_dense(embedder, cpu, lf, n, s, b, **hints):
-    """The embedder's ``embed_batch`` as (ok, rows, hosts, VMs) triples."""
-    c, ok = embedder.embed_batch(cpu, lf, n, s, b, **hints)
-    r, h = np.nonzero(c)
-    keep = ok[r]  # a row without an embedding reserves nothing
-    if not keep.all():
-        r, h = r[keep], h[keep]
-    return ok, r, h, c[r, h]
 
 
 def reserve_rows(levels: TreeLevels, cpu: np.ndarray, lf: np.ndarray, r: np.ndarray,
