@@ -276,13 +276,14 @@ class OnlineEngine(SimCore):
         k = int(at[0]) if at.size else -1
         if k < 0:
             raise DcsimError(f"online engine: VM serial {serial} departed but is not present")
-        vm, where = self.state.vms[k], (int(self.state.vm_host[k]), int(self.state.vm_numa[k]))
+        if self.notifies_release:  # what the placer hears, read before the VM goes
+            gone = (self.state.vms[k], (int(self.state.vm_host[k]), int(self.state.vm_numa[k])))
         self.state.remove_vm(k)
         self.serials = np.delete(self.serials, k)
         self.released += 1
         self.changed()
         if self.notifies_release:
-            self.placer.released(vm, where, MappingView(self.state))
+            self.placer.released(*gone, MappingView(self.state))
 
     def _reschedule(self) -> None:
         r = self.spec.reschedule
