@@ -14,6 +14,7 @@ import click
 from dcsim import __version__
 from dcsim.durations import duration
 from dcsim.errors import DcsimError
+from dcsim.plugins import KINDS
 from dcsim.runner.progress import ProgressLine
 
 
@@ -295,24 +296,26 @@ def import_trace_cmd(fmt: str, src: Path, out: Path, split: str | None,
 
 
 @main.command()
-def plugins() -> None:
-    """List registered plugins (allocators, schedulers, reschedulers, placers, GPU
-    allocators, power models), the package providing each, and their options."""
-    from dcsim.plugins import broken, registered
+@click.option("--kind", "kinds", multiple=True, type=click.Choice(KINDS),
+              help="Only plugins of this kind (repeatable).")
+@click.option("--markdown", is_flag=True,
+              help="Print a Markdown reference page instead (one table of options per "
+                   "plugin), e.g. for a plugin package's own docs.")
+@click.option("--package", default=None, metavar="DIST",
+              help="Only plugins provided by this distribution (\"dcsim\" for the "
+                   "built-ins).")
+def plugins(kinds: tuple[str, ...], markdown: bool, package: str | None) -> None:
+    """List registered plugins of every kind (allocators, schedulers, reschedulers,
+    placers, GPU allocators, power models, topologies, arrival processes, distributions,
+    trace formats, metrics, commands), the package providing each, and their options."""
+    from dcsim import plugin_reference
+    from dcsim.plugins import broken
 
-    for kind in ("allocator", "scheduler", "rescheduler", "placer", "gpu_allocator",
-                 "power_model"):
-        found = registered(kind)
-        click.echo(f"{kind}s:")
-        for name in sorted(found):
-            r = found[name]
-            click.echo(f"  {name}  [{r.package}]  {getattr(r.cls, 'description', '')}")
-            for field, info in r.cls.Options.model_fields.items():
-                default = info.get_default(call_default_factory=True)
-                ann = info.annotation
-                ann = ann.__name__ if isinstance(ann, type) else str(ann).replace("typing.", "")
-                click.echo(f"      {field}: {ann} "
-                           + ("(required)" if info.is_required() else f"= {default!r}"))
+    kinds = kinds or KINDS
+    if markdown:
+        click.echo(plugin_reference.markdown(kinds, package), nl=False)
+        return
+    click.echo(plugin_reference.text(kinds, package))
     failed = broken()
     if failed:
         click.echo("broken (failed to load, left out):")

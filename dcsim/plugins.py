@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 import pluggy
 
@@ -41,9 +42,29 @@ BUILTIN: dict[str, tuple[str, ...]] = {
     "placer": ("dcsim.placers.builtin",),
     "gpu_allocator": ("dcsim.gpu_allocators.builtin",),
     "power_model": ("dcsim.power.builtin",),
+    "topology": ("dcsim.builtin_kinds",),
+    "arrival": ("dcsim.builtin_kinds",),
+    "distribution": ("dcsim.builtin_kinds",),
+    "trace_format": (),
+    "metric": (),
+    "command": (),
 }
-BUILTIN_MODULES = tuple(m for mods in BUILTIN.values() for m in mods)
+BUILTIN_MODULES = tuple(dict.fromkeys(m for mods in BUILTIN.values() for m in mods))
 KINDS = tuple(BUILTIN)
+#: the hook each kind registers through (:mod:`dcsim.hookspecs`)
+HOOKS: dict[str, str] = {
+    "allocator": "register_allocators", "scheduler": "register_schedulers",
+    "rescheduler": "register_reschedulers", "placer": "register_placers",
+    "gpu_allocator": "register_gpu_allocators", "power_model": "register_power_models",
+    "topology": "register_topologies", "arrival": "register_arrival_processes",
+    "distribution": "register_distributions", "trace_format": "register_trace_formats",
+    "metric": "register_metrics", "command": "register_commands",
+}
+#: kinds whose plugin classes are the configuration itself (a pydantic model selected by
+#: the value of this field, ``topology: {kind: dragonfly, ...}``): their name is that
+#: field's literal, not a ``name`` attribute
+NAME_FIELD: dict[str, str] = {"topology": "kind", "arrival": "process",
+                              "distribution": "dist"}
 
 _pm: pluggy.PluginManager | None = None
 _sources: dict[str, str] = {}  # plugin name -> distribution that provided it
@@ -63,8 +84,7 @@ warn: Callable[[str], None] = _warn
 
 @dataclass(frozen=True)
 class Registered:
-    kind: str  # "allocator", "scheduler", "rescheduler", "placer", "gpu_allocator" or
-    # "power_model"
+    kind: str  # one of KINDS
     name: str
     cls: type
     package: str  # "dcsim" for built-ins, else the distribution name
@@ -191,12 +211,9 @@ def registered(kind: str = "allocator") -> dict[str, Registered]:
     if cached is not None and cached[0] == modules:
         return dict(cached[1])
     out: dict[str, Registered] = {}
-    hook = {"allocator": pm.hook.register_allocators,
-            "scheduler": pm.hook.register_schedulers,
-            "rescheduler": pm.hook.register_reschedulers,
-            "placer": pm.hook.register_placers,
-            "gpu_allocator": pm.hook.register_gpu_allocators,
-            "power_model": pm.hook.register_power_models}[kind]
+    if kind not in HOOKS:
+        raise PluginError(f"unknown plugin kind {kind!r}; kinds: {', '.join(KINDS)}")
+    hook = getattr(pm.hook, HOOKS[kind])
     # the built-ins first, in BUILTIN's order, then installed plugins as they loaded
     order = {m: i for i, m in enumerate(BUILTIN_MODULES)}
     impls = sorted(reversed(hook.get_hookimpls()),
@@ -207,9 +224,12 @@ def registered(kind: str = "allocator") -> dict[str, Registered]:
         found: list[type] = []
         impl.function(found.append)
         for cls in found:
-            name = getattr(cls, "name", None)
+            name = plugin_name(cls, kind)
             if not isinstance(name, str) or not name:
-                raise PluginError(f"plugin {impl.plugin_name!r} registered {cls!r} with no name")
+                raise PluginError(
+                    f"plugin {impl.plugin_name!r} registered {cls!r} with no name"
+                    + (f" (a {kind} is named by its {NAME_FIELD[kind]}: Literal[...] field)"
+                       if kind in NAME_FIELD else ""))
             if name in out and out[name].cls is not cls:
                 if out[name].package == package:
                     raise PluginError(
@@ -224,6 +244,21 @@ def registered(kind: str = "allocator") -> dict[str, Registered]:
             out[name] = Registered(kind, name, cls, package)
     _registry[kind] = (modules, out)
     return dict(out)
+
+
+def plugin_name(cls: Any, kind: str) -> str | None:
+    """The name ``cls`` registers under: its ``name``, or for a configuration kind
+    (:data:`NAME_FIELD`) the literal of its selecting field (``kind: Literal["dragonfly"]``);
+    a command's is the click command's name."""
+    if kind in NAME_FIELD:
+        field = getattr(cls, "model_fields", {}).get(NAME_FIELD[kind])
+        if field is None:
+            return None
+        args = getattr(field.annotation, "__args__", ())
+        default = args[0] if len(args) == 1 else field.get_default()
+        return default if isinstance(default, str) else None
+    name = getattr(cls, "name", None)
+    return name if isinstance(name, str) else None
 
 
 def get_plugin_class(name: str, kind: str = "allocator") -> type:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, get_args
 
 import pandas as pd
 import pytest
@@ -12,16 +11,16 @@ import yaml
 from click.testing import CliRunner
 from pydantic import BaseModel
 
-from dcsim import hookspecs
+from dcsim import hookspecs, plugins
 from dcsim.cli import main
 from dcsim.experiment_sections import AllocatorSpec, MetricsSpec
-from dcsim.model.topologies import TOPOLOGY_KINDS, TopologySpec
+from dcsim.model.topologies import TOPOLOGY_KINDS
 from dcsim.modes import MODES
 from dcsim.modes.loss.spec import WarmupSpec
 from dcsim.modes.queue.spec import DeepRMJobs, QueueSpec, TraceJobs
 from dcsim.runner.config import experiment_model
-from dcsim.workload.arrivals import Arrival
-from dcsim.workload.distributions import KINDS, Distribution
+from dcsim.workload.arrivals import PROCESSES
+from dcsim.workload.distributions import KINDS
 from dcsim.workload.spec import TraceSpec, WorkloadSpec
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -57,17 +56,6 @@ def field_names(model: type[BaseModel]) -> list[str]:
     return [info.alias or name for name, info in model.model_fields.items()]
 
 
-def union_members(annotated: Any) -> tuple[type[BaseModel], ...]:
-    """The models of a (possibly nested) ``Annotated[A | B | ..., ...]`` union."""
-    inner = get_args(annotated)[0]
-    while get_args(inner) and not isinstance(inner, type):
-        args = get_args(inner)
-        if all(isinstance(a, type) for a in args):
-            return args
-        inner = args[0]
-    return (inner,)
-
-
 def missing(names, text: str) -> list[str]:
     found = backticked(text)
     return sorted({n for n in names if n not in found})
@@ -95,27 +83,33 @@ def test_every_workload_and_trace_field_is_documented():
     assert missing(names, page("reference/config.md")) == []
 
 
+def registered_builtins(kind: str) -> dict[str, type]:
+    """The built-in classes registered for ``kind``, by name (what the reference checks)."""
+    return {n: r.cls for n, r in plugins.registered(kind).items() if r.package == "dcsim"}
+
+
 def test_every_topology_kind_and_field_is_documented():
-    """Every topology kind and each kind's fields appear in config.md."""
-    models = union_members(TopologySpec)
-    assert {m.model_fields["kind"].default for m in models} == set(TOPOLOGY_KINDS)
-    names = [*TOPOLOGY_KINDS, *(f for m in models for f in field_names(m))]
+    """Every registered built-in topology kind and each kind's fields appear in config.md."""
+    found = registered_builtins("topology")
+    assert set(found) == set(TOPOLOGY_KINDS)
+    names = [*found, *(f for m in found.values() for f in field_names(m))]
     assert missing(names, page("reference/config.md")) == []
 
 
 def test_every_distribution_kind_and_field_is_documented():
-    """Every `dist` kind, its fields and the modifiers appear in config.md."""
-    models = union_members(Distribution)
-    kinds = [get_args(m.model_fields["dist"].annotation)[0] for m in models]
-    assert set(kinds) == set(KINDS)
-    names = [*kinds, *(f for m in models for f in field_names(m))]
+    """Every registered built-in `dist` kind, its fields and the modifiers appear in
+    config.md."""
+    found = registered_builtins("distribution")
+    assert set(found) == set(KINDS)
+    names = [*found, *(f for m in found.values() for f in field_names(m))]
     assert missing(names, page("reference/config.md")) == []
 
 
 def test_every_arrival_process_is_documented():
-    """Every arrival `process` and its fields appear in config.md."""
-    models = union_members(Arrival)
-    names = [n for m in models for n in (m.model_fields["process"].default, *field_names(m))]
+    """Every registered built-in arrival `process` and its fields appear in config.md."""
+    found = registered_builtins("arrival")
+    assert set(found) == set(PROCESSES)
+    names = [*found, *(f for m in found.values() for f in field_names(m))]
     assert missing(names, page("reference/config.md")) == []
 
 

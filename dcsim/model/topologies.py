@@ -40,7 +40,6 @@ from pydantic import (
     NonNegativeFloat,
     PositiveFloat,
     PositiveInt,
-    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
@@ -48,8 +47,10 @@ from pydantic import (
 
 from dcsim.errors import ConfigError
 from dcsim.model.topology import Topology
+from dcsim.registered_union import RegisteredUnion, names, validate
 from dcsim.validation import ConfigModel, error_lines
 
+#: the built-in kinds (plugins add theirs through ``register_topologies``)
 TOPOLOGY_KINDS = ("fat_tree", "fabric", "optical", "flat", "file")
 
 _RESERVED = {"kind", "tier", "rack", "pod", "plane", "label", "name", "id", "capacity"}
@@ -76,8 +77,11 @@ def _distinct(v: list[str] | None) -> list[str] | None:
 Resources = Annotated[dict[str, NonNegativeFloat], AfterValidator(_check_resources)]
 
 
-class _Spec(ConfigModel):
-    """Common base: unknown fields are errors; ``name`` overrides the topology's name."""
+class TopologyBuilder(ConfigModel):
+    """The base of every topology kind, built-in or a plugin's (``register_topologies``):
+    a pydantic model whose ``kind: Literal["..."]`` field names it under ``topology:`` and
+    whose other fields are its options (unknown fields are errors); ``build()`` returns the
+    :class:`~dcsim.model.topology.Topology`. ``name`` overrides the topology's name."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: str | None = None
@@ -93,7 +97,7 @@ class _Spec(ConfigModel):
         return d
 
 
-class _PresetSpec(_Spec):
+class _PresetSpec(TopologyBuilder):
     """A spec whose unset fields come from its preset (or the default preset)."""
 
     _presets: ClassVar[dict[str, dict[str, Any]]] = {}
@@ -320,7 +324,7 @@ class OpticalSpec(_PresetSpec):
 
 
 # ---------------------------------------------------------------------------- flat
-class FlatSpec(_Spec):
+class FlatSpec(TopologyBuilder):
     """``servers`` identical servers and no network (zero links, no rack or pod ids)."""
 
     kind: Literal["flat"] = "flat"
@@ -338,7 +342,7 @@ class FlatSpec(_Spec):
 
 
 # ---------------------------------------------------------------------------- file
-class FileSpec(_Spec):
+class FileSpec(TopologyBuilder):
     """A topology file: networkx node-link JSON or GraphML."""
 
     kind: Literal["file"] = "file"
@@ -366,24 +370,21 @@ class FileSpec(_Spec):
 
 
 # ---------------------------------------------------------------------------- dispatch
-TopologySpec = Annotated[
-    FatTreeSpec | FabricSpec | OpticalSpec | FlatSpec | FileSpec,
-    Field(discriminator="kind"),
-]
-
-_ADAPTER: TypeAdapter[Any] = TypeAdapter(TopologySpec)
+#: a ``topology:`` value: any registered kind (the built-ins, then plugins')
+TopologySpec = RegisteredUnion("topology")
 
 
-def parse_topology_spec(spec: Any, prefix: str = "topology") -> _Spec:
-    """Validate a plain dict into a spec model; errors name the field under ``prefix``."""
-    if isinstance(spec, _Spec):
+def parse_topology_spec(spec: Any, prefix: str = "topology") -> TopologyBuilder:
+    """Validate a plain dict into a spec model of its registered ``kind``; errors name the
+    field under ``prefix``."""
+    if isinstance(spec, TopologyBuilder):
         return spec
     if not isinstance(spec, dict):
         raise ConfigError(f"{prefix}: expected a mapping with a 'kind', got {spec!r}")
     try:
-        return _ADAPTER.validate_python(spec)
+        return validate("topology", spec)
     except ValidationError as exc:
-        raise ConfigError(error_lines(exc, prefix, spec, kinds=TOPOLOGY_KINDS)) from None
+        raise ConfigError(error_lines(exc, prefix, spec, kinds=names("topology"))) from None
 
 
 #: the most servers a generated topology may have (a typo such as servers: 10**12 would

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 from dcsim.lazy_exports import lazy_getattr
 
 if TYPE_CHECKING:
+    from dcsim.workload.arrival_base import BaseArrivals
     from dcsim.workload.arrivals import (
         Arrival,
-        ArrivalProcess,
         BernoulliArrivals,
         PoissonArrivals,
         TickArrivals,
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         TraceRateArrivals,
     )
     from dcsim.workload.base import RequestBatch, RequestSource
+    from dcsim.workload.dist_base import BaseDist
     from dcsim.workload.distributions import (
         AttrProduct,
         Constant,
@@ -53,7 +54,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Arrival",
-    "ArrivalProcess",
+    "BaseArrivals",
+    "BaseDist",
     "AttrProduct",
     "AugmentedSource",
     "BernoulliArrivals",
@@ -95,7 +97,8 @@ __all__ = [
 #: each exported name -> the module defining it
 _EXPORTS = {
     "Arrival": "dcsim.workload.arrivals",
-    "ArrivalProcess": "dcsim.workload.arrivals",
+    "BaseArrivals": "dcsim.workload.arrival_base",
+    "BaseDist": "dcsim.workload.dist_base",
     "BernoulliArrivals": "dcsim.workload.arrivals",
     "PoissonArrivals": "dcsim.workload.arrivals",
     "TickArrivals": "dcsim.workload.arrivals",

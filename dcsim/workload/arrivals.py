@@ -8,7 +8,9 @@ rate of a time-varying process). A run draws its batches through ``stream()``: t
 Markov-modulated process), else ``times`` itself.
 
 Time-varying processes (:mod:`dcsim.workload.arrivals_time`): ``diurnal``, ``nhpp``,
-``trace_rate`` and ``mmpp``.
+``trace_rate`` and ``mmpp``. Plugins add processes of their own: a :class:`BaseArrivals`
+subclass with its ``process: Literal[...]``, registered through
+``register_arrival_processes`` like the built-ins (:mod:`dcsim.builtin_kinds`).
 """
 
 from __future__ import annotations
@@ -16,15 +18,10 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, ConfigDict, Field
 
+from dcsim.registered_union import RegisteredUnion, names
 from dcsim.workload.arrival_base import BaseArrivals, not_huge
-from dcsim.workload.arrivals_time import (
-    DiurnalArrivals,
-    MMPPArrivals,
-    PiecewiseArrivals,
-    TraceRateArrivals,
-)
 
 _Scale = Annotated[float, Field(gt=0.0), AfterValidator(not_huge)]
 
@@ -73,18 +70,15 @@ class BernoulliArrivals(BaseArrivals):
         return start + self.interval * np.cumsum(rng.geometric(self.p, n)).astype(np.float64)
 
 
+#: the built-in processes (plugins add theirs through ``register_arrival_processes``)
 PROCESSES = ("poisson", "tick", "bernoulli", "diurnal", "nhpp", "trace_rate", "mmpp")
 
 
 def _need_process(value: Any) -> Any:
     if isinstance(value, dict) and "process" not in value:
-        raise ValueError(f"missing 'process' (one of: {', '.join(PROCESSES)})")
+        raise ValueError(f"missing 'process' (one of: {', '.join(names('arrival'))})")
     return value
 
 
-ArrivalProcess = (PoissonArrivals | TickArrivals | BernoulliArrivals | DiurnalArrivals
-                  | PiecewiseArrivals | TraceRateArrivals | MMPPArrivals)
-Arrival = Annotated[
-    Annotated[ArrivalProcess, Field(discriminator="process")],
-    BeforeValidator(_need_process),
-]
+#: a ``workload.arrival`` value: any registered process (the built-ins, then plugins')
+Arrival = RegisteredUnion("arrival", before=_need_process)

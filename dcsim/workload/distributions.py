@@ -12,11 +12,10 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import (
-    BeforeValidator,
     ConfigDict,
     Field,
     PositiveFloat,
@@ -29,11 +28,13 @@ from scipy import special, stats
 from dcsim.csv_tables import read_csv
 from dcsim.errors import ConfigError
 from dcsim.parquet_tables import read_parquet
+from dcsim.registered_union import RegisteredUnion
+from dcsim.registered_union import names as registered_names
 from dcsim.validation import ConfigModel
 from dcsim.validation import error_lines as validation_message
 from dcsim.workload.dist_base import BaseDist, ScalableDist
 
-__all__ = ["AttrProduct", "BaseDist", "Constant", "Discrete", "Dist", "Distribution",
+__all__ = ["AttrProduct", "BaseDist", "Constant", "Discrete", "Dist",
            "Empirical", "Exponential", "Gamma", "LogNormal", "Normal", "Pareto", "ScalableDist",
            "Uniform", "UniformInt", "Weibull", "parse_distribution", "validation_message"]
 
@@ -467,13 +468,11 @@ class AttrProduct(ConfigModel):
         return self.factor * math.prod(attrs[a].mean() for a in self.of)
 
 
-Distribution = Annotated[
-    Constant | Uniform | UniformInt | Exponential | Normal | LogNormal | Pareto | Weibull | Gamma
-    | Discrete | Empirical | AttrProduct,
-    Field(discriminator="dist"),
-]
+#: the built-in kinds (plugins add theirs through ``register_distributions``)
 KINDS = ("constant", "uniform", "uniform_int", "exponential", "normal", "lognormal", "pareto",
          "weibull", "gamma", "discrete", "empirical", "product")
+
+
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -498,11 +497,13 @@ def _coerce(value: Any) -> Any:
             return {"dist": "constant", "value": factor}
         return {"dist": "product", "of": names, "factor": factor}
     if isinstance(value, dict) and "dist" not in value:
-        raise ValueError(f"missing 'dist' (one of: {', '.join(KINDS)})")
+        raise ValueError(f"missing 'dist' (one of: {', '.join(registered_names('distribution'))})")
     return value
 
 
-Dist = Annotated[Distribution, BeforeValidator(_coerce)]
+#: a distribution wherever one is read: any registered ``dist`` (the built-ins, then
+#: plugins'), a number (``constant``) or a product of attributes (``"N*S"``)
+Dist = RegisteredUnion("distribution", before=_coerce)
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(Dist)
 
 

@@ -30,8 +30,7 @@ import numpy as np
 
 from dcsim.errors import ConfigError
 from dcsim.model.topology import DEFAULT_RESOURCES
-from dcsim.workload.arrival_base import TimesFn
-from dcsim.workload.arrivals import ArrivalProcess
+from dcsim.workload.arrival_base import BaseArrivals, TimesFn
 from dcsim.workload.base import RequestBatch, RequestSource
 from dcsim.workload.dist_base import BaseDist, ScalableDist
 from dcsim.workload.distributions import AttrProduct
@@ -48,7 +47,7 @@ class SyntheticSource:
 
     def __init__(
         self,
-        arrival: ArrivalProcess,
+        arrival: BaseArrivals,
         n_requests: int,
         demand: Mapping[str, Column],
         duration: BaseDist,
