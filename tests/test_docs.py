@@ -62,10 +62,15 @@ def missing(names, text: str) -> list[str]:
 
 
 def test_every_hook_is_documented():
-    """Each hookspec in dcsim.hookspecs is named in the allocator how-to."""
+    """Each hookspec in dcsim.hookspecs is named in the allocator how-to or in "extend
+    dcsim", and every plugin kind in "extend dcsim"'s table."""
     hooks = [n for n, f in vars(hookspecs).items() if hasattr(f, "dcsim_spec")]
     assert hooks, "no hookspecs found"
-    assert missing(hooks, page("howto/write-an-allocator.md")) == []
+    both = page("howto/write-an-allocator.md") + page("howto/extend-dcsim.md")
+    assert missing(hooks, both) == []
+    assert missing([plugins.HOOKS[k] for k in plugins.KINDS if k not in (
+        "scheduler", "rescheduler", "placer", "gpu_allocator", "power_model")],
+        page("howto/extend-dcsim.md")) == []
 
 
 def test_every_experiment_field_is_documented():
