@@ -493,3 +493,16 @@ def test_the_workloads_in_time_howto_runs_as_written(tmp_path):
     assert len(checks) >= 5
     problems = drift(checks)
     assert not problems, "\n\n".join(problems)
+
+
+@pytest.mark.slow
+def test_the_extend_howto_runs_as_written(tmp_path):
+    """docs/howto/extend-dcsim.md from a checkout: each kind's package written as shown,
+    installed (into a scratch folder), listed and selected from YAML; every output it shows
+    is what dcsim prints."""
+    checkout = tmp_path / "dcsim"
+    shutil.copytree(ROOT / "plugins", checkout / "plugins", ignore=shutil.ignore_patterns(
+        "build", "*.egg-info", "__pycache__", ".pytest_cache"))
+    checks = run_tutorial(ROOT / "docs" / "howto" / "extend-dcsim.md", checkout)
+    problems = drift(checks)
+    assert not problems, "\n\n".join(problems)
