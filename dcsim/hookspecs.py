@@ -86,3 +86,10 @@ def register_metrics(register: Callable[[type], None]) -> None:
 def register_commands(register: Callable[[object], None]) -> None:
     """Register ``dcsim`` subcommands: call ``register(command)`` with a
     :class:`click.Command` (its ``name`` is the subcommand's) for each."""
+
+
+@hookspec
+def register_modes(register: Callable[[object], None]) -> None:
+    """Register simulation families: call ``register(mode)`` with a
+    :class:`dcsim.modes.Mode` instance (its ``name`` is the experiment's ``mode:`` value, its
+    ``tables`` the results it writes) for each."""

@@ -17,7 +17,7 @@ SELECTED_BY: dict[str, str] = {
     "topology": "topology.kind", "arrival": "workload.arrival.process",
     "distribution": "dist: ... (any distribution)",
     "trace_format": "workload.trace.format, dcsim import-trace FORMAT",
-    "metric": "metrics.plugins", "command": "dcsim COMMAND",
+    "metric": "metrics.plugins", "command": "dcsim COMMAND", "mode": "mode",
 }
 
 
@@ -73,6 +73,12 @@ def options(kind: str, cls: Any) -> list[Option]:
                               "(required)" if p.required else f"= {p.default!r}",
                               getattr(p, "help", None) or ""))
         return out
+    if kind == "mode":  # its plugin list and the sections it reads
+        return [Option(cls.plugin_key, f"list of {cls.plugin_kind}s", "(required)",
+                       "the plugins each run of this mode compares"),
+                *(Option(name, "section",
+                         "(required)" if sec.default is ... and sec.factory is None
+                         else "(optional)", "") for name, sec in cls.own_sections.items())]
     model = cls if kind in NAME_FIELD else getattr(cls, "Options", None)
     fields = getattr(model, "model_fields", {})
     out = []
@@ -91,6 +97,11 @@ def description(r: Registered) -> str:
         r.cls.get_short_help_str(limit=200) if hasattr(r.cls, "get_short_help_str") else "")
     if not text and r.kind in NAME_FIELD:
         text = (r.cls.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+    if not text and r.kind == "mode":  # its module's first paragraph
+        import sys
+
+        doc = getattr(sys.modules.get(type(r.cls).__module__), "__doc__", None) or ""
+        text = doc.strip().split("\n\n")[0]
     return " ".join(str(text).split())
 
 

@@ -48,6 +48,7 @@ BUILTIN: dict[str, tuple[str, ...]] = {
     "trace_format": (),
     "metric": (),
     "command": (),
+    "mode": ("dcsim.modes.builtin",),
 }
 BUILTIN_MODULES = tuple(dict.fromkeys(m for mods in BUILTIN.values() for m in mods))
 KINDS = tuple(BUILTIN)
@@ -59,6 +60,7 @@ HOOKS: dict[str, str] = {
     "topology": "register_topologies", "arrival": "register_arrival_processes",
     "distribution": "register_distributions", "trace_format": "register_trace_formats",
     "metric": "register_metrics", "command": "register_commands",
+    "mode": "register_modes",
 }
 #: kinds whose plugin classes are the configuration itself (a pydantic model selected by
 #: the value of this field, ``topology: {kind: dragonfly, ...}``): their name is that

@@ -5,7 +5,10 @@ adapter and meters where it has them, and its :class:`~dcsim.modes.base.Mode`
 anything runs and how one run is built). The experiment file's model asks the mode which
 sections it reads (:func:`dcsim.runner.config.experiment_model`), so a new family is one
 package here, its name in :data:`PACKAGES`, and its tables in
-:data:`dcsim.results.schema.TABLES`; no runner code.
+:data:`dcsim.results.schema.TABLES`; no runner code. A package outside dcsim registers a
+family of its own through the ``register_modes`` hook (a :class:`Mode` whose ``tables``
+declare what it writes); the built-ins register through the same hook
+(:mod:`dcsim.modes.builtin`).
 
 * ``loss`` (:mod:`.loss`): requests arrive; ``allocators`` place or reject them.
 * ``queue`` (:mod:`.queue`): jobs wait; ``schedulers`` pick which starts (DeepRM).
@@ -20,28 +23,37 @@ Importing :data:`MODES` imports each mode's ``mode.py`` and ``spec.py``, never a
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Mapping
 
 from dcsim.modes.base import Built, Mode, Section
-
-if TYPE_CHECKING:
-    MODES: dict[str, Mode]
-
-#: the mode packages, in the order messages list them (``loss`` is the default mode)
-PACKAGES = ("loss", "queue", "reschedule", "vm_online", "gpu")
+from dcsim.modes.builtin import PACKAGES
 
 __all__ = ["MODES", "PACKAGES", "Built", "Mode", "Section"]
 
 
-def __getattr__(name: str) -> Any:
-    # MODES, every mode by its ``mode:`` value, is made on first use: importing one mode's
-    # module (``dcsim reschedule``'s command) does not load the other modes' sections
-    if name == "MODES":
-        modes: dict[str, Mode] = {}
-        for package in PACKAGES:
-            mode = importlib.import_module(f"dcsim.modes.{package}.mode").MODE
-            modes[mode.name] = mode
-        globals()["MODES"] = modes
+class _Modes(Mapping[str, Mode]):
+    """Every registered mode by its ``mode:`` value: the built-ins, then plugins' (asked of
+    the registry on use, so a local plugin's mode counts once it is loaded; importing one
+    mode's module, as ``dcsim reschedule`` does, loads no other mode's sections)."""
+
+    def _found(self) -> dict[str, Mode]:
+        from dcsim.plugins import registered
+        from dcsim.results.schema import TABLES
+
+        modes = {name: r.cls for name, r in registered("mode").items()}
+        for name, mode in modes.items():
+            TABLES.setdefault(name, mode.tables)  # so results readers know its columns
         return modes
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+    def __getitem__(self, name: str) -> Mode:
+        return self._found()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._found())
+
+    def __len__(self) -> int:
+        return len(self._found())
+
+
+#: every mode by its ``mode:`` value (``loss`` is the default)
+MODES: Mapping[str, Mode] = _Modes()

@@ -71,6 +71,20 @@ class Mode(ABC):
     #: why a section this mode refuses is not read, where a plain "not used" would mislead
     #: (e.g. gpu's own ``gpu.power``)
     refusals: dict[str, str] = {}
+    description: str = ""
+
+    @property
+    def tables(self) -> dict[str, Any]:
+        """The tables a run writes, by name (:class:`dcsim.results.schema.Table`; the
+        streamed ones, then ``summary``): a built-in mode's are declared in
+        :data:`dcsim.results.schema.TABLES`; a plugin's mode overrides this."""
+        from dcsim.errors import PluginError
+        from dcsim.results.schema import TABLES
+
+        if self.name not in TABLES:
+            raise PluginError(f"mode {self.name!r} declares no tables (a plugin's mode sets "
+                              "``tables``, a summary Table at least)")
+        return TABLES[self.name]
 
     def sections(self, spec) -> dict[str, Any]:
         """The mode's own sections of ``spec`` parsed into their typed models (a

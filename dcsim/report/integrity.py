@@ -40,7 +40,6 @@ from dcsim.results.reader import (  # noqa: F401  (ResultsError, read_files: re-
     read_files,
     read_parquet,
 )
-from dcsim.results.schema import TABLES
 from dcsim.results.stats import column
 from dcsim.results.verify import verify
 from dcsim.results.writer import partition_dir, summary_row
@@ -90,9 +89,12 @@ def read_config(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(c, dict):
         raise ResultsError(f"{f}: not an experiment (a YAML mapping)")
-    if str(c.get("mode", "loss")) not in TABLES:
+    from dcsim.modes import MODES  # a plugin's mode declares its tables when registered
+
+    if str(c.get("mode", "loss")) not in MODES:
         raise ResultsError(f"{f}: no mode {c.get('mode')!r}; the modes are "
-                           f"{', '.join(TABLES)}")
+                           f"{', '.join(MODES)} (a mode from a plugin package needs it "
+                           "installed)")
     return c
 
 

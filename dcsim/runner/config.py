@@ -129,8 +129,11 @@ def validate_spec(data: dict[str, Any], source: str) -> ExperimentSpec:
     mode = data.get("mode", "loss")
     if not isinstance(mode, str) or mode not in MODES:
         names = [repr(n) for n in MODES]
-        raise ConfigError(f"{source}: mode: Input should be {', '.join(names[:-1])} or "
-                          f"{names[-1]}")
+        known = f"{', '.join(names[:-1])} or {names[-1]}"
+        if isinstance(mode, str):  # a plugin's mode, maybe, whose package is not installed
+            raise ConfigError(f"{source}: mode: unknown mode {mode!r}; expected {known} "
+                              "(`dcsim plugins --kind mode` lists the registered modes)")
+        raise ConfigError(f"{source}: mode: Input should be {known}")
     why = _refused(data, mode)
     if why is not None:
         raise ConfigError(f"{source}: {why}")
@@ -228,3 +231,12 @@ def sweep_points(spec: ExperimentSpec, raw: dict[str, Any], source: str):
 
 for _mode in MODES:  # each mode's model exists once this module is imported (pickling)
     experiment_model(_mode)
+
+
+def __getattr__(name: str) -> Any:
+    # the model of a mode registered after this module was imported (a local plugin's), for
+    # a worker unpickling a sweep point of it
+    for mode in MODES:
+        if f"{''.join(w.title() for w in mode.split('_'))}Experiment" == name:
+            return experiment_model(mode)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -34,7 +34,7 @@ def execute_run(plan: RunPlan, out: str | Path) -> dict[str, Any]:
     record (``runs/<run_id>.json``) also holds the fingerprint of the code that ran it
     (:func:`dcsim.runner.fingerprint.run_code`), and the row its ``code_id``."""
     from dcsim.modes import MODES
-    from dcsim.results.schema import TABLES, check_batch
+    from dcsim.results.schema import check_batch
     from dcsim.results.writer import RunWriter
     from dcsim.runner.config import validate_spec
     from dcsim.runner.fingerprint import run_code
@@ -56,7 +56,7 @@ def execute_run(plan: RunPlan, out: str | Path) -> dict[str, Any]:
     built = MODES[spec.mode].build(spec, plan, workload_rng, plugin_rng,
                                    partial(watch_run, plan.run_id))
     tables = {name: t.bind(flags=built.flags, **built.families)
-              for name, t in TABLES[spec.mode].items()}
+              for name, t in MODES[spec.mode].tables.items()}
     summary = tables.pop("summary")
     writer = RunWriter(Path(out), plan.run_id, plan.label, plan.seed, constants=plan.params,
                        tables=tables, constant_types=plan.param_types,

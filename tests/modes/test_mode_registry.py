@@ -107,17 +107,21 @@ def test_a_section_of_another_mode_is_refused_naming_the_modes_that_read_it():
         validate_spec({**base, "capacity": "wait"}, "f")
     with pytest.raises(ConfigError, match="f: vm: Field required"):
         validate_spec({**base, "vm": None}, "f")
+    with pytest.raises(ConfigError, match="f: mode: unknown mode 'fluid'; expected 'loss', "
+                                          "'queue', 'reschedule', 'vm_online' or 'gpu'"):
+        validate_spec({**base, "mode": "fluid"}, "f")
     with pytest.raises(ConfigError, match="f: mode: Input should be 'loss', 'queue', "
                                           "'reschedule', 'vm_online' or 'gpu'"):
-        validate_spec({**base, "mode": "fluid"}, "f")
+        validate_spec({**base, "mode": 3}, "f")
     with pytest.raises(ConfigError, match="f: gpu_allocators: not used"):
         validate_spec({**base, "gpu_allocators": ["fgd"]}, "f")
     assert validate_spec({**base, "failures": None, "allocators": []}, "f").mode == "reschedule"
 
 
-def test_a_new_mode_is_one_mode_object_and_no_runner_code(monkeypatch):
+def test_a_new_mode_is_one_mode_object_and_no_runner_code():
     """The experiment model asks the mode for its sections: a mode that reads a section no
-    other mode has validates files of it with no change to the runner."""
+    other mode has, registered through ``register_modes`` like the built-ins, validates files
+    of it with no change to the runner."""
     from typing import Any
 
     from dcsim.errors import ConfigError
@@ -129,6 +133,7 @@ def test_a_new_mode_is_one_mode_object_and_no_runner_code(monkeypatch):
         name, plugin_key, plugin_kind = "fluid_test", "placers", "placer"
         own_sections = {"flow": Section(MetricsSpec, factory=MetricsSpec),
                         "vm": Section(dict[str, Any], ...)}
+        tables: dict = {}  # noqa: RUF012 - it never runs
 
         def check(self, point, base_dir):
             pass
@@ -139,7 +144,22 @@ def test_a_new_mode_is_one_mode_object_and_no_runner_code(monkeypatch):
         def build(self, spec, plan, workload_rng, plugin_rng, watch):
             raise AssertionError
 
-    monkeypatch.setitem(MODES, "fluid_test", Fluid())
+    import types
+
+    from dcsim import hookimpl, plugins
+
+    module = types.ModuleType("fluid_test_plugin")
+    module.register_modes = hookimpl(lambda register: register(Fluid()))
+    plugins.get_plugin_manager().register(module, name="fluid_test_plugin")
+    try:
+        _check_fluid(config, ConfigError)
+    finally:
+        plugins.get_plugin_manager().unregister(name="fluid_test_plugin")
+    assert "fluid_test" not in MODES
+
+
+def _check_fluid(config, ConfigError):
+    assert "fluid_test" in MODES
     spec = config.validate_spec({"name": "x", "mode": "fluid_test", "placers": ["first_fit"],
                                  "vm": {}, "flow": {"sample_every": 3}}, "f")
     assert spec.flow.sample_every == 3 and spec.plugin_kind == "placer"
