@@ -29,6 +29,7 @@ from dcsim.allocators.vc.ahab import Ahab
 from dcsim.model import ClusterState, Request, StateView
 from dcsim.model.topologies import build_topology
 from dcsim.plugins import get_allocator_class
+from dcsim.workload.base import WorkloadFacts
 from dcsim.workload.spec import build_source
 
 #: the lambda = 12 workload of the shipped experiment, so the benchmark measures what runs
@@ -71,7 +72,7 @@ def main() -> None:
     cls = get_allocator_class(args.embedder)
     embedder = cls(cls.parse_options({**extra, "host_link": args.host_link}))
     state, view, batch = loaded_state(embedder, topo, source, rng)
-    view.workload = source
+    view.workload = WorkloadFacts.of(source)
     ahab = Ahab(Ahab.parse_options({"embed": args.embedder, "host_link": args.host_link,
                                     "embed_options": extra}), rng=np.random.default_rng(3))
     ahab.setup(view)

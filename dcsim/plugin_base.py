@@ -3,6 +3,9 @@ results label."""
 
 from __future__ import annotations
 
+import functools
+import inspect
+import warnings
 from typing import Any, ClassVar
 
 import numpy as np
@@ -77,3 +80,27 @@ class Configurable:
     def label(self) -> str:
         """This instance's label: ``label_for(self.options)``."""
         return self.label_for(self.options)
+
+
+def view_last(cls: type, method: str, old_names: tuple[str, ...], new: str) -> None:
+    """Keep a subclass written for the old argument order of ``method`` working: if ``cls``
+    defines ``method`` with its view first (a first parameter named one of ``old_names``,
+    e.g. ``place(self, state, vm)``), warn once, at class creation, with a
+    :class:`DeprecationWarning` naming the new signature ``new``, and call it with the
+    arguments swapped. Every policy kind takes ``(item, view)`` now."""
+    fn = cls.__dict__.get(method)
+    if fn is None or not callable(fn):
+        return
+    params = list(inspect.signature(fn).parameters)
+    if len(params) < 3 or params[1] not in old_names:
+        return
+    warnings.warn(f"{cls.__module__}.{cls.__qualname__}.{method}({params[1]}, {params[2]}) "
+                  f"is the old argument order; write {method}{new}: the view comes last, "
+                  "as in every plugin kind (the old order still works for now)",
+                  DeprecationWarning, stacklevel=3)
+
+    @functools.wraps(fn)
+    def swapped(self: Any, item: Any, view: Any, *rest: Any, **kw: Any) -> Any:
+        return fn(self, view, item, *rest, **kw)
+
+    setattr(cls, method, swapped)

@@ -220,7 +220,7 @@ def test_deeprm_scheduler_registered_and_deterministic():
     assert sampled == [env.run(cls(rng=np.random.default_rng(5)), js) for js in sets]
     assert all(r["finished"] + r["dropped"] + r["unfinished"] == r["jobs"] for r in first)
     env.reset(sets[0])
-    s.reset()
+    s.setup(env.view())
     for _ in range(50):
         if env.done:
             break

@@ -439,14 +439,14 @@ def test_a_placer_hears_of_departures_failures_and_repairs(tmp_path):
             super().__init__(*a, **k)
             self.heard = []
 
-        def released(self, vm, placement, state):
-            self.heard.append(("released", vm.id, placement, bool(state.host_up[0])))
+        def released(self, vm, placement, view):
+            self.heard.append(("released", vm.id, placement, bool(view.host_up[0])))
 
-        def failed(self, kind, index, state):
-            self.heard.append(("failed", kind, index, bool(state.host_up[index])))
+        def failed(self, kind, index, view):
+            self.heard.append(("failed", kind, index, bool(view.host_up[index])))
 
-        def repaired(self, kind, index, state):
-            self.heard.append(("repaired", kind, index, bool(state.host_up[index])))
+        def repaired(self, kind, index, view):
+            self.heard.append(("repaired", kind, index, bool(view.host_up[index])))
 
     trace = trace_file(tmp_path, [(2.5, "host", 0, 5)])   # host 0 down over [2.5, 7.5]
     placer = Listening()

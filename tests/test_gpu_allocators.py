@@ -84,13 +84,13 @@ def test_fgd_fills_the_fragment_where_best_fit_takes_the_fullest_node():
     for integer in (True, False):
         for tie in ("node_order", "first", "random"):
             fgd = ready(Fgd, c, HALF_AND_WHOLE, integer_scores=integer, tie_break=tie)
-            assert fgd.allocate(c.view(), pod) == (1, (1,))
+            assert fgd.allocate(pod, c.view()) == (1, (1,))
     # best fit takes the node left with the least (n2: 1100 − 400) and its tightest device
-    assert ready(BestFitGpu, c, HALF_AND_WHOLE).allocate(c.view(), pod) == (2, (1,))
+    assert ready(BestFitGpu, c, HALF_AND_WHOLE).allocate(pod, c.view()) == (2, (1,))
     # a pod of 31.5 cores leaves every node below the typical pods' 1 core: all its free
     # GPU turns to fragment (n0 0 → 2000, n1 400 → 1400, n2 550 → 1100): n2 loses least
     fgd = ready(Fgd, c, HALF_AND_WHOLE)
-    assert fgd.allocate(c.view(), GpuPod(1, 31500, 0, 0, 0)) == (2, ())
+    assert fgd.allocate(GpuPod(1, 31500, 0, 0, 0), c.view()) == (2, ())
 
 
 def test_fgd_keeps_room_for_the_typical_multi_gpu_pod():
@@ -102,16 +102,16 @@ def test_fgd_keeps_room_for_the_typical_multi_gpu_pod():
     classes = ((1, 1000, 2, 1000, ()),)
     frag = FragModel(typical_of(list(classes))[0], c.models)
     assert frag.delta(c, np.arange(2), pod)[:, 0] == pytest.approx([0.0, -1000.0])
-    assert ready(Fgd, c, classes).allocate(c.view(), pod) == (0, (0,))
-    assert ready(BestFitGpu, c, classes).allocate(c.view(), pod) == (1, (0,))
+    assert ready(Fgd, c, classes).allocate(pod, c.view()) == (0, (0,))
+    assert ready(BestFitGpu, c, classes).allocate(pod, c.view()) == (1, (0,))
 
 
 def test_fgd_rejects_only_when_nothing_fits():
     c = make_cluster([(1, "A", 8000)], free=[[300]])
     fgd = ready(Fgd, c)
-    assert fgd.allocate(c.view(), GpuPod(0, 1000, 0, 1, 500)) is None
-    assert fgd.allocate(c.view(), GpuPod(0, 1000, 0, 1, 300, ("B",))) is None
-    assert fgd.allocate(c.view(), GpuPod(0, 1000, 0, 1, 300)) == (0, (0,))
+    assert fgd.allocate(GpuPod(0, 1000, 0, 1, 500), c.view()) is None
+    assert fgd.allocate(GpuPod(0, 1000, 0, 1, 300, ("B",)), c.view()) is None
+    assert fgd.allocate(GpuPod(0, 1000, 0, 1, 300), c.view()) == (0, (0,))
 
 
 # -- the baselines' scores -------------------------------------------------------------------------
@@ -136,17 +136,17 @@ def packing_cluster():
 def test_gpu_packing_scores(pod, integer, expected):
     c = packing_cluster()
     a = ready(GpuPacking, c, integer_scores=integer)
-    assert a.score(c.view(), pod, np.arange(4)).tolist() == pytest.approx(expected)
+    assert a.score(pod, c.view(), np.arange(4)).tolist() == pytest.approx(expected)
 
 
 def test_gpu_packing_choices():
     c = packing_cluster()
     a = ready(GpuPacking, c)
-    assert a.allocate(c.view(), GpuPod(0, 0, 0, 1, 200)) == (1, (1,))     # onto n1's 350
-    assert a.allocate(c.view(), GpuPod(0, 0, 0, 1, 500)) == (2, (0,))     # onto n2's 600
+    assert a.allocate(GpuPod(0, 0, 0, 1, 200), c.view()) == (1, (1,))     # onto n1's 350
+    assert a.allocate(GpuPod(0, 0, 0, 1, 500), c.view()) == (2, (0,))     # onto n2's 600
     # 3 whole GPUs fit n2 (used, 47) and n3 (idle, 25)
-    assert a.allocate(c.view(), GpuPod(0, 0, 0, 3, 1000)) == (2, (1, 2, 3))
-    assert a.allocate(c.view(), GpuPod(0, 0, 0, 8, 1000)) == (3, tuple(range(8)))
+    assert a.allocate(GpuPod(0, 0, 0, 3, 1000), c.view()) == (2, (1, 2, 3))
+    assert a.allocate(GpuPod(0, 0, 0, 8, 1000), c.view()) == (3, tuple(range(8)))
 
 
 def clustering_cluster() -> GpuCluster:
@@ -176,15 +176,15 @@ def clustering_cluster() -> GpuCluster:
 def test_gpu_clustering_scores_by_affinity_band(pod, integer, expected):
     c = clustering_cluster()
     a = ready(GpuClustering, c, integer_scores=integer)
-    assert a.score(c.view(), pod, np.arange(4)).tolist() == pytest.approx(expected)
+    assert a.score(pod, c.view(), np.arange(4)).tolist() == pytest.approx(expected)
 
 
 def test_gpu_clustering_choices():
     c = clustering_cluster()
     a = ready(GpuClustering, c)
-    assert a.allocate(c.view(), GpuPod(0, 0, 0, 1, 200))[0] == 0
-    assert a.allocate(c.view(), GpuPod(0, 0, 0, 1, 1000)) == (3, (1,))   # n1 has no full GPU
-    assert a.allocate(c.view(), GpuPod(0, 0, 0, 2, 1000)) == (2, (0, 1))
+    assert a.allocate(GpuPod(0, 0, 0, 1, 200), c.view())[0] == 0
+    assert a.allocate(GpuPod(0, 0, 0, 1, 1000), c.view()) == (3, (1,))   # n1 has no full GPU
+    assert a.allocate(GpuPod(0, 0, 0, 2, 1000), c.view()) == (2, (0, 1))
 
 
 def two_for_fit():
@@ -200,31 +200,31 @@ def test_best_fit_and_dot_product_scores_by_hand():
     #   n0: ½·56000/128000 + ½·1500/8000 = 0.21875 + 0.09375 → 68.75
     #   n1: ½·24000/128000 + ½·1000/8000 = 0.09375 + 0.0625  → 84.375
     bf = ready(BestFitGpu, c)
-    assert bf.score(c.view(), pod, np.arange(2)).tolist() == pytest.approx([68.75, 84.375])
-    assert bf.allocate(c.view(), pod) == (1, (1,))     # n1, its tightest device (500)
+    assert bf.score(pod, c.view(), np.arange(2)).tolist() == pytest.approx([68.75, 84.375])
+    assert bf.allocate(pod, c.view()) == (1, (1,))     # n1, its tightest device (500)
     # dot product: 100 (1 − ½ (cpu free/128000 · cpu/128000 + GPU free/8000 · GPU/8000))
     #   n0: 0.5 · 0.0625 + 0.25 · 0.0625 = 0.046875    → 97.65625
     #   n1: 0.25 · 0.0625 + 0.1875 · 0.0625 = 0.02734375 → 98.6328125
     dp = ready(DotProductGpu, c)
-    assert dp.score(c.view(), pod, np.arange(2)).tolist() == pytest.approx([97.65625,
+    assert dp.score(pod, c.view(), np.arange(2)).tolist() == pytest.approx([97.65625,
                                                                              98.6328125])
-    assert dp.allocate(c.view(), pod) == (1, (1,))
+    assert dp.allocate(pod, c.view()) == (1, (1,))
     worst = ready(BestFitGpu, c, device="worst")
-    assert worst.allocate(c.view(), pod) == (1, (0,))
+    assert worst.allocate(pod, c.view()) == (1, (0,))
     first = ready(BestFitGpu, c, device="first")
-    assert first.allocate(c.view(), pod) == (1, (0,))
+    assert first.allocate(pod, c.view()) == (1, (0,))
 
 
 def test_integer_scores_make_near_scores_tie():
     # n0 64 cores free, n1 63: best fit 72.27 vs 72.66 for 1 core and 500 milli-GPU
     c = make_cluster([(1, "A", 64000)] * 2, cpu_free=[64000, 63000])
     pod = GpuPod(0, 1000, 0, 1, 500)
-    raw = ready(BestFitGpu, c).score(c.view(), pod, np.arange(2))
+    raw = ready(BestFitGpu, c).score(pod, c.view(), np.arange(2))
     assert raw.tolist() == pytest.approx([72.265625, 72.65625])
-    assert ready(BestFitGpu, c, integer_scores=False, tie_break="first").allocate(
-        c.view(), pod) == (1, (0,))
-    assert ready(BestFitGpu, c, integer_scores=True, tie_break="first").allocate(
-        c.view(), pod) == (0, (0,))
+    exact = ready(BestFitGpu, c, integer_scores=False, tie_break="first")
+    assert exact.allocate(pod, c.view()) == (1, (0,))
+    truncated = ready(BestFitGpu, c, integer_scores=True, tie_break="first")
+    assert truncated.allocate(pod, c.view()) == (0, (0,))
 
 
 def fill_in_turn(cls, seed, tie_break, n=6, cpu=4000):
@@ -234,7 +234,7 @@ def fill_in_turn(cls, seed, tie_break, n=6, cpu=4000):
     a = ready(cls, c, seed=seed, tie_break=tie_break)
     out = []
     for i in range(n + 1):
-        choice = a.allocate(c.view(), GpuPod(i, cpu, 0, 0, 0))
+        choice = a.allocate(GpuPod(i, cpu, 0, 0, 0), c.view())
         if choice is None:
             break
         c.reserve(GpuPod(i, cpu, 0, 0, 0), *choice)
@@ -262,7 +262,7 @@ def test_random_tie_break_draws_anew_each_time():
 
     def picks(seed, how):
         a = ready(GpuPacking, c, seed=seed, tie_break=how)
-        return [a.allocate(c.view(), GpuPod(i, 1, 0, 0, 0))[0] for i in range(40)]
+        return [a.allocate(GpuPod(i, 1, 0, 0, 0), c.view())[0] for i in range(40)]
 
     r = picks(7, "random")
     assert len(set(r)) >= 3 and r == picks(7, "random") and r != picks(8, "random")
@@ -277,11 +277,11 @@ def test_random_allocator_draws_feasible_nodes_and_devices():
     a = ready(RandomGpu, c, seed=3)
     seen = set()
     for i in range(60):
-        node, devs = a.allocate(c.view(), GpuPod(i, 1000, 0, 1, 100))
+        node, devs = a.allocate(GpuPod(i, 1000, 0, 1, 100), c.view())
         assert node in (0, 1) and c.reason(GpuPod(i, 1000, 0, 1, 100), node, devs) is None
         seen.add((node, devs))
     assert seen == {(0, (0,)), (0, (1,)), (1, (0,)), (1, (1,))}
-    assert a.allocate(c.view(), GpuPod(0, 1000, 0, 1, 300, ("A",))) == (0, (0,))
+    assert a.allocate(GpuPod(0, 1000, 0, 1, 300, ("A",)), c.view()) == (0, (0,))
 
 
 # -- FGD's cache against recomputing everything ----------------------------------------------------
@@ -374,7 +374,7 @@ def test_every_allocator_keeps_the_cluster_valid(name, specs, events, seed, thre
     live, released = [], []
     for pod, (_, leave, pick) in zip(stream_pods, events, strict=True):
         before = snapshot(c)
-        choice = alloc.allocate(view, pod)
+        choice = alloc.allocate(pod, view)
         assert same(before, snapshot(c))              # choosing changes nothing
         if choice is None:
             if reg.package == "dcsim":                # the built-ins reject only a misfit
@@ -418,15 +418,15 @@ def test_every_builtin_places_pods_of_more_than_eight_gpus(name):
     placed = []
     for i, k in enumerate((12, 4)):
         pod = GpuPod(i, 1000, 0, k, 1000)
-        choice = a.allocate(c.view(), pod)
+        choice = a.allocate(pod, c.view())
         assert choice is not None and choice[0] == 0 and len(choice[1]) == k
         placed.append(c.reserve(pod, *choice))
     assert c.gpu_free[0].sum() == 0 and c.tag_count[0, 12] == 1 and c.tag_count[0, 4] == 1
-    assert a.allocate(c.view(), GpuPod(2, 1000, 0, 16, 1000)) is None
+    assert a.allocate(GpuPod(2, 1000, 0, 16, 1000), c.view()) is None
     for p in placed:
         c.release(p)
     pod = GpuPod(3, 1000, 0, 16, 1000)
-    assert a.allocate(c.view(), pod) == (0, tuple(range(16)))
+    assert a.allocate(pod, c.view()) == (0, tuple(range(16)))
     c.release(c.reserve(pod, 0, tuple(range(16))))
     assert c.tag_count.sum() == 0 and (c.gpu_free == c.gpu_cap).all()
 
@@ -463,7 +463,7 @@ def test_fgd_cache_equals_recomputing_with_departures(specs, events, integer, de
     live: list[list] = [[], []]
     for i, (p, leave, pick) in enumerate(events):
         pod = GpuPod(i, p.cpu, 0, p.num_gpu, p.gpu_milli, p.types)
-        got = [a.allocate(c.view(), pod) for a, c in zip(fgds, clusters, strict=True)]
+        got = [a.allocate(pod, c.view()) for a, c in zip(fgds, clusters, strict=True)]
         assert got[0] == got[1]
         for k in (0, 1):
             if got[k] is not None:
@@ -476,7 +476,7 @@ def test_an_invalid_choice_is_a_plugin_error_naming_the_allocator():
     class Greedy(GpuAllocator):
         name = "always_zero"
 
-        def allocate(self, cluster, pod):
+        def allocate(self, pod, view):
             return 0, (0,) * max(pod.num_gpu, 1)
 
     spec = {"nodes": {"path": TRACE + "openb_node_list_gpu_node.csv", "limit": 60},

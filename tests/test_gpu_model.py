@@ -286,11 +286,11 @@ def test_a_share_pod_on_the_two_servers_by_hand():
     assert delta == pytest.approx(np.array([[-200.0, 200.0], [-60.0, 100.0]]))
     # FGD: 100·sigmoid(drop/1000), truncated: A1 54, B1 52, B0 48, A0 45 → node A, device 1
     assert np.trunc(fgd_score(delta)).tolist() == [[45.0, 54.0], [48.0, 52.0]]
-    assert fgd_for(c, typ, rows).allocate(c.view(), pod) == (0, (1,))
+    assert fgd_for(c, typ, rows).allocate(pod, c.view()) == (0, (1,))
     # a pod that accepts only V100 goes to B, and to device 1, not the tightest device 0:
     # 520 → 320 would leave device 0 unusable for t1 (+320 fragment), 700 → 500 keeps it
     v100 = GpuPod(1, 2000, 0, 1, 200, ("V100",))
-    assert fgd_for(c, typ, rows).allocate(c.view(), v100) == (1, (1,))
+    assert fgd_for(c, typ, rows).allocate(v100, c.view()) == (1, (1,))
 
 
 def test_delta_is_nan_where_the_device_is_too_small_and_other_kinds_by_hand():

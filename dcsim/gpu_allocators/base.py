@@ -46,7 +46,7 @@ import numpy as np
 from dcsim.gpu.cluster import MILLI, GpuClusterView, GpuPlacement, GpuPod
 from dcsim.gpu.frag import FragModel, TypicalPods
 from dcsim.gpu.trace import PodTable
-from dcsim.plugin_base import Configurable
+from dcsim.plugin_base import Configurable, view_last
 
 Choice = tuple[int, tuple[int, ...]]
 
@@ -69,25 +69,33 @@ class GpuAllocator(Configurable, ABC):
 
     kind = "gpu_allocator"
 
-    def setup(self, cluster: GpuClusterView, context: GpuContext) -> None:  # noqa: B027
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        view_last(cls, "allocate", ("cluster", "view"), "(pod, view)")
+        view_last(cls, "score", ("cluster", "view"), "(pod, view, idx)")
+        view_last(cls, "devices", ("cluster", "view"), "(pod, view, node)")
+
+    def setup(self, view: GpuClusterView, context: GpuContext) -> None:  # noqa: B027
         """Called once before the first pod (default: nothing)."""
 
     @abstractmethod
-    def allocate(self, cluster: GpuClusterView, pod: GpuPod) -> Choice | None:
-        """``(node, devices)`` for ``pod`` in the live cluster, or None to reject it."""
+    def allocate(self, pod: GpuPod, view: GpuClusterView) -> Choice | None:
+        """``(node, devices)`` for ``pod`` in the live cluster ``view`` (read-only), or None
+        to reject it. The pod first, the view last, like every plugin kind (the old
+        ``allocate(cluster, pod)`` still works, with a DeprecationWarning)."""
 
     def released(self, pod: GpuPod, placement: GpuPlacement,  # noqa: B027 - optional hook
-                 cluster: GpuClusterView) -> None:
+                 view: GpuClusterView) -> None:
         """Called after ``pod`` left ``placement`` and its resources were given back (with
         ``gpu.arrivals``): at its departure, or when a node failure interrupts it (it may
         then be offered to :meth:`allocate` again). Default: nothing."""
 
-    def failed(self, kind: str, index: int, cluster: GpuClusterView) -> None:  # noqa: B027
+    def failed(self, kind: str, index: int, view: GpuClusterView) -> None:  # noqa: B027
         """Called when node ``index`` fails (``kind`` ``"server"``, as the ``failures:``
         section names nodes), after its pods were released and before any is placed again;
         it offers nothing until :meth:`repaired`. Default: nothing."""
 
-    def repaired(self, kind: str, index: int, cluster: GpuClusterView) -> None:  # noqa: B027
+    def repaired(self, kind: str, index: int, view: GpuClusterView) -> None:  # noqa: B027
         """Called when a failed node is back with its whole capacity. Default: nothing."""
 
 
@@ -141,19 +149,19 @@ class ScoredAllocator(GpuAllocator):
         device: Literal["best", "worst", "random", "first"] = "best"
         cpu_pods: Literal["score", "tie"] = "score"
 
-    def setup(self, cluster: GpuClusterView, context: GpuContext) -> None:
+    def setup(self, view: GpuClusterView, context: GpuContext) -> None:
         # the authors' node names carry a seeded random rank; ties go to the lowest
-        self.rank = self.rng.permutation(cluster.n_nodes)
+        self.rank = self.rng.permutation(view.n_nodes)
         self.context = context
 
     @abstractmethod
-    def score(self, cluster: GpuClusterView, pod: GpuPod, idx: np.ndarray) -> np.ndarray:
+    def score(self, pod: GpuPod, view: GpuClusterView, idx: np.ndarray) -> np.ndarray:
         """The score (higher is better) of each feasible node ``idx``, as a float; with
         ``integer_scores`` it is truncated to an integer before the highest is taken."""
 
-    def devices(self, cluster: GpuClusterView, pod: GpuPod, node: int) -> tuple[int, ...]:
+    def devices(self, pod: GpuPod, view: GpuClusterView, node: int) -> tuple[int, ...]:
         """The devices ``pod`` gets on ``node``."""
-        return pod_devices(cluster, pod, node, self.options.device, self.rng)
+        return pod_devices(view, pod, node, self.options.device, self.rng)
 
     def pick(self, idx: np.ndarray, scores: np.ndarray) -> int:
         """The node of ``idx`` with the highest score, ties broken by ``tie_break``."""
@@ -169,13 +177,13 @@ class ScoredAllocator(GpuAllocator):
             return int(tied[self.rng.integers(len(tied))])
         return int(tied[0])
 
-    def allocate(self, cluster: GpuClusterView, pod: GpuPod) -> Choice | None:
-        idx = np.flatnonzero(cluster.feasible(pod))
+    def allocate(self, pod: GpuPod, view: GpuClusterView) -> Choice | None:
+        idx = np.flatnonzero(view.feasible(pod))
         if len(idx) == 0:
             return None
         if pod.num_gpu == 0 and self.options.cpu_pods == "tie":
             scores = np.zeros(len(idx))
         else:
-            scores = np.asarray(self.score(cluster, pod, idx), dtype=np.float64)
+            scores = np.asarray(self.score(pod, view, idx), dtype=np.float64)
         node = self.pick(idx, scores)
-        return node, self.devices(cluster, pod, node)
+        return node, self.devices(pod, view, node)

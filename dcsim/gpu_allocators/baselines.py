@@ -33,12 +33,12 @@ class RandomGpu(GpuAllocator):
     class Options(GpuAllocator.Options):
         device: Literal["best", "worst", "random", "first"] = "random"
 
-    def allocate(self, cluster: GpuClusterView, pod: GpuPod) -> Choice | None:
-        idx = np.flatnonzero(cluster.feasible(pod))
+    def allocate(self, pod: GpuPod, view: GpuClusterView) -> Choice | None:
+        idx = np.flatnonzero(view.feasible(pod))
         if len(idx) == 0:
             return None
         node = int(idx[self.rng.integers(len(idx))])
-        return node, pod_devices(cluster, pod, node, self.options.device, self.rng)
+        return node, pod_devices(view, pod, node, self.options.device, self.rng)
 
 
 class BestFitGpu(ScoredAllocator):
@@ -50,9 +50,9 @@ class BestFitGpu(ScoredAllocator):
     name = "best_fit"
     description = "the node with the least cpu and GPU left after the pod (FGD's BestFit)"
 
-    def score(self, cluster, pod, idx):
-        cpu = (cluster.cpu_free[idx] - pod.cpu) / MAX_CPU
-        gpu = (cluster.free_total[idx] - pod.total_gpu_milli) / MAX_GPU
+    def score(self, pod, view, idx):
+        cpu = (view.cpu_free[idx] - pod.cpu) / MAX_CPU
+        gpu = (view.free_total[idx] - pod.total_gpu_milli) / MAX_GPU
         return (1.0 - (0.5 * cpu + 0.5 * gpu)) * 100.0
 
 
@@ -65,9 +65,9 @@ class DotProductGpu(ScoredAllocator):
     name = "dot_product"
     description = "Tetris' dot product of free and asked cpu/GPU, the smallest wins (FGD's DotProd)"
 
-    def score(self, cluster, pod, idx):
-        dot = (cluster.cpu_free[idx] / MAX_CPU * (pod.cpu / MAX_CPU)
-               + cluster.free_total[idx] / MAX_GPU * (pod.total_gpu_milli / MAX_GPU))
+    def score(self, pod, view, idx):
+        dot = (view.cpu_free[idx] / MAX_CPU * (pod.cpu / MAX_CPU)
+               + view.free_total[idx] / MAX_GPU * (pod.total_gpu_milli / MAX_GPU))
         return (1.0 - dot / 2.0) * 100.0
 
 
@@ -81,12 +81,12 @@ class GpuPacking(ScoredAllocator):
     name = "gpu_packing"
     description = "prefer partly used GPUs, then used nodes, then idle nodes (FGD's GpuPacking)"
 
-    def score(self, cluster, pod, idx):
+    def score(self, pod, view, idx):
         if pod.num_gpu == 0:
             return np.zeros(len(idx))
-        free = cluster.gpu_free[idx]
-        full = cluster.full_count[idx]
-        count = cluster.gpu_count[idx]
+        free = view.gpu_free[idx]
+        full = view.full_count[idx]
+        count = view.gpu_count[idx]
         idle = full == count
         out = np.maximum(33 - full, full).astype(np.float64)
         if pod.gpu_milli >= 1000:
@@ -112,13 +112,13 @@ class GpuClustering(ScoredAllocator):
     name = "gpu_clustering"
     description = "put pods of one GPU affinity together (FGD's GpuClustering)"
 
-    def score(self, cluster, pod, idx):
+    def score(self, pod, view, idx):
         if pod.num_gpu == 0:
             return np.zeros(len(idx))
-        tags = cluster.tag_count[idx] > 0
+        tags = view.tag_count[idx] > 0
         kinds = tags.sum(axis=1)
         has = tags[:, pod.tag]
-        left = cluster.free_total[idx]
+        left = view.free_total[idx]
         fill = 25.0 * (MAX_GPU - left) / MAX_GPU
         if self.options.integer_scores:
             fill = np.trunc(fill)

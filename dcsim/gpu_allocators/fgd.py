@@ -62,22 +62,22 @@ class Fgd(ScoredAllocator):
         device: Literal["frag", "best", "worst", "random", "first"] = "frag"
         cache: bool = True
 
-    def setup(self, cluster: GpuClusterView, context: GpuContext) -> None:
-        super().setup(cluster, context)
+    def setup(self, view: GpuClusterView, context: GpuContext) -> None:
+        super().setup(view, context)
         self.frag = context.frag
         self.cache: dict[tuple[int, int, int], _Scores] = {}
         # a random device is drawn anew for every pod, so its scores are not kept
         self._cached = self.options.cache and self.options.device != "random"
 
-    def node_scores(self, cluster: GpuClusterView, pod: GpuPod, idx: np.ndarray):
+    def node_scores(self, pod: GpuPod, view: GpuClusterView, idx: np.ndarray):
         """Scores and devices (−1: none chosen) of the nodes ``idx`` for ``pod``,
         computed."""
-        delta = self.frag.delta(cluster, idx, pod)
+        delta = self.frag.delta(view, idx, pod)
         raw = fgd_score(delta)
         if pod.num_gpu == 0 or pod.gpu_milli >= MILLI:
             return raw[:, 0], np.full(len(idx), -1, dtype=np.int64)
         if self.options.device != "frag":
-            device = share_devices(cluster.gpu_free[idx], pod.gpu_milli, self.options.device,
+            device = share_devices(view.gpu_free[idx], pod.gpu_milli, self.options.device,
                                    self.rng)
         else:
             scored = np.trunc(raw) if self.options.integer_scores else raw
@@ -85,30 +85,30 @@ class Fgd(ScoredAllocator):
             device = scored.argmax(axis=1)       # the lowest index among equal scores
         return raw[np.arange(len(idx)), device], device
 
-    def score(self, cluster: GpuClusterView, pod: GpuPod, idx: np.ndarray) -> np.ndarray:
+    def score(self, pod: GpuPod, view: GpuClusterView, idx: np.ndarray) -> np.ndarray:
         if not self._cached:
-            score, self._device = self.node_scores(cluster, pod, idx)
+            score, self._device = self.node_scores(pod, view, idx)
             self._idx = idx
             return score
         key = (pod.cpu, pod.gpu_milli, pod.num_gpu)
         entry = self.cache.get(key)
         if entry is None:
-            entry = self.cache[key] = _Scores(cluster.n_nodes)
-        version = cluster.version
+            entry = self.cache[key] = _Scores(view.n_nodes)
+        version = view.version
         stale = idx[entry.version[idx] != version[idx]]
         if len(stale):
-            s, d = self.node_scores(cluster, pod, stale)
+            s, d = self.node_scores(pod, view, stale)
             entry.score[stale] = s
             entry.device[stale] = d
             entry.version[stale] = version[stale]
         self._entry = entry
         return entry.score[idx]
 
-    def devices(self, cluster: GpuClusterView, pod: GpuPod, node: int) -> tuple[int, ...]:
+    def devices(self, pod: GpuPod, view: GpuClusterView, node: int) -> tuple[int, ...]:
         if pod.num_gpu == 0:
             return ()
         if pod.gpu_milli >= MILLI:
-            return whole_devices(cluster, node, pod.num_gpu)
+            return whole_devices(view, node, pod.num_gpu)
         if not self._cached:
             return (int(self._device[np.searchsorted(self._idx, node)]),)
         return (int(self._entry.device[node]),)

@@ -354,8 +354,9 @@ class StateView:
         #: column-major), for code that compares each resource on its own
         self.columns = [self.free[:, j] for j in range(self.free.shape[1])]
         self.now = 0.0
-        #: the run's request source, set by the engine (lookahead allocators sample its
-        #: distributions, e.g. ``workload.attrs``); None outside a simulation
+        #: what the run's workload declares in advance, set by the engine: a
+        #: :class:`dcsim.workload.base.WorkloadFacts` (lookahead allocators sample its
+        #: ``attrs`` distributions); None outside a simulation
         self.workload: Any = None
         #: True while the engine decides a request under ``departures: after_first_step``
         #: (the Nara authors' clock): it wants a stepwise decision that yields

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from dcsim.plugin_base import Configurable
+from dcsim.plugin_base import Configurable, view_last
 from dcsim.vm.model import VM
 from dcsim.vm.view import MappingView
 
@@ -24,28 +24,35 @@ class Placer(Configurable, ABC):
     """Choose the (host, NUMA option) of each arriving VM, or reject it.
 
     ``self.rng`` is there for randomised placers; the built-ins are deterministic.
-    :meth:`setup` is called once with the initial state before the first arrival.
+    :meth:`setup` is called once with the initial mapping before the first arrival. Every
+    method takes the item first and the read-only view last, like every plugin kind
+    (``place(vm, view)``; the old ``place(state, vm)`` still works, with a
+    DeprecationWarning).
     """
 
     kind = "placer"
 
-    def setup(self, state: MappingView) -> None:  # noqa: B027 - optional hook
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        view_last(cls, "place", ("state", "view", "mapping"), "(vm, view)")
+
+    def setup(self, view: MappingView) -> None:  # noqa: B027 - optional hook
         """Called once before the first arrival (default: nothing)."""
 
     @abstractmethod
-    def place(self, state: MappingView, vm: VM) -> tuple[int, int] | None:
-        """``(host, numa)`` for ``vm`` in the live mapping ``state`` (a read-only view), or
-        None to reject it."""
+    def place(self, vm: VM, view: MappingView) -> tuple[int, int] | None:
+        """``(host, numa)`` for ``vm`` in the live mapping ``view`` (read-only), or None to
+        reject it."""
 
-    def released(self, vm: VM, placement: tuple[int, int], state: MappingView) -> None:  # noqa: B027
+    def released(self, vm: VM, placement: tuple[int, int], view: MappingView) -> None:  # noqa: B027
         """Called after ``vm`` left ``placement`` (its ``(host, numa)``) and its resources
         were given back: at its departure, or when a host failure interrupts it (it may
         then be offered to :meth:`place` again). Default: nothing."""
 
-    def failed(self, kind: str, index: int, state: MappingView) -> None:  # noqa: B027
+    def failed(self, kind: str, index: int, view: MappingView) -> None:  # noqa: B027
         """Called when host ``index`` fails (``kind`` ``"server"``, as the ``failures:``
         section names hosts), after its VMs were released and before any is placed again;
         it offers no capacity until :meth:`repaired`. Default: nothing."""
 
-    def repaired(self, kind: str, index: int, state: MappingView) -> None:  # noqa: B027
+    def repaired(self, kind: str, index: int, view: MappingView) -> None:  # noqa: B027
         """Called when a failed host is back with its whole capacity. Default: nothing."""

@@ -28,8 +28,8 @@ class FirstFit(Placer):
     name = "first_fit"
     description = "lowest host index (NUMA 0 before 1) where the VM fits"
 
-    def place(self, state: MappingView, vm: VM) -> tuple[int, int] | None:
-        ok = state.fit_options(vm).ravel()
+    def place(self, vm: VM, view: MappingView) -> tuple[int, int] | None:
+        ok = view.fit_options(vm).ravel()
         flat = int(ok.argmax())
         if not ok[flat]:
             return None
@@ -58,12 +58,12 @@ class BestFit(Placer):
     name = "best_fit"
     description = "the feasible host/NUMA whose fragment (free cores mod 16) drops most"
 
-    def place(self, state: MappingView, vm: VM) -> tuple[int, int] | None:
-        ok = state.fit_options(vm)
+    def place(self, vm: VM, view: MappingView) -> tuple[int, int] | None:
+        ok = view.fit_options(vm)
         if not ok.any():
             return None
         c = vm.cpu // vm.numas
-        fc = state.free_cpu
+        fc = view.free_cpu
         drop = fc % FRAGMENT_CORES - (fc - c) % FRAGMENT_CORES
         if vm.numas == 2:
             drop = np.repeat(drop.sum(axis=1, keepdims=True), 2, axis=1)

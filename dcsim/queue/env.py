@@ -321,7 +321,7 @@ class QueueEnv:
             self._require_reset()
             jobset = self._jobset
         self.reset(jobset)  # type: ignore[arg-type]
-        scheduler.reset()
+        scheduler.setup(self.view())
         M = self.config.slots
         name = getattr(scheduler, "name", type(scheduler).__name__)
         while not self._done:

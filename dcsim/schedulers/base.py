@@ -69,8 +69,22 @@ class Scheduler(Configurable, ABC):
 
     kind = "scheduler"
 
-    def reset(self) -> None:  # noqa: B027 - optional hook
-        """Called before each job set (episode)."""
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "reset" in cls.__dict__ and "setup" not in cls.__dict__:
+            import warnings
+
+            warnings.warn(f"{cls.__module__}.{cls.__qualname__}.reset() is the old name of "
+                          "the once-per-run hook; write setup(view), as every plugin kind "
+                          "has it (reset() is still called for now)", DeprecationWarning,
+                          stacklevel=2)
+
+    def setup(self, view: QueueView) -> None:
+        """Called before each job set (episode) with its first view; the same once-per-run
+        hook every plugin kind has. Default: a subclass's old ``reset()``, if it has one."""
+        reset = getattr(type(self), "reset", None)
+        if reset is not None:
+            reset(self)
 
     @abstractmethod
     def choose(self, view: QueueView) -> int:

@@ -418,7 +418,7 @@ class DeepRMScheduler(Scheduler):
         self._clock = ArrivalClock(self._spec.max_track)
         self._checked = False
 
-    def reset(self) -> None:
+    def setup(self, view: QueueView) -> None:
         self._clock.reset()
 
     def probabilities(self, view: QueueView) -> np.ndarray:

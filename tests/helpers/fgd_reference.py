@@ -32,12 +32,12 @@ class Reference:
     def label(self):
         return "reference"
 
-    def setup(self, cluster, context):
-        self.inner.setup(cluster, context)
+    def setup(self, view, context):
+        self.inner.setup(view, context)
         t = context.typical
         self.typical = list(zip(t.cpu.tolist(), t.gpu_milli.tolist(), t.num_gpu.tolist(),
                                 t.types, t.freq.tolist(), strict=True))
-        self.models = cluster.models
+        self.models = view.models
         self.rank = self.inner.rank.tolist()
 
     def frag(self, cpu: int, gpus: list[int], model: str) -> float:
@@ -54,17 +54,17 @@ class Reference:
                 out += f * total
         return out
 
-    def allocate(self, cluster, pod):
-        feasible = np.flatnonzero(cluster.feasible(pod)).tolist()
+    def allocate(self, pod, view):
+        feasible = np.flatnonzero(view.feasible(pod)).tolist()
         if not feasible:
             self.choices.append(None)
             return None
-        cpu_free = cluster.cpu_free.tolist()
-        gfree = cluster.gpu_free
-        codes = cluster.model_code.tolist()
+        cpu_free = view.cpu_free.tolist()
+        gfree = view.gpu_free
+        codes = view.model_code.tolist()
         best = None
         for n in feasible:
-            gpus = gfree[n, :cluster.gpu_count[n]].tolist()
+            gpus = gfree[n, :view.gpu_count[n]].tolist()
             model = self.models[codes[n]] if codes[n] >= 0 else ""
             before = self.frag(cpu_free[n], gpus, model)
             if pod.num_gpu == 1 and pod.gpu_milli < MILLI:

@@ -24,7 +24,7 @@ from dcsim.allocators.multi.rack_index import (
     server_links,
 )
 from dcsim.allocators.multi.step import Partial, path_service
-from dcsim.model import StateView
+from dcsim.model import ClusterState, StateView
 from dcsim.model.state import EPS
 
 
@@ -65,7 +65,7 @@ class TetrisSearch:
         n, n_res = view.free.shape
         if (n < max(alloc.index_min_servers, 2) or n_res > 7 or view.server_up is not None
                 or alloc.options.bandwidth_term not in ("none", "own_link")
-                or not hasattr(view, "server_changes")
+                or not isinstance(view, StateView | ClusterState)
                 or (view.link_capacity.size and not view.link_capacity.min() > 0)):
             return None
         return cls(alloc, view)
@@ -171,7 +171,7 @@ class BestFitSearch:
     def build(cls, alloc: Any, view: StateView) -> BestFitSearch | None:
         n, n_res = view.free.shape
         if (n < max(alloc.index_min_servers, 2) or n_res > 7 or view.server_up is not None
-                or not hasattr(view, "server_changes")):
+                or not isinstance(view, StateView | ClusterState)):
             return None
         return cls(alloc, view)
 

@@ -84,7 +84,7 @@ class Ahab(VCAllocator):
         self.kernels = self._lookahead_on() and kernels_on()
         self.dists = None
         if self.options.distributions == "workload" and self._lookahead_on():
-            attrs = getattr(view.workload, "attrs", None) or {}
+            attrs = view.workload.attrs if view.workload is not None else {}
             missing = [a for a in ("N", "S", "B") if a not in attrs]
             if missing:
                 raise ConfigError(

@@ -170,7 +170,7 @@ class GpuRun:
         alloc = self.allocator
         try:
             t0 = time.perf_counter()
-            raw = alloc.allocate(self.view, pod)
+            raw = alloc.allocate(pod, self.view)
             if first:
                 self.decision[i] = time.perf_counter() - t0
         except DcsimError:

@@ -89,7 +89,7 @@ from dcsim.modes.loss.power import PowerMeter, PowerSetup
 from dcsim.modes.loss.records import ColumnBuffer, request_columns, unpack_batch
 from dcsim.modes.loss.spec import EngineConfig
 from dcsim.sim.core import InlineEvent, SimCore
-from dcsim.workload.base import RequestBatch, RequestSource
+from dcsim.workload.base import RequestBatch, RequestSource, WorkloadFacts
 
 NO_ATTRS: MappingProxyType[str, Any] = MappingProxyType({})  # a request without attrs
 
@@ -140,7 +140,7 @@ class Engine(SimCore):
         SimCore.__init__(self)
         self.state = ClusterState(topology)
         self.view = StateView(self.state)
-        self.view.workload = source
+        self.view.workload = WorkloadFacts.of(source)
         self.meter = Meter(topology)
         self.received = 0
         self.accepted = 0

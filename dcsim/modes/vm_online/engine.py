@@ -234,7 +234,7 @@ class OnlineEngine(SimCore):
         self.received += 1
         vm = VM(self._ids[i], int(st.cpu[i]), int(st.mem[i]), int(st.numas[i]))
         t0 = time.perf_counter()
-        choice = self.placer.place(MappingView(self.state), vm)
+        choice = self.placer.place(vm, MappingView(self.state))
         self.decision[i] = time.perf_counter() - t0
         if choice is None:
             return

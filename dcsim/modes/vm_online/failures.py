@@ -73,7 +73,7 @@ class VMFailures:
             end = float(e.stream.arrival[i] + e.stream.duration[i]) if i >= 0 else e.end
             if i >= 0:
                 e.interruptions[i] += 1
-            choice = e.placer.place(view, vm) if self.reallocate else None
+            choice = e.placer.place(vm, view) if self.reallocate else None
             if choice is not None:
                 h, n = e.validate(choice, vm)
                 st.add_vm(vm, h, n)

@@ -35,16 +35,16 @@ class GpuFirstFit(GpuAllocator):
             default=True,
             description="a GPU-sharing pod tries partly used devices before fully free ones")
 
-    def allocate(self, cluster: GpuClusterView, pod: GpuPod) -> Choice | None:
-        fits = np.flatnonzero(cluster.feasible(pod))
+    def allocate(self, pod: GpuPod, view: GpuClusterView) -> Choice | None:
+        fits = np.flatnonzero(view.feasible(pod))
         if fits.size == 0:
             return None                                   # reject: it fits nowhere
         node = int(fits[0])
         if pod.num_gpu == 0:
             return node, ()                               # a CPU-only pod
         if pod.gpu_milli >= MILLI:
-            return node, whole_devices(cluster, node, pod.num_gpu)
-        return node, (self.share_device(cluster, node, pod.gpu_milli),)
+            return node, whole_devices(view, node, pod.num_gpu)
+        return node, (self.share_device(view, node, pod.gpu_milli),)
 
     def share_device(self, cluster: GpuClusterView, node: int, milli: int) -> int:
         """The device of ``node`` a pod asking ``milli`` (< 1000) milli-GPU of one GPU gets;

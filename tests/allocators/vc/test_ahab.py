@@ -16,6 +16,7 @@ from dcsim.model import ClusterState, Request, StateView
 from dcsim.model.topologies import build_topology
 from dcsim.model.vc import TreeLevels
 from dcsim.modes.loss import EngineConfig
+from dcsim.workload.base import WorkloadFacts
 from dcsim.workload.spec import build_source
 from tests.helpers.engine import run
 from tests.helpers.vc import VC_TREE, vc_workload
@@ -81,7 +82,7 @@ def test_light_load_shortcut_accepts_without_lookahead():
     topo = build_topology(VC_TREE)
     view = StateView(ClusterState(topo))
     a = ahab()
-    view.workload = build_source(VC_WORKLOAD, topo)
+    view.workload = WorkloadFacts.of(build_source(VC_WORKLOAD, topo))
     a.setup(view)
     a._sample_futures = lambda: pytest.fail("lookahead ran under light load")
     req = Request(0, 0.0, 1.0, np.array([8.0]), 1.0, {"N": 4, "S": 2.0, "B": 1.0})
@@ -152,7 +153,7 @@ def test_paired_futures_accept_whatever_leaves_every_future_embeddable():
                                      "N": {"dist": "uniform_int", "low": 2, "high": 3},
                                      "S": {"dist": "discrete", "values": [1, 2]},
                                      "B": {"dist": "constant", "value": 1}}}
-    view.workload = build_source(tiny, topo)
+    view.workload = WorkloadFacts.of(build_source(tiny, topo))
     req = Request(0, 0.0, 1.0, np.array([2.0]), 1.0, {"N": 2, "S": 1.0, "B": 1.0})
     decisions = {}
     for paired in (True, False):

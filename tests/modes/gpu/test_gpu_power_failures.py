@@ -239,14 +239,14 @@ def test_a_gpu_allocator_hears_of_departures_failures_and_repairs(on_failure):
             super().__init__(*a, **k)
             self.heard = []
 
-        def released(self, pod, placement, cluster):
-            assert placement.pod is pod and cluster.gpu_free.shape[0] > placement.node
+        def released(self, pod, placement, view):
+            assert placement.pod is pod and view.gpu_free.shape[0] > placement.node
             self.heard.append(("released", pod.id))
 
-        def failed(self, kind, index, cluster):
+        def failed(self, kind, index, view):
             self.heard.append(("fail", index))
 
-        def repaired(self, kind, index, cluster):
+        def repaired(self, kind, index, view):
             self.heard.append(("repair", index))
 
     alloc = Listening(base.parse_options({}), rng=np.random.default_rng(2))

@@ -65,11 +65,11 @@ def test_first_fit_and_best_fit_single_numa_by_hand():
     s = state_with_free([[16, 3], [20, 44], [36, 5]])
     vm = VM("x", 4, 100)
     # first fit: h0 NUMA 0 (16 >= 4); fragment there 0 -> 12: 28 + 12 = 40 -> FR 40/120
-    assert FirstFit().place(s, vm) == (0, 0)
+    assert FirstFit().place(vm, s) == (0, 0)
     # best fit: drops 16->12: 0-12 = -12; 3: no room; 20->16: 4-0 = +4; 44->40: 12-8 = +4;
     # 36->32: 4-0 = +4; 5->1: 5-1 = +4. Largest drop 4, first in host order: h1 NUMA 0.
     # fragment after: 28 - 4 = 24 -> FR 24/120 = 0.2
-    assert BestFit().place(s, vm) == (1, 0)
+    assert BestFit().place(vm, s) == (1, 0)
     after = s.copy()
     after.add_vm(vm, 1, 0)
     assert after.fragment() == 24 and after.fragment_rate() == pytest.approx(0.2)
@@ -82,8 +82,8 @@ def test_best_fit_avoids_breaking_a_16_block_and_respects_memory():
     # h1 NUMA 1: 40 -> 38: 8 -> 6, drop 2 -> chosen (fragment 0+1+2+8 = 11 -> 9)
     s = state_with_free([[32, 17], [18, 40]], free_mem=[[BIG_MEM] * 2, [10, BIG_MEM]])
     vm = VM("y", 2, 50)
-    assert BestFit().place(s, vm) == (1, 1)
-    assert FirstFit().place(s, vm) == (0, 0)
+    assert BestFit().place(vm, s) == (1, 1)
+    assert FirstFit().place(vm, s) == (0, 0)
     assert brute_best(s, vm) == (9, [(1, 1)])
 
 
@@ -93,18 +93,18 @@ def test_double_numa_choices_by_hand():
     # h2 [20, 36]: 4 -> 0 and 4 -> 0: drop 4 + 4 = 8 (fragment 0+0+5+3+4+4 = 16 -> 8)
     s = state_with_free([[16, 16], [5, 3], [20, 36]])
     vm = VM("d", 8, 20, numas=2)
-    assert FirstFit().place(s, vm) == (0, BOTH)
-    assert BestFit().place(s, vm) == (2, BOTH)
+    assert FirstFit().place(vm, s) == (0, BOTH)
+    assert BestFit().place(vm, s) == (2, BOTH)
     assert brute_best(s, vm) == (8, [(2, BOTH)])
 
 
 def test_placers_reject_when_nothing_fits():
     s = state_with_free([[3, 2], [1, 0]])
     for p in (FirstFit(), BestFit()):
-        assert p.place(s, VM("z", 4, 1)) is None  # at most 3 free on a NUMA
-        assert p.place(s, VM("z3", 6, 2, numas=2)) is None  # 3 per NUMA: h0 N1 has 2
-        assert p.place(s, VM("z2", 2, 2, numas=2)) == (0, BOTH)  # 1 per NUMA: only h0
-        assert p.place(s, VM("z4", 1, 10**6)) is None  # no NUMA has the memory
+        assert p.place(VM("z", 4, 1), s) is None  # at most 3 free on a NUMA
+        assert p.place(VM("z3", 6, 2, numas=2), s) is None  # 3 per NUMA: h0 N1 has 2
+        assert p.place(VM("z2", 2, 2, numas=2), s) == (0, BOTH)  # 1 per NUMA: only h0
+        assert p.place(VM("z4", 1, 10**6), s) is None  # no NUMA has the memory
 
 
 @settings(max_examples=60, deadline=None)
@@ -115,12 +115,12 @@ def test_best_fit_reaches_the_lowest_fragment(free, cpu, double):
     s = state_with_free(free)
     vm = VM("v", 2 * cpu if double else cpu, 2, numas=2 if double else 1)
     best, where = brute_best(s, vm)
-    got = BestFit().place(s, vm)
+    got = BestFit().place(vm, s)
     if best is None:
         assert got is None
         return
     assert got == where[0]  # the lowest fragment, first in host order
-    ff = FirstFit().place(s, vm)
+    ff = FirstFit().place(vm, s)
     assert s.place_reason(vm, *ff) is None
 
 
@@ -368,14 +368,14 @@ class _Bad(Rescheduler):
 class _Full(Placer):
     name = "always_h0"
 
-    def place(self, state, vm):
+    def place(self, vm, view):
         return (0, 0)
 
 
 class _Junk(Placer):
     name = "junk"
 
-    def place(self, state, vm):
+    def place(self, vm, view):
         return "h0"
 
 
@@ -385,19 +385,19 @@ class _Meddler(Placer):
     name = "meddler"
     tried: list[str] = []
 
-    def place(self, state, vm):
-        for what, attempt in (("write", lambda: state.free_cpu.__setitem__((0, 0), 0)),
-                              ("apply", lambda: state.apply(Migration(0, 1, 0))),
-                              ("add", lambda: state.add_vm(vm, 0, 0)),
-                              ("set", lambda: setattr(state, "free_cpu", None))):
+    def place(self, vm, view):
+        for what, attempt in (("write", lambda: view.free_cpu.__setitem__((0, 0), 0)),
+                              ("apply", lambda: view.apply(Migration(0, 1, 0))),
+                              ("add", lambda: view.add_vm(vm, 0, 0)),
+                              ("set", lambda: setattr(view, "free_cpu", None))):
             try:
                 attempt()
                 self.tried.append(f"{what}: allowed")
             except (AttributeError, ValueError):
                 self.tried.append(f"{what}: refused")
-        private = state.copy()           # a private state is mutable
+        private = view.copy()           # a private state is mutable
         private.free_cpu[0, 0] = 0
-        return FirstFit().place(state, vm)
+        return FirstFit().place(vm, view)
 
 
 def test_placers_see_a_read_only_mapping(tmp_path):

@@ -162,7 +162,7 @@ class Observer:
         mean of the holding times seen so far when the workload does not say)."""
         if self.holding_scale is not None:
             return float(self.holding_scale)
-        mean = getattr(view.workload, "mean_duration", None)
+        mean = view.workload.mean_duration if view.workload is not None else None
         if mean is not None and np.isfinite(mean) and mean > 0:
             return 2.0 * float(mean)
         rid = partial.request.id
