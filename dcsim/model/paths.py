@@ -76,6 +76,9 @@ class PathService:
         self._core_adj: list[list[int]] | None = None
         self._leaf_servers: frozenset | None = None
         self._adjacency: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._neighbour_lists: tuple[list[list[tuple[int, int]]], list[dict[int, int]],
+                                     list[bool]] | None = None
+        self._leaf_mask: np.ndarray | None = None
         self.hits = self.misses = self.searches = 0
         self.root = -1
         self.height = 0
@@ -354,6 +357,28 @@ class PathService:
             link = ids[order][at] if at.size else np.zeros(0, dtype=np.int64)
             self._adjacency = (_frozen(ptr), _frozen(nbr), _frozen(link))
         return self._adjacency
+
+    def neighbour_lists(self) -> tuple[list[list[tuple[int, int]]], list[dict[int, int]],
+                                       list[bool]]:
+        """Every node's ``(neighbour, link)`` pairs in the graph's adjacency order (node
+        indices, as :meth:`adjacency`), the same as a ``{neighbour: link}`` mapping per
+        node, and whether each node is a server with one link (:meth:`leaf_servers`): Python
+        lists for a search that visits a few nodes of a large network (made once)."""
+        if self._neighbour_lists is None:
+            ptr, nbr, link = (a.tolist() for a in self.adjacency())
+            lists = [list(zip(nbr[ptr[u]:ptr[u + 1]], link[ptr[u]:ptr[u + 1]], strict=True))
+                     for u in range(len(self.nodes))]
+            leaves = self.leaf_servers()
+            self._neighbour_lists = (lists, [dict(x) for x in lists],
+                                     [v in leaves for v in self.nodes])
+        return self._neighbour_lists
+
+    def leaf_mask(self) -> np.ndarray:
+        """Whether each node is a server with one link, as a read-only bool array (the
+        third list of :meth:`neighbour_lists`; made once)."""
+        if self._leaf_mask is None:
+            self._leaf_mask = _frozen(np.array(self.neighbour_lists()[2], dtype=np.bool_))
+        return self._leaf_mask
 
     def _hub(self, node: Any) -> Any:
         """The one neighbour of graph node ``node``, or None when it has another number."""

@@ -72,6 +72,7 @@ from dcsim.allocators.multi.paths import (  # noqa: F401 (PathWeight, link_weigh
     weighted_k_paths,
 )
 from dcsim.errors import PluginError
+from dcsim.kernels import kernels_on
 from dcsim.model import Placement, Request, StateView, Topology
 from dcsim.model.paths import PathService
 from dcsim.model.state import EPS
@@ -475,6 +476,8 @@ class MultiServerAllocator(Allocator):
 
     def setup(self, view: StateView) -> None:
         self.path_service = path_service(view.topology)
+        #: the compiled weighted search (numba, DCSIM_KERNELS): the same paths
+        self.paths_kernel = kernels_on()
 
     @abstractmethod
     def choose(self, partial: Partial, view: StateView) -> int | None:
@@ -485,6 +488,10 @@ class MultiServerAllocator(Allocator):
         kind = getattr(self.options, "path_weight", "hops")
         if kind == "hops":
             return self.path_service.k_paths(a, b, self.options.k_paths)
+        if self.paths_kernel:  # every link's weight at once: the same floats
+            w = link_weights(kind, partial.link_free, partial.view.link_capacity)
+            return weighted_k_paths(self.path_service, a, b, self.options.k_paths, w,
+                                    kernel=True)
         w = link_weight(kind, partial.link_free, partial.view.link_capacity)
         return weighted_k_paths(self.path_service, a, b, self.options.k_paths, w)
 

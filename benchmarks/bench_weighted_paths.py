@@ -1,0 +1,157 @@
+"""NALB/NULB's free-capacity weighted k shortest paths: dcsim's search on node indices
+against the networkx search it replaced (issue #51 item 1), in one run.
+
+    python benchmarks/bench_weighted_paths.py [--requests 256] [--repeat 3] [--pairs 400]
+
+Two measurements on the Nara 2023 scaled optical topology (1,024 servers, 16 channels,
+1:8, ``experiments/nara_optical_scaled.yaml``):
+
+1. *searches*: ``--pairs`` random server pairs on a partly used network (each link's free
+   bandwidth drawn between 0 and its capacity, so the weights tie often and some links are
+   full), k = 3, ``path_weight: free`` (the authors') and ``inverse_free``; the same paths
+   are asserted for every pair;
+2. *episode*: a NALB episode of ``--requests`` requests with the experiment's options and
+   workload, once with each search (``dcsim.allocators.multi.step.weighted_k_paths`` swapped
+   for the networkx one); the request rows must be equal.
+
+Rounds alternate which runs first; prints per round the networkx/dcsim time ratios and then
+their min and median. The networkx search is kept here only, as the baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from itertools import pairwise
+from math import isfinite
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import yaml
+
+from dcsim.allocators.multi import step
+from dcsim.allocators.multi.paths import link_weight, weighted_k_paths
+from dcsim.model.paths import PathService
+from dcsim.model.topologies import build_topology
+from dcsim.modes.loss import Engine, EngineConfig
+from dcsim.plugins import get_allocator_class
+from dcsim.workload.spec import build_source
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def networkx_k_paths(paths, a, b, k, weight):
+    """The search dcsim ran before: networkx's, one-link servers hidden."""
+    if a == b or paths.is_flat:
+        return [np.zeros(0, dtype=np.int64)]
+    topo = paths.topology
+    li = topo.link_indices()
+    w = weight.tolist().__getitem__ if isinstance(weight, np.ndarray) else weight
+    lo, hi = min(a, b), max(a, b)
+    src, dst = paths.nodes[paths.server_node[lo]], paths.nodes[paths.server_node[hi]]
+    leaves = paths.leaf_servers()
+    if src in leaves and dst in leaves:
+        hub = next(iter(topo.graph.adj[src]))
+        if hub in topo.graph.adj[dst]:
+            up, down = li[(src, hub)], li[(hub, dst)]
+            return ([np.array([up, down], dtype=np.int64)]
+                    if isfinite(w(up)) and isfinite(w(down)) else [])
+
+    def edge_weight(u, v, _d):
+        if (v in leaves and v != src and v != dst) or (u in leaves and u != src and u != dst):
+            return None
+        x = w(li[(u, v)])
+        return x if isfinite(x) else None
+
+    out = []
+    try:
+        for p in nx.shortest_simple_paths(topo.graph, src, dst, weight=edge_weight):
+            out.append(np.fromiter((li[e] for e in pairwise(p)), dtype=np.int64,
+                                   count=len(p) - 1))
+            if len(out) == k:
+                break
+    except nx.NetworkXNoPath:
+        pass
+    return out
+
+
+def searches(ps: PathService, pairs: np.ndarray, free: np.ndarray, fn) -> tuple[float, list]:
+    cap = ps.topology.link_capacity
+    out = []
+    t0 = time.perf_counter()
+    for kind in ("free", "inverse_free"):
+        w = link_weight(kind, free, cap)
+        out.extend([p.tolist() for p in fn(ps, int(a), int(b), 3, w)] for a, b in pairs)
+    return time.perf_counter() - t0, out
+
+
+def episode(cfg: dict, requests: int, fn) -> tuple[float, list]:
+    topo = build_topology(cfg["topology"])
+    entry = next(a for a in cfg["allocators"] if a["name"] == "nalb")
+    cls = get_allocator_class("nalb")
+    alloc = cls(cls.parse_options(entry["options"]), rng=np.random.default_rng(1))
+    src = build_source({**cfg["workload"], "requests": requests}, topo)
+    rows: list = []
+    step.weighted_k_paths = fn
+    try:
+        t0 = time.perf_counter()
+        eng = Engine(topo, src, alloc, np.random.default_rng(7),
+                     EngineConfig(capacity="wait", departures="after_first_step"),
+                     sink=lambda table, cols: rows.append((table, {
+                         k: v for k, v in cols.items() if k != "decision_s"})))
+        eng.run()
+        seconds = time.perf_counter() - t0
+    finally:
+        step.weighted_k_paths = weighted_k_paths
+    return seconds, rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=256)
+    ap.add_argument("--pairs", type=int, default=400)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    cfg = yaml.safe_load((ROOT / "experiments" / "nara_optical_scaled.yaml").read_text())
+    ps = PathService(build_topology(cfg["topology"]))
+    rng = np.random.default_rng(0)
+    cap = ps.topology.link_capacity
+    free = np.floor(rng.uniform(0, 1, cap.shape) * (cap + 1)).clip(0, cap)
+    pairs = rng.integers(0, ps.topology.n_servers, size=(args.pairs, 2))
+    ratios: dict[str, list[float]] = {"searches": [], "episode": []}
+    for r in range(args.repeat):
+        order = [("networkx", networkx_k_paths), ("dcsim", weighted_k_paths)]
+        if r % 2:
+            order.reverse()
+        s = {name: searches(ps, pairs, free, fn) for name, fn in order}
+        assert s["networkx"][1] == s["dcsim"][1], "the searches found other paths"
+        e = {name: episode(cfg, args.requests, fn) for name, fn in order}
+        assert _same(e["networkx"][1], e["dcsim"][1]), \
+            "the episodes gave other rows"
+        ratios["searches"].append(s["networkx"][0] / s["dcsim"][0])
+        ratios["episode"].append(e["networkx"][0] / e["dcsim"][0])
+        print(f"round {r}: searches networkx {s['networkx'][0]:.3f} s, dcsim "
+              f"{s['dcsim'][0]:.3f} s ({ratios['searches'][-1]:.2f}x); NALB episode of "
+              f"{args.requests} requests networkx {e['networkx'][0]:.2f} s, dcsim "
+              f"{e['dcsim'][0]:.2f} s ({ratios['episode'][-1]:.2f}x)")
+    for name, xs in ratios.items():
+        print(f"{name}: networkx / dcsim min {min(xs):.2f}x, median {statistics.median(xs):.2f}x")
+
+
+def _same(a: list, b: list) -> bool:
+    if len(a) != len(b):
+        return False
+    for (ta, ca), (tb, cb) in zip(a, b, strict=True):
+        if ta != tb or ca.keys() != cb.keys():
+            return False
+        for k in ca:
+            if repr(list(ca[k])) != repr(list(cb[k])):  # nested lists, NaNs: by their text
+                return False
+    return True
+
+
+if __name__ == "__main__":
+    sys.exit(main())
