@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dcsim.errors import ConfigError, PluginError
+from dcsim.errors import PluginError
 from dcsim.experiment_sections import parse_failures
 from dcsim.metrics import Column, Metric, Observers
 from dcsim.modes.loss import Engine, EngineConfig
