@@ -131,13 +131,13 @@ def metric_plugins(point: ExperimentSpec, params: dict[str, Any], source: str
     the mode runs no metrics, the name is unknown, an option is wrong, or a column it
     declares is malformed or already a column of the results (a built-in one, a sweep
     parameter's or another metric's)."""
+    entries = point.metrics.plugin_specs()
+    if not entries:  # nothing imported: validating an experiment stays light
+        return ()
     from dcsim.metrics import column_problem
     from dcsim.results.names import RESERVED_COLUMNS
     from dcsim.results.stats import column
 
-    entries = point.metrics.plugin_specs()
-    if not entries:
-        return ()
     mode = MODES[point.mode]
     if not mode.runs_metrics:
         readers = [m.name for m in MODES.values() if m.runs_metrics]
