@@ -65,10 +65,26 @@ class AllocatorSpec(StrictModel):
     label: str | None = None
 
 
+class MetricPluginSpec(StrictModel):
+    """One entry of ``metrics.plugins``: a metric plugin's registered name and options."""
+
+    name: str
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
 class MetricsSpec(StrictModel):
+    """The ``metrics:`` section: when the time series is sampled, how many rows a Parquet
+    row group holds, and the metric plugins (:mod:`dcsim.metrics`) the runs add."""
+
     sample_interval: Annotated[float, Field(gt=0)] | None = None
     sample_every: Annotated[int, Field(gt=0)] = 100
     flush_rows: Annotated[int, Field(gt=0)] = 65536  # rows per Parquet row group
+    #: metric plugins, by name or ``{name, options}``, in the order their hooks run
+    plugins: list[str | MetricPluginSpec] = Field(default_factory=list)
+
+    def plugin_specs(self) -> list[MetricPluginSpec]:
+        """``plugins`` with every entry as a :class:`MetricPluginSpec`."""
+        return [MetricPluginSpec(name=p) if isinstance(p, str) else p for p in self.plugins]
 
 
 KINDS = ("server", "link")

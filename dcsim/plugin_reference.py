@@ -92,6 +92,15 @@ def options(kind: str, cls: Any) -> list[Option]:
     return out
 
 
+def columns(kind: str, cls: Any) -> list[tuple[str, str, Any]]:
+    """A metric's declared columns, ``(table, name, Column)`` (summary first); nothing for
+    another kind (:mod:`dcsim.metrics`)."""
+    if kind != "metric":
+        return []
+    return [(table, name, col) for table in ("summary", "timeseries")
+            for name, col in (getattr(cls, f"{table}_columns", None) or {}).items()]
+
+
 def description(r: Registered) -> str:
     text = getattr(r.cls, "description", "") if r.kind != "command" else (
         r.cls.get_short_help_str(limit=200) if hasattr(r.cls, "get_short_help_str") else "")
@@ -116,6 +125,8 @@ def text(kinds: tuple[str, ...] = KINDS, package: str | None = None) -> str:
             lines.append(f"  {name}  [{r.package}]  {description(r)}".rstrip())
             for o in options(kind, r.cls):
                 lines.append(f"      {o.name}: {o.type} {o.default}")
+            for table, col, c in columns(kind, r.cls):
+                lines.append(f"      column {col} ({table}, {c.type}): {c.meaning}")
     return "\n".join(lines)
 
 
@@ -143,5 +154,13 @@ def markdown(kinds: tuple[str, ...] = KINDS, package: str | None = None) -> str:
                                           for cell in (f"`{o.name}`", f"`{o.type}`",
                                                        o.default.removeprefix("= "), o.help))
                         + " |" for o in opts]
+                out.append("")
+            cols = columns(kind, r.cls)
+            if cols:
+                out += ["| column | table | type | unit | meaning |", "|---|---|---|---|---|"]
+                out += ["| " + " | ".join(cell.replace("|", "\\|").replace("\n", " ")
+                                          for cell in (f"`{name}`", table, f"`{c.type}`",
+                                                       c.unit, c.meaning)) + " |"
+                        for table, name, c in cols]
                 out.append("")
     return "\n".join(out).rstrip() + "\n"

@@ -72,6 +72,9 @@ class Mode(ABC):
     #: (e.g. gpu's own ``gpu.power``)
     refusals: dict[str, str] = {}
     description: str = ""
+    #: whether this mode's engine calls metric plugins (``metrics.plugins``,
+    #: :mod:`dcsim.metrics`); the planner refuses them in a mode that does not
+    runs_metrics: bool = False
 
     @property
     def tables(self) -> dict[str, Any]:
@@ -117,6 +120,24 @@ def plugin_instance(plan, kind: str, rng, **kwargs):
     cls = get_plugin_class(plan.allocator["name"], kind)
     return cls(cls.parse_options(plan.allocator["options"], where=plan.where), rng=rng,
                **kwargs)
+
+
+def metric_observers(plan, spec):
+    """This run's metric plugins (``plan.metrics``) as one
+    :class:`~dcsim.metrics.Observers`, each built with its validated options and its own
+    generator (:func:`~dcsim.metrics.metric_rng`); None when the run has none (the engine
+    then calls no metric hook)."""
+    if not getattr(plan, "metrics", ()):
+        return None
+    from dcsim.metrics import Observers, metric_rng
+    from dcsim.plugins import get_plugin_class
+
+    metrics = []
+    for k, entry in enumerate(plan.metrics):
+        cls = get_plugin_class(entry["name"], "metric")
+        metrics.append(cls(cls.parse_options(entry["options"], where=f"metrics.plugins.{k}"),
+                           rng=metric_rng(spec.seed, plan.seed, k)))
+    return Observers(metrics)
 
 
 def topology_families(topology) -> tuple[dict[str, list[str]], list[str]]:

@@ -170,6 +170,13 @@ def metric_names(results: Results) -> list[str]:
             and pd.api.types.is_numeric_dtype(s[c]) and not pd.api.types.is_bool_dtype(s[c])]
 
 
+def plugin_metrics(results: Results) -> list[str]:
+    """The summary's metrics that metric plugins added (``metrics.plugins``): the numeric
+    columns no built-in declaration of the mode's summary has. The report tables them
+    beside the headline metrics."""
+    return [m for m in metric_names(results) if column(m, results.mode) is None]
+
+
 def make_report(path: str | Path, metrics: list[str] | None = None, by: str | None = None,
                 baseline: str | None = None, out: str | Path | None = None,
                 draw: bool = True, *, correction: str = "none",
@@ -192,7 +199,7 @@ def make_report(path: str | Path, metrics: list[str] | None = None, by: str | No
                               f"the metrics are {', '.join(known)}")
     else:
         metrics = [m for m in HEADLINE if m in known and (r.summary[m].fillna(0) != 0).any()]
-        metrics = metrics or known[:4]
+        metrics = (metrics or known[:4]) + [m for m in plugin_metrics(r) if m not in metrics]
     if by is not None and by not in r.params:
         raise ConfigError(f"--by: {by!r} is not a swept parameter of {r.name}; "
                           + (f"the swept ones are {', '.join(r.params)}" if r.params

@@ -103,6 +103,10 @@ class Table:
     columns: tuple[Col, ...]
     rows: str  # what one row is, for the docs
 
+    def plus(self, columns: Iterable[Col]) -> Table:
+        """This table with ``columns`` after its own (a run's metric plugins' columns)."""
+        return Table(self.name, (*self.columns, *columns), self.rows)
+
     def bind(self, *, flags: Iterable[str] = (), **families: Sequence[str]) -> Bound:
         """This table for one run: families expanded with ``families`` (a family not given,
         ``attribute``, stays open), columns whose ``when`` is not in ``flags`` left out."""

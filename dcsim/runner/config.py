@@ -157,6 +157,7 @@ def validate_spec(data: dict[str, Any], source: str) -> ExperimentSpec:
         loc = ".".join(str(x) for x in err["loc"] if not str(x).startswith("function-"))
         # drop pydantic's union-member tags (e.g. "allocators.0.str") for readability
         loc = loc.replace(".str", "").replace(".AllocatorSpec", "")
+        loc = loc.replace(".MetricPluginSpec", "")
         if not loc:  # a whole-file rule; its message starts with the field it is about
             raise ConfigError(f"{source}: {err['msg'].removeprefix('Value error, ')}") from None
         raise ConfigError(f"{source}: {loc}: {err['msg'].removeprefix('Value error, ')}") \

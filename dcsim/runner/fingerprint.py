@@ -24,7 +24,8 @@ from dcsim.results import provenance
 def run_plugins(plan, spec=None) -> list[tuple[str, str]]:
     """``(kind, name)`` of every plugin a run loads: its own (the allocator, scheduler,
     rescheduler or placer of ``plan``), the embedder a composing allocator wraps (its
-    ``embed`` option, AHAB's and the strawman's) and ``vm_online``'s periodic rescheduler.
+    ``embed`` option, AHAB's and the strawman's), ``vm_online``'s periodic rescheduler and
+    the run's metric plugins (``metrics.plugins``).
     ``spec`` is the plan's validated experiment (default: ``plan.spec``)."""
     spec = spec if spec is not None else plan.spec
     mode = spec.mode if spec is not None else plan.config.get("mode", "loss")
@@ -35,6 +36,7 @@ def run_plugins(plan, spec=None) -> list[tuple[str, str]]:
         found.append(("allocator", embed))
     if mode == "vm_online":
         found.extend(("rescheduler", name) for name in _online_reschedulers(plan, spec))
+    found.extend(("metric", m["name"]) for m in getattr(plan, "metrics", ()))
     return list(dict.fromkeys(found))
 
 

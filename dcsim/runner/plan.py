@@ -44,6 +44,9 @@ class RunPlan:
     #: the experiment's local plugin modules (``plugins:``), files as absolute paths: the
     #: process that runs the plan registers them first (:func:`dcsim.plugins.load_local`)
     local_plugins: tuple[str, ...] = ()
+    #: the run's metric plugins (``metrics.plugins``), each ``{"name", "options"}`` with
+    #: its options validated, in the order their hooks run
+    metrics: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass
@@ -77,6 +80,7 @@ def load_experiment(
     runs: list[RunPlan] = []
     for params, data in sweep_points(spec, raw, source):
         point = _check_point(validate_spec(data, source), data, source, base_dir)
+        metrics = metric_plugins(point, params, source)
         labels: dict[str, int] = {}
         key_name, kind = point.plugin_key, point.plugin_kind
         for i, a in enumerate(point.allocator_specs()):
@@ -113,11 +117,66 @@ def load_experiment(
                 run_id = f"{_slug(label)}-s{s}-{digest}"
                 runs.append(
                     RunPlan(spec.name, run_id, s, label, alloc, params, data, base_dir, where,
-                            spec=point, local_plugins=local)
+                            spec=point, local_plugins=local, metrics=metrics)
                 )
     types = param_types(r.params for r in runs)
     runs = [replace(r, param_types=types) for r in runs]
     return Experiment(spec.name, source, raw, spec, runs)
+
+
+def metric_plugins(point: ExperimentSpec, params: dict[str, Any], source: str
+                   ) -> tuple[dict[str, Any], ...]:
+    """The sweep point's ``metrics.plugins``, each ``{"name", "options"}`` with its options
+    validated and its own ``validate`` passed; a :class:`ConfigError` names the entry when
+    the mode runs no metrics, the name is unknown, an option is wrong, or a column it
+    declares is malformed or already a column of the results (a built-in one, a sweep
+    parameter's or another metric's)."""
+    entries = point.metrics.plugin_specs()
+    if not entries:  # nothing imported: validating an experiment stays light
+        return ()
+    from dcsim.metrics import column_problem
+    from dcsim.results.names import RESERVED_COLUMNS
+    from dcsim.results.stats import column
+
+    mode = MODES[point.mode]
+    if not mode.runs_metrics:
+        readers = [m.name for m in MODES.values() if m.runs_metrics]
+        raise ConfigError(f"{source}: metrics.plugins: mode {point.mode!r} does not run "
+                          f"metric plugins (mode{'s' if len(readers) > 1 else ''} "
+                          f"{', '.join(readers)} do{'es' if len(readers) == 1 else ''}); "
+                          "leave metrics.plugins out")
+    out: list[dict[str, Any]] = []
+    taken: dict[tuple[str, str], str] = {}  # (table, column) -> the metric entry declaring it
+    for i, entry in enumerate(entries):
+        where = f"metrics.plugins.{i}"
+        try:
+            cls = get_plugin_class(entry.name, "metric")
+        except PluginError as e:
+            raise ConfigError(f"{source}: {where}.name: {e}") from None
+        options = cls.parse_options(entry.options, where=f"{source}: {where}.options")
+        try:
+            cls.validate(options, point)
+        except (ConfigError, ValueError) as e:
+            raise ConfigError(f"{source}: {where}: {e} (metric {entry.name!r})") from None
+        for table in ("summary", "timeseries"):
+            problem = column_problem(cls, table)
+            if problem:
+                raise ConfigError(f"{source}: {where}: metric {entry.name!r}: {problem}")
+            for name in getattr(cls, f"{table}_columns"):
+                clash = None
+                if name in RESERVED_COLUMNS or column(name, point.mode, table) is not None:
+                    clash = f"a built-in column of {table} ({point.mode} mode)"
+                elif name in params:
+                    clash = "the column of a swept key"
+                elif (table, name) in taken:
+                    clash = f"declared by {taken[table, name]} too"
+                if clash:
+                    raise ConfigError(
+                        f"{source}: {where}: metric {entry.name!r} declares {table} column "
+                        f"{name!r}, which is {clash}; a metric's columns must be new names")
+                taken[table, name] = f"{where} ({entry.name!r})"
+        out.append({"name": entry.name, "options": options.model_dump(mode="json")})
+    return tuple(out)
 
 
 def local_plugins(entries: list[str], base_dir: str, source: str) -> tuple[str, ...]:
@@ -175,6 +234,11 @@ def resolved_config(exp: Experiment) -> dict[str, Any]:
         if not getattr(exp.spec, section, None):
             unused.add(section)
     out = exp.spec.model_dump(mode="json", exclude=unused)
+    metrics = exp.runs[0].metrics if exp.runs else ()
+    if metrics:  # each metric's options with their defaults filled in
+        out["metrics"]["plugins"] = [dict(m) for m in metrics]
+    else:  # written only when the file has some
+        out["metrics"].pop("plugins", None)
     out.update(mode.resolved(exp.spec))
     allocators, seen = [], set()
     for r in exp.runs:

@@ -29,6 +29,22 @@ def run_rngs(seed: int, index: int) -> tuple[np.random.Generator, np.random.Gene
     return np.random.default_rng(workload), np.random.default_rng(allocator)
 
 
+def metric_columns(plan: RunPlan, table: str) -> list:
+    """The columns the run's metric plugins add to ``table`` (``summary``, ``timeseries``),
+    as schema declarations (:class:`dcsim.results.schema.Col`), in the plugins' order."""
+    if not plan.metrics or table not in ("summary", "timeseries"):
+        return []
+    from dcsim.plugins import get_plugin_class
+    from dcsim.results.schema import Col
+
+    out = []
+    for entry in plan.metrics:
+        cls = get_plugin_class(entry["name"], "metric")
+        for name, c in getattr(cls, f"{table}_columns").items():
+            out.append(Col(name, c.type, c.unit, c.meaning, null="the metric gives none"))
+    return out
+
+
 def execute_run(plan: RunPlan, out: str | Path) -> dict[str, Any]:
     """Simulate one run, commit its files into ``out`` and return its summary row. Its
     record (``runs/<run_id>.json``) also holds the fingerprint of the code that ran it
@@ -55,7 +71,8 @@ def execute_run(plan: RunPlan, out: str | Path) -> dict[str, Any]:
     workload_rng, plugin_rng = run_rngs(spec.seed, plan.seed)
     built = MODES[spec.mode].build(spec, plan, workload_rng, plugin_rng,
                                    partial(watch_run, plan.run_id))
-    tables = {name: t.bind(flags=built.flags, **built.families)
+    tables = {name: t.plus(metric_columns(plan, name)).bind(flags=built.flags,
+                                                             **built.families)
               for name, t in MODES[spec.mode].tables.items()}
     summary = tables.pop("summary")
     writer = RunWriter(Path(out), plan.run_id, plan.label, plan.seed, constants=plan.params,

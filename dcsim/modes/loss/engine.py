@@ -81,6 +81,7 @@ from simpy.events import NORMAL
 
 from dcsim.allocators.base import FIRST_STEP, Allocator
 from dcsim.errors import DcsimError, PluginError
+from dcsim.metrics import Observers, RunStart
 from dcsim.model import ClusterState, Placement, Request, StateView, Topology
 from dcsim.model.request import new_request
 from dcsim.model.state import EPS
@@ -130,6 +131,7 @@ class Engine(SimCore):
         sink: Sink | None = None,
         failures: Callable[[Engine], Any] | None = None,
         power: PowerSetup | None = None,
+        metrics: Observers | None = None,
     ):
         self.topology = topology
         self.source = source
@@ -154,6 +156,11 @@ class Engine(SimCore):
         # (due), whether the allocator wants release callbacks, admit() and wake_held()
         self.arrivals_done = False
         self._measured_log = AcceptanceLog()  # for acceptance_last20
+        #: the run's metric plugins (dcsim.metrics), or None: then no metric hook is called
+        #: anywhere (the calls are installed here, once, only when there are some)
+        self.metrics = metrics
+        if metrics is not None:
+            self._observe(metrics)
         self._wait = self.config.capacity == "wait"
         self._hold_tol = EPS * np.maximum(self.meter.capacity, 1.0)
         self._departure: simpy.Event | None = None  # a held request waits on this
@@ -187,7 +194,8 @@ class Engine(SimCore):
         # the common case, fused (_fused_arrivals): loss mode, nothing else watching arrivals
         # (a switch-on delay is checked on the general path only)
         self._fused = (not self._defer and self._failures is None and not self._wait
-                       and (self.power is None or not self.power.delay))
+                       and (self.power is None or not self.power.delay)
+                       and metrics is None)
         self._warm_requests = self.config.warmup_requests
         self._warm_time = self.config.warmup_time
 
@@ -208,6 +216,9 @@ class Engine(SimCore):
         ``start()`` then running to completion; a caller that steps the simulation itself
         (a learning environment) calls ``start()`` and ``env.step()``."""
         self.allocator.setup(self.view)
+        if self.metrics is not None:
+            self.metrics.start(RunStart("loss", self.topology, self.view,
+                                        tuple(self.topology.resources)))
         arrivals = self.env.process(self._arrivals())
         if self.config.sample_interval:
             self.every(self.config.sample_interval, self._sample,
@@ -303,6 +314,34 @@ class Engine(SimCore):
         if self.power is not None:
             self.power.open(now)
         self.failures_window(now, open_=True)
+
+    def _observe(self, metrics: Observers) -> None:
+        """Have ``metrics`` see every arrival, decision and departure: the general path's
+        methods, wrapped on this engine only (the fused path, which has no such calls,
+        is off for this run); a run without metrics never gets here."""
+        arrive, settle, depart = self._arrive, self._settle, self._depart
+        env = self.env
+        on_arrival, on_decision, on_departure = (metrics.arrival, metrics.decision,
+                                                 metrics.departure)
+
+        def observed_arrive(req: Request):
+            on_arrival(env.now, req)
+            return arrive(req)
+
+        def observed_settle(req: Request, choice: Any, now: float, measured: bool,
+                            decision: float) -> tuple[Placement | None, float]:
+            out = settle(req, choice, now, measured, decision)
+            on_decision(now, req, out[0])
+            return out
+
+        def observed_depart(req: Request, placement: Placement, amount: list[float],
+                            event: simpy.Event) -> None:
+            depart(req, placement, amount, event)
+            on_departure(env.now, req)
+
+        self._arrive = observed_arrive  # type: ignore[method-assign]
+        self._settle = observed_settle  # type: ignore[method-assign]
+        self._depart = observed_depart  # type: ignore[method-assign]
 
     # ------------------------------------------------------------------ decisions
     def _arrive(self, req: Request):
@@ -509,6 +548,8 @@ class Engine(SimCore):
         }
         if self.power is not None:
             row.update(self.power.instant())
+        if self.metrics is not None:
+            row.update(self.metrics.sample(row["time"]))
         self._samples.append_row(row)
         if self._samples.rows >= self.config.flush_rows:
             self._flush()
@@ -540,6 +581,8 @@ class Engine(SimCore):
             out.update(self._failures.process.summary("lost_request_time"))
         if self.power is not None:
             out.update(self.power.summary(float(self.env.now)))
+        if self.metrics is not None:
+            out.update(self.metrics.summary())
         return out
 
     # ------------------------------------------- capacity: wait and departures: after_first_step

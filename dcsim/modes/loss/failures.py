@@ -164,9 +164,12 @@ class LossFailures:
         on = self.on_server[comp] if kind == "server" else self.on_link[comp]
         hit = [self._unhold(rid) for rid in sorted(on)]
         power = e.power
+        metrics = e.metrics
         for req, placement, _amount, _end in hit:
             e.state.apply(placement, 1.0)
             e.meter.interrupted(req.id, now)
+            if metrics is not None:
+                metrics.departure(now, req)
             if power is not None:
                 power.released(now, placement)
             if e.notifies_release:
@@ -186,6 +189,8 @@ class LossFailures:
             if power is not None:
                 power.link_failed(now, comp, 1)
         e.view.now = now
+        if metrics is not None:
+            metrics.failure(now, kind, comp)
         if self._notify_failed:
             e.allocator.failed(kind, comp, e.view)
         out = Outcome(interrupted=len(hit))
@@ -209,6 +214,8 @@ class LossFailures:
             raise PluginError(f"allocator {e.allocator.label!r} decides stepwise; "
                               "failures.on_failure: reallocate needs a direct choice")
         placement, amount = e.admit(req, choice)
+        if e.metrics is not None:
+            e.metrics.decision(now, req, placement)
         if placement is None:
             return False
         self.hold(req, placement, amount, end)
@@ -233,6 +240,8 @@ class LossFailures:
             if e.power is not None:
                 e.power.link_failed(e.env.now, comp, -1)
         e.view.now = e.env.now
+        if e.metrics is not None:
+            e.metrics.repair(e.env.now, kind, comp)
         if self._notify_repaired:
             e.allocator.repaired(kind, comp, e.view)
         e.wake_held()

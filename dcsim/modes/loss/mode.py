@@ -11,13 +11,21 @@ from pydantic import BaseModel
 
 from dcsim.errors import ConfigError
 from dcsim.experiment_sections import FailureSpec
-from dcsim.modes.base import Built, Mode, Section, plugin_instance, topology_families
+from dcsim.modes.base import (
+    Built,
+    Mode,
+    Section,
+    metric_observers,
+    plugin_instance,
+    topology_families,
+)
 from dcsim.modes.loss.spec import PowerSpec, WarmupSpec
 
 
 class LossMode(Mode):
     name = "loss"
     plugin_key, plugin_kind = "allocators", "allocator"
+    runs_metrics = True
     own_sections = {
         "topology": Section(dict[str, Any] | BaseModel, ...),
         "workload": Section(dict[str, Any] | BaseModel, ...),
@@ -110,7 +118,8 @@ class LossMode(Mode):
 
         def simulate(sink) -> dict[str, Any]:
             engine = Engine(topology, source, allocator, workload_rng, config, sink=sink,
-                            failures=failures, power=power)
+                            failures=failures, power=power,
+                            metrics=metric_observers(plan, spec))
             # read-only: the terminal's progress line (dcsim.runner.progress)
             with watch(lambda: (engine.received, total, engine.env.now)):
                 return engine.run()
