@@ -267,13 +267,18 @@ def get_plugin_class(name: str, kind: str = "allocator") -> type:
     """The ``kind`` class registered as ``name``; unknown names list what is available."""
     found = registered(kind)
     if name not in found:
-        bad = "".join(f"; plugin {k!r} failed to load ({v}): it may provide it (fix it, or "
-                      f"leave it out of {ENV_VAR})" for k, v in sorted(_broken.items()))
         raise PluginError(
             f"unknown {kind} {name!r}; available: {', '.join(sorted(found)) or 'none'} "
-            f"(see `dcsim plugins`){bad}"
+            f"(see `dcsim plugins`){broken_note()}"
         )
     return found[name].cls
+
+
+def broken_note() -> str:
+    """What to add to an "unknown name" error while installed plugins failed to load: that
+    one of them may provide it (empty when none failed)."""
+    return "".join(f"; plugin {k!r} failed to load ({v}): it may provide it (fix it, or "
+                   f"leave it out of {ENV_VAR})" for k, v in sorted(broken().items()))
 
 
 def get_allocator_class(name: str) -> type:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Union
 
-from pydantic import Field, PlainValidator, TypeAdapter
+from pydantic import Field, PlainValidator, TypeAdapter, ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from dcsim.errors import PluginError
 
@@ -50,7 +51,21 @@ def adapter(kind: str) -> TypeAdapter[Any]:
 
 
 def validate(kind: str, value: Any) -> Any:
-    """``value`` (a mapping, or an instance of a registered class) validated as ``kind``."""
+    """``value`` (a mapping, or an instance of a registered class) validated as ``kind``.
+    A name nothing registers, while an installed plugin failed to load, is an error at the
+    selecting field that says so (the broken plugin may be what provides it)."""
+    from dcsim.plugins import NAME_FIELD, broken_note
+
+    field = NAME_FIELD[kind]
+    tag = value.get(field) if isinstance(value, dict) else None
+    if isinstance(tag, str) and tag not in names(kind):
+        note = broken_note()
+        if note:
+            raise ValidationError.from_exception_data(kind, [InitErrorDetails(
+                type=PydanticCustomError("unknown_plugin", "{msg}", {"msg": (
+                    f"unknown {field} {tag!r}; expected one of {', '.join(names(kind))}"
+                    + note)}),
+                loc=(field,), input=tag)])
     return adapter(kind).validate_python(value)
 
 

@@ -223,7 +223,7 @@ def named_modules(text: str, source: bool) -> set[str]:
     """The ``dcsim/…py`` paths and ``dcsim.x.y`` dotted names ``text`` mentions (in Python
     source, only those in backticks: a docstring's or comment's reference, not a string)."""
     tick = "`~?" if source else ""
-    paths = re.findall(rf"{tick}(?<![\w/.])(dcsim/[\w/]*\w\.py)\b", text)
+    paths = re.findall(rf"{tick}(?<![\w/.-])(dcsim/[\w/]*\w\.py)\b", text)
     dotted = re.findall(rf"{tick}(?<![\w/.-])(dcsim(?:\.\w+)+)", text)
     return set(paths) | {d for d in dotted if d not in PLACEHOLDERS}
 

@@ -36,8 +36,34 @@ def run_plugins(plan, spec=None) -> list[tuple[str, str]]:
         found.append(("allocator", embed))
     if mode == "vm_online":
         found.extend(("rescheduler", name) for name in _online_reschedulers(plan, spec))
-    found.extend(("metric", m["name"]) for m in getattr(plan, "metrics", ()))
+    found.extend(("metric", m["name"]) for m in plan.metrics)
+    found.extend(_config_kinds(plan.config))
     return list(dict.fromkeys(found))
+
+
+def _config_kinds(config: Any) -> list[tuple[str, str]]:
+    """The configuration kinds a run's config selects: its ``topology.kind``, its
+    ``workload.arrival.process`` and every ``dist`` (a plugin's code shapes the run as an
+    allocator's does)."""
+    if not isinstance(config, dict):
+        return []
+    found = []
+    topology, workload = config.get("topology"), config.get("workload")
+    if isinstance(topology, dict) and isinstance(topology.get("kind"), str):
+        found.append(("topology", topology["kind"]))
+    arrival = workload.get("arrival") if isinstance(workload, dict) else None
+    if isinstance(arrival, dict) and isinstance(arrival.get("process"), str):
+        found.append(("arrival", arrival["process"]))
+    stack = [config]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("dist"), str):
+                found.append(("distribution", node["dist"]))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
 
 
 def _online_reschedulers(plan, spec) -> list[str]:
