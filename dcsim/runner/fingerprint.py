@@ -24,7 +24,8 @@ from dcsim.results import provenance
 def run_plugins(plan, spec=None) -> list[tuple[str, str]]:
     """``(kind, name)`` of every plugin a run loads: its own (the allocator, scheduler,
     rescheduler or placer of ``plan``), the embedder a composing allocator wraps (its
-    ``embed`` option, AHAB's and the strawman's) and ``vm_online``'s periodic rescheduler.
+    ``embed`` option, AHAB's and the strawman's), ``vm_online``'s periodic rescheduler and
+    the trace format that reads ``workload.trace``.
     ``spec`` is the plan's validated experiment (default: ``plan.spec``)."""
     spec = spec if spec is not None else plan.spec
     mode = spec.mode if spec is not None else plan.config.get("mode", "loss")
@@ -35,7 +36,20 @@ def run_plugins(plan, spec=None) -> list[tuple[str, str]]:
         found.append(("allocator", embed))
     if mode == "vm_online":
         found.extend(("rescheduler", name) for name in _online_reschedulers(plan, spec))
+    fmt = _trace_format(spec if spec is not None else plan.config)
+    if fmt is not None:  # the code that reads the workload's trace
+        found.append(("trace_format", fmt))
     return list(dict.fromkeys(found))
+
+
+def _trace_format(spec) -> str | None:
+    """``workload.trace.format`` of ``spec`` (a validated experiment or its mapping) when
+    it names a trace format (not ``table``)."""
+    def get(obj, key):
+        return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+    fmt = get(get(get(spec, "workload"), "trace"), "format")
+    return fmt if isinstance(fmt, str) and fmt != "table" else None
 
 
 def _online_reschedulers(plan, spec) -> list[str]:
