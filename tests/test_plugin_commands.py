@@ -29,10 +29,11 @@ def fake_eps(monkeypatch):
 @click.command("hello-plugin")
 @click.argument("who")
 @click.option("--times", type=int, default=1, help="How many greetings.")
-def hello(who: str, times: int) -> None:
+@click.option("--tag", "tags", multiple=True, help="Words after the greeting.")
+def hello(who: str, times: int, tags: tuple[str, ...]) -> None:
     """Greet WHO (a test command)."""
     for _ in range(times):
-        click.echo(f"hello {who}")
+        click.echo(" ".join(["hello", who, *tags]))
 
 
 @click.command("run")
@@ -68,7 +69,8 @@ def test_a_plugin_command_is_listed_and_runs(fake_eps):
     assert plugins.registered("command")["hello-plugin"].package == "dcsim-hello"
     r = invoke("plugins", "--kind", "command")
     assert "hello-plugin  [dcsim-hello]  Greet WHO (a test command)." in r.stdout
-    assert "--times: integer = 1" in r.stdout
+    assert "--times: integer = 1" in r.stdout and "--tag: text = ()" in r.stdout
+    assert invoke("hello-plugin", "you", "--tag", "a", "--tag", "b").stdout == "hello you a b\n"
 
 
 def test_a_plugin_command_cannot_take_a_built_in_name(fake_eps):

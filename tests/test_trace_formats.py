@@ -52,6 +52,17 @@ def test_the_built_in_formats_are_registered_with_their_importers_keywords():
             assert fields[p.name].get_default() == p.default, (name, p.name)
 
 
+def test_dcsim_plugins_lists_the_formats_and_their_options():
+    r = CliRunner().invoke(main, ["plugins", "--kind", "trace_format"])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0] == "trace_formats:"
+    assert "      statuses: tuple[str, ...] | None = ('Terminated',)" in lines
+    assert "      lifetime: 'mid' | 'lower' | 'uniform' = 'mid'" in lines
+    assert sum(ln.startswith("  ") and not ln.startswith("   ") for ln in lines) == len(
+        trace_formats())
+
+
 @pytest.mark.parametrize("name", list(BUILTIN))
 def test_a_built_in_format_reads_what_its_importer_reads(name):
     fn, src, opts = BUILTIN[name]
