@@ -372,7 +372,8 @@ def test_the_topology_howto_lists_the_real_errors(tmp_path, monkeypatch):
 RUN_AS_WRITTEN = {"write-an-allocator.md", "vm-rescheduling.md", "use-a-trace.md",
                   "custom-topology.md", "queue-scheduling.md", "nara-optical-agent.md",
                   "failures.md", "train-with-sb3.md", "workloads-in-time.md",
-                  "energy.md", "gpu-clusters.md", "network-aware-allocator.md"}
+                  "energy.md", "gpu-clusters.md", "network-aware-allocator.md",
+                  "extend-dcsim.md"}
 
 
 @pytest.mark.slow

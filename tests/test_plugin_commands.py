@@ -13,7 +13,21 @@ from click.testing import CliRunner
 from dcsim import plugins
 from dcsim.cli import main
 from dcsim.hookspecs import hookimpl
-from tests.test_plugins import FakeEntryPoint
+
+
+class FakeEntryPoint:
+    """An installed ``dcsim`` entry point: its name, what loading it gives (or raises) and
+    the distribution it belongs to."""
+
+    def __init__(self, name, module, dist="fake-dist"):
+        self.name = name
+        self._module = module
+        self.dist = types.SimpleNamespace(name=dist)
+
+    def load(self):
+        if isinstance(self._module, Exception):
+            raise self._module
+        return self._module
 
 
 @pytest.fixture
