@@ -1,5 +1,6 @@
-"""NALB/NULB's free-capacity weighted k shortest paths: dcsim's search on node indices
-against the networkx search it replaced (issue #51 item 1), in one run.
+"""NALB/NULB's free-capacity weighted k shortest paths: dcsim's search on node indices, in
+Python and compiled (numba), against the networkx search it replaced (issue #51 item 1), in
+one run.
 
     python benchmarks/bench_weighted_paths.py [--requests 256] [--repeat 3] [--pairs 400]
 
@@ -12,15 +13,18 @@ Two measurements on the Nara 2023 scaled optical topology (1,024 servers, 16 cha
    are asserted for every pair;
 2. *episode*: a NALB episode of ``--requests`` requests with the experiment's options and
    workload, once with each search (``dcsim.allocators.multi.step.weighted_k_paths`` swapped
-   for the networkx one); the request rows must be equal.
+   for the networkx one; ``DCSIM_KERNELS`` choosing dcsim's Python or compiled one); the
+   request rows must be equal.
 
-Rounds alternate which runs first; prints per round the networkx/dcsim time ratios and then
-their min and median. The networkx search is kept here only, as the baseline.
+Rounds alternate the order; prints per round each time and its ratio to networkx's, then
+the min and median of the ratios. The networkx search is kept here only, as the baseline.
+Needs numba (the ``fast`` extra) for the compiled search.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -33,7 +37,7 @@ import numpy as np
 import yaml
 
 from dcsim.allocators.multi import step
-from dcsim.allocators.multi.paths import link_weight, weighted_k_paths
+from dcsim.allocators.multi.paths import link_weight, link_weights, weighted_k_paths
 from dcsim.model.paths import PathService
 from dcsim.model.topologies import build_topology
 from dcsim.modes.loss import Engine, EngineConfig
@@ -43,7 +47,7 @@ from dcsim.workload.spec import build_source
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def networkx_k_paths(paths, a, b, k, weight):
+def networkx_k_paths(paths, a, b, k, weight, kernel=False):
     """The search dcsim ran before: networkx's, one-link servers hidden."""
     if a == b or paths.is_flat:
         return [np.zeros(0, dtype=np.int64)]
@@ -78,17 +82,20 @@ def networkx_k_paths(paths, a, b, k, weight):
     return out
 
 
-def searches(ps: PathService, pairs: np.ndarray, free: np.ndarray, fn) -> tuple[float, list]:
+def searches(ps: PathService, pairs: np.ndarray, free: np.ndarray, fn, kernel: bool
+             ) -> tuple[float, list]:
     cap = ps.topology.link_capacity
     out = []
     t0 = time.perf_counter()
     for kind in ("free", "inverse_free"):
-        w = link_weight(kind, free, cap)
-        out.extend([p.tolist() for p in fn(ps, int(a), int(b), 3, w)] for a, b in pairs)
+        # as the allocator passes them: every link's weight with the kernel, else a function
+        w = link_weights(kind, free, cap) if kernel else link_weight(kind, free, cap)
+        out.extend([p.tolist() for p in fn(ps, int(a), int(b), 3, w, kernel=kernel)]
+                   for a, b in pairs)
     return time.perf_counter() - t0, out
 
 
-def episode(cfg: dict, requests: int, fn) -> tuple[float, list]:
+def episode(cfg: dict, requests: int, fn, kernel: bool) -> tuple[float, list]:
     topo = build_topology(cfg["topology"])
     entry = next(a for a in cfg["allocators"] if a["name"] == "nalb")
     cls = get_allocator_class("nalb")
@@ -96,6 +103,7 @@ def episode(cfg: dict, requests: int, fn) -> tuple[float, list]:
     src = build_source({**cfg["workload"], "requests": requests}, topo)
     rows: list = []
     step.weighted_k_paths = fn
+    os.environ["DCSIM_KERNELS"] = "numba" if kernel else "numpy"
     try:
         t0 = time.perf_counter()
         eng = Engine(topo, src, alloc, np.random.default_rng(7),
@@ -106,6 +114,7 @@ def episode(cfg: dict, requests: int, fn) -> tuple[float, list]:
         seconds = time.perf_counter() - t0
     finally:
         step.weighted_k_paths = weighted_k_paths
+        os.environ.pop("DCSIM_KERNELS")
     return seconds, rows
 
 
@@ -121,25 +130,30 @@ def main() -> None:
     cap = ps.topology.link_capacity
     free = np.floor(rng.uniform(0, 1, cap.shape) * (cap + 1)).clip(0, cap)
     pairs = rng.integers(0, ps.topology.n_servers, size=(args.pairs, 2))
-    ratios: dict[str, list[float]] = {"searches": [], "episode": []}
+    variants = [("networkx", networkx_k_paths, False), ("python", weighted_k_paths, False),
+                ("compiled", weighted_k_paths, True)]
+    searches(ps, pairs[:2], free, weighted_k_paths, True)  # compile first
+    ratios: dict[tuple[str, str], list[float]] = {}
     for r in range(args.repeat):
-        order = [("networkx", networkx_k_paths), ("dcsim", weighted_k_paths)]
-        if r % 2:
-            order.reverse()
-        s = {name: searches(ps, pairs, free, fn) for name, fn in order}
-        assert s["networkx"][1] == s["dcsim"][1], "the searches found other paths"
-        e = {name: episode(cfg, args.requests, fn) for name, fn in order}
-        assert _same(e["networkx"][1], e["dcsim"][1]), \
-            "the episodes gave other rows"
-        ratios["searches"].append(s["networkx"][0] / s["dcsim"][0])
-        ratios["episode"].append(e["networkx"][0] / e["dcsim"][0])
-        print(f"round {r}: searches networkx {s['networkx'][0]:.3f} s, dcsim "
-              f"{s['dcsim'][0]:.3f} s ({ratios['searches'][-1]:.2f}x); NALB episode of "
-              f"{args.requests} requests networkx {e['networkx'][0]:.2f} s, dcsim "
-              f"{e['dcsim'][0]:.2f} s ({ratios['episode'][-1]:.2f}x)")
-    for name, xs in ratios.items():
-        print(f"{name}: networkx / dcsim min {min(xs):.2f}x, median {statistics.median(xs):.2f}x")
-
+        order = variants if r % 2 == 0 else variants[::-1]
+        s = {name: searches(ps, pairs, free, fn, kernel) for name, fn, kernel in order}
+        e = {name: episode(cfg, args.requests, fn, kernel) for name, fn, kernel in order}
+        for name in ("python", "compiled"):
+            assert s[name][1] == s["networkx"][1], f"{name}: the searches found other paths"
+            assert _same(e[name][1], e["networkx"][1]), f"{name}: the episode's rows differ"
+        line = []
+        for what, m in (("searches", s), ("NALB episode", e)):
+            parts = []
+            for name in ("python", "compiled"):
+                ratios.setdefault((what, name), []).append(m["networkx"][0] / m[name][0])
+                parts.append(f"{name} {m[name][0]:.3f} s "
+                             f"({ratios[what, name][-1]:.2f}x)")
+            line.append(f"{what}: networkx {m['networkx'][0]:.3f} s, " + ", ".join(parts))
+        print(f"round {r} ({args.pairs} pairs x 2 weights; {args.requests} requests): "
+              + "; ".join(line))
+    for (what, name), xs in ratios.items():
+        print(f"{what}, networkx / dcsim {name}: min {min(xs):.2f}x, "
+              f"median {statistics.median(xs):.2f}x")
 
 def _same(a: list, b: list) -> bool:
     if len(a) != len(b):

@@ -1,7 +1,8 @@
-"""The built-in topology kinds, arrival processes and distributions, registered through the
-same hooks as a plugin's (``register_topologies``, ``register_arrival_processes``,
-``register_distributions``), so ``topology.kind``, ``workload.arrival.process`` and ``dist``
-select among the built-ins and every plugin's alike."""
+"""The built-in topology kinds, arrival processes, distributions and trace formats,
+registered through the same hooks as a plugin's (``register_topologies``,
+``register_arrival_processes``, ``register_distributions``, ``register_trace_formats``), so
+``topology.kind``, ``workload.arrival.process``, ``dist`` and ``workload.trace.format`` (and
+``dcsim import-trace``) select among the built-ins and every plugin's alike."""
 
 from __future__ import annotations
 
@@ -39,4 +40,12 @@ def register_distributions(register: Callable[[type], None]) -> None:
 
     for cls in (d.Constant, d.Uniform, d.UniformInt, d.Exponential, d.Normal, d.LogNormal,
                 d.Pareto, d.Weibull, d.Gamma, d.Discrete, d.Empirical, d.AttrProduct):
+        register(cls)
+
+
+@hookimpl
+def register_trace_formats(register: Callable[[type], None]) -> None:
+    from dcsim.workload.trace_formats import BUILTIN_FORMATS
+
+    for cls in BUILTIN_FORMATS:
         register(cls)

@@ -19,7 +19,54 @@ from dcsim.runner.progress import ProgressLine
 
 
 class _Group(click.Group):
-    """Turn every error a user can cause into one line on stderr and exit status 1."""
+    """Turn every error a user can cause into one line on stderr and exit status 1, and
+    offer every registered command (``register_commands``) beside the built-in ones.
+
+    The registry is asked only for a name that is not built in and for the list (``dcsim
+    --help``): ``dcsim run`` loads no plugin module to find itself. A plugin command named
+    like a built-in one is left out with one warning (the built-in keeps its name: a
+    package cannot change what ``dcsim run`` does); a registry that cannot be read (two
+    packages registering one name) is one warning, and the built-in commands still work.
+    """
+
+    #: (what the registry answered, the commands offered for it): warnings once per answer
+    _offered: tuple[tuple, dict[str, click.Command]] | None = None
+
+    def plugin_commands(self) -> dict[str, click.Command]:
+        """The registered commands this group offers, by name."""
+        from dcsim.plugins import registered, warn
+
+        try:
+            found = registered("command")
+        except DcsimError as e:
+            if self._offered is None or self._offered[0] != ("error", str(e)):
+                warn(f"plugin commands left out: {e}")
+                self._offered = (("error", str(e)), {})
+            return self._offered[1]
+        key = tuple(found.items())
+        if self._offered is None or self._offered[0] != key:
+            offered: dict[str, click.Command] = {}
+            for name, r in found.items():
+                if name in self.commands:
+                    warn(f"plugin {r.package!r} registers a command named {name!r}, like "
+                         f"dcsim's own `dcsim {name}`; left out (the built-in runs; rename "
+                         "the plugin's command)")
+                elif not isinstance(r.cls, click.Command):
+                    warn(f"plugin {r.package!r} registered {r.cls!r} as command {name!r}, "
+                         "which is not a click.Command; left out")
+                else:
+                    offered[name] = r.cls
+            self._offered = (key, offered)
+        return self._offered[1]
+
+    def list_commands(self, ctx):
+        return sorted({*super().list_commands(ctx), *self.plugin_commands()})
+
+    def get_command(self, ctx, cmd_name):
+        found = super().get_command(ctx, cmd_name)
+        if found is not None:
+            return found
+        return self.plugin_commands().get(cmd_name)
 
     def invoke(self, ctx):
         _end_startup_interrupts()  # start-up is over
@@ -262,19 +309,39 @@ def report(results: Path, metrics: tuple[str, ...], by: str | None, baseline: st
         click.echo(rep.note)
 
 
+class _TraceFormats(click.Choice):
+    """The registered trace formats, asked for when ``import-trace`` parses or shows its
+    FORMAT (not when the program starts)."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+
+    @property
+    def choices(self):
+        from dcsim.workload.trace_import import trace_formats
+
+        return tuple(trace_formats())
+
+    @choices.setter
+    def choices(self, value) -> None:  # click.Choice.__init__ sets it; the registry decides
+        pass
+
+
 @main.command("import-trace")
-@click.argument("fmt", metavar="FORMAT",
-                type=click.Choice(["azure2017", "alibaba2018", "azure2020",
-                                   "alibaba2018_containers", "azure2020_vmtypes"]))
+@click.argument("fmt", metavar="FORMAT", type=_TraceFormats())
 @click.argument("src", type=click.Path(exists=True, path_type=Path))
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--split", type=click.Choice(["dev", "test"]), default=None,
               help="azure2017 only: which window of the rnn encoding.")
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
-              help="Importer keyword, value parsed as YAML (e.g. --option horizon_days=14).")
+              help="An option of the trace format, value parsed as YAML (e.g. --option "
+                   "horizon_days=14; `dcsim plugins --kind trace_format` lists them).")
 def import_trace_cmd(fmt: str, src: Path, out: Path, split: str | None,
                      options: tuple[str, ...]) -> None:
-    """Convert a raw trace (FORMAT at SRC) into a standard request table OUT (.parquet/.csv)."""
+    """Convert a raw trace (FORMAT at SRC) into a standard request table OUT (.parquet/.csv).
+
+    FORMAT is any registered trace format, dcsim's or a plugin's (`dcsim plugins --kind
+    trace_format` lists them and their options)."""
 
     from dcsim.config_files import parse_set
     from dcsim.workload.trace_import import import_trace, write_table

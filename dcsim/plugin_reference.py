@@ -56,7 +56,8 @@ def _type_name(ann: Any) -> str:
         return " | ".join(repr(a) for a in args)
     if origin is not None:
         name = getattr(origin, "__name__", str(origin))
-        return f"{name}[{', '.join(_type_name(a) for a in args)}]" if args else name
+        shown = ", ".join("..." if a is Ellipsis else _type_name(a) for a in args)
+        return f"{name}[{shown}]" if args else name
     if ann is type(None):
         return "None"
     return ann.__name__ if isinstance(ann, type) else str(ann).replace("typing.", "")
@@ -66,11 +67,16 @@ def options(kind: str, cls: Any) -> list[Option]:
     """The options a user sets for ``cls``: its ``Options`` fields, a configuration kind's
     own fields but the selecting one, or a command's parameters."""
     if kind == "command":
+        import click.core
+
+        unset = getattr(click.core, "UNSET", None)  # click >= 8.3: a default not given
         out = []
         for p in getattr(cls, "params", ()):
             flag = max(getattr(p, "opts", [p.name]), key=len)
+            default = p.default if p.default is not unset else (
+                () if getattr(p, "multiple", False) else None)
             out.append(Option(flag, _type_name(getattr(p.type, "name", p.type)),
-                              "(required)" if p.required else f"= {p.default!r}",
+                              "(required)" if p.required else f"= {default!r}",
                               getattr(p, "help", None) or ""))
         return out
     if kind == "mode":  # its plugin list and the sections it reads

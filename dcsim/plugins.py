@@ -45,7 +45,7 @@ BUILTIN: dict[str, tuple[str, ...]] = {
     "topology": ("dcsim.builtin_kinds",),
     "arrival": ("dcsim.builtin_kinds",),
     "distribution": ("dcsim.builtin_kinds",),
-    "trace_format": (),
+    "trace_format": ("dcsim.builtin_kinds",),
     "metric": (),
     "command": (),
     "mode": ("dcsim.modes.builtin",),

@@ -427,10 +427,12 @@ def test_import_trace_offers_every_importer(tmp_path):
     """Every importer is a FORMAT of import-trace, so the CLI cannot lag behind the library;
     the Nara authors' tables convert too."""
     from dcsim.cli import import_trace_cmd
-    from dcsim.workload.trace_import import IMPORTERS
+    from dcsim.workload.trace_import import trace_formats
 
     fmt = next(p for p in import_trace_cmd.params if p.name == "fmt")
-    assert sorted(fmt.type.choices) == sorted(IMPORTERS)
+    assert sorted(fmt.type.choices) == sorted(trace_formats())
+    assert {"azure2017", "alibaba2018", "azure2020", "alibaba2018_containers",
+            "azure2020_vmtypes"} <= set(fmt.type.choices)
     raw = Path(__file__).parent / "data" / "traces"
     for name, src, opts in [
             ("alibaba2018_containers", "alibaba2018_container_meta_head.csv", []),

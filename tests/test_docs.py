@@ -224,7 +224,7 @@ def named_modules(text: str, source: bool) -> set[str]:
     source, only those in backticks: a docstring's or comment's reference, not a string)."""
     tick = "`~?" if source else ""
     paths = re.findall(rf"{tick}(?<![\w/.-])(dcsim/[\w/]*\w\.py)\b", text)
-    dotted = re.findall(rf"{tick}(?<![\w/.-])(dcsim(?:\.\w+)+)", text)
+    dotted = re.findall(rf"{tick}(?<![\w/.-])(dcsim(?:\.\w+)+)", text)  # not extend-dcsim.md
     return set(paths) | {d for d in dotted if d not in PLACEHOLDERS}
 
 

@@ -236,6 +236,7 @@ def test_trace_formats_run_their_importer():
                                        "split": "dev", "options": {"lifetime": "lower"}}}
     c = collect(build_source(spec, topology(), base_dir=here))
     assert sum(len(b) for b in c) == 100
-    with pytest.raises(ConfigError, match="workload.trace: azure2017: lifetime is"):
+    with pytest.raises(ConfigError, match="workload.trace.options.lifetime: expected 'mid', "
+                                          "'lower' or 'uniform', got 'max'"):
         build_source({"trace": {**spec["trace"], "options": {"lifetime": "max"}}}, topology(),
                      base_dir=here)

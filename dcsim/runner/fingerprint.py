@@ -25,7 +25,9 @@ def run_plugins(plan, spec=None) -> list[tuple[str, str]]:
     """``(kind, name)`` of every plugin a run loads: its own (the allocator, scheduler,
     rescheduler or placer of ``plan``), the embedder a composing allocator wraps (its
     ``embed`` option, AHAB's and the strawman's), ``vm_online``'s periodic rescheduler and
-    the run's metric plugins (``metrics.plugins``).
+    the run's metric plugins (``metrics.plugins``), the trace format that reads
+    ``workload.trace``, and the configuration kinds its config selects (topology, arrival
+    process, distributions).
     ``spec`` is the plan's validated experiment (default: ``plan.spec``)."""
     spec = spec if spec is not None else plan.spec
     mode = spec.mode if spec is not None else plan.config.get("mode", "loss")
@@ -37,6 +39,9 @@ def run_plugins(plan, spec=None) -> list[tuple[str, str]]:
     if mode == "vm_online":
         found.extend(("rescheduler", name) for name in _online_reschedulers(plan, spec))
     found.extend(("metric", m["name"]) for m in plan.metrics)
+    fmt = _trace_format(plan.config)
+    if fmt is not None:  # the code that reads the workload's trace
+        found.append(("trace_format", fmt))
     found.extend(_config_kinds(plan.config))
     return list(dict.fromkeys(found))
 
@@ -64,6 +69,15 @@ def _config_kinds(config: Any) -> list[tuple[str, str]]:
         elif isinstance(node, list):
             stack.extend(node)
     return found
+
+
+def _trace_format(config: Any) -> str | None:
+    """``workload.trace.format`` of a run's config when it names a trace format (not
+    ``table``)."""
+    workload = config.get("workload") if isinstance(config, dict) else None
+    trace = workload.get("trace") if isinstance(workload, dict) else None
+    fmt = trace.get("format") if isinstance(trace, dict) else None
+    return fmt if isinstance(fmt, str) and fmt != "table" else None
 
 
 def _online_reschedulers(plan, spec) -> list[str]:

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     )
     from dcsim.workload.spec import TraceSpec, WorkloadSpec, build_source, parse_workload
     from dcsim.workload.synthetic import AugmentedSource, SyntheticSource
+    from dcsim.workload.trace_format import TraceFormat
     from dcsim.workload.trace_import import import_trace, write_table
     from dcsim.workload.traces import TraceSource
 
@@ -77,6 +78,7 @@ __all__ = [
     "RequestSource",
     "SyntheticSource",
     "TickArrivals",
+    "TraceFormat",
     "TraceRateArrivals",
     "TraceSource",
     "TraceSpec",
@@ -132,6 +134,7 @@ _EXPORTS = {
     "parse_workload": "dcsim.workload.spec",
     "AugmentedSource": "dcsim.workload.synthetic",
     "SyntheticSource": "dcsim.workload.synthetic",
+    "TraceFormat": "dcsim.workload.trace_format",
     "import_trace": "dcsim.workload.trace_import",
     "write_table": "dcsim.workload.trace_import",
     "TraceSource": "dcsim.workload.traces",

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import ConfigDict, Field, PositiveFloat, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, field_validator
 
 from dcsim.errors import ConfigError
 from dcsim.model.topology import Topology
@@ -26,12 +26,14 @@ from dcsim.workload.dist_base import BaseDist
 from dcsim.workload.distributions import Dist, Empirical, validation_message
 from dcsim.workload.resample import TableRows
 from dcsim.workload.synthetic import AugmentedSource, SyntheticSource
-from dcsim.workload.trace_import import import_trace
+from dcsim.workload.trace_format import read_trace
+from dcsim.workload.trace_import import TABLE, trace_format, trace_formats
 from dcsim.workload.traces import TraceSource
 
 
 class TraceSpec(ConfigModel):
-    """Replay a table (``format: table``, CSV or Parquet) or a raw trace through its importer.
+    """Replay a table (``format: table``, CSV or Parquet) or a raw trace through its trace
+    format (any registered one: the built-in importers and plugins' formats).
 
     ``path`` is relative to the experiment file's folder (then the working directory); for
     ``azure2017`` it is the folder of the rnn files. ``columns`` maps standard names to file
@@ -41,8 +43,9 @@ class TraceSpec(ConfigModel):
     1}``: Nara's "0 -> 1"), ``redraw_above`` skips a row with a column above the bound
     (resampled: the request is drawn again, as Nara's sets do; applied after ``cap``), ``limit``
     caps the number of requests (default: ``workload.requests``). ``split`` (azure2017) and
-    ``options`` (other importer keywords, e.g. ``lifetime: lower``, ``statuses: null``,
-    ``horizon_days: 14``) go to the importer. ``resample: true`` draws each request's demand as
+    ``options`` (the format's other options, e.g. ``lifetime: lower``, ``statuses: null``,
+    ``horizon_days: 14``) go to the format, validated against its ``Options`` when the
+    experiment is read. ``resample: true`` draws each request's demand as
     a whole row, uniformly with replacement, from the table's first ``limit`` rows (default: all
     of them), and takes arrival and duration from ``workload.arrival`` / ``workload.duration``;
     ``oversized``: a request whose demand is above the whole cluster's capacity (no allocator
@@ -54,8 +57,7 @@ class TraceSpec(ConfigModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     path: str
-    format: Literal["table", "azure2017", "alibaba2018", "azure2020", "alibaba2018_containers",
-                    "azure2020_vmtypes"] = "table"
+    format: str = TABLE
     columns: dict[str, str | float] = Field(default_factory=dict)
     scale: dict[str, float] = Field(default_factory=dict)
     cap: dict[str, float] = Field(default_factory=dict)
@@ -73,6 +75,17 @@ class TraceSpec(ConfigModel):
     batch_size: int = Field(65536, ge=1)
     resample: bool = False
     oversized: Literal["error", "reject"] = "error"
+
+    @field_validator("format")
+    @classmethod
+    def _registered_format(cls, value: str) -> str:
+        """``table`` or a registered trace format (asked only for a format)."""
+        if value != TABLE:
+            known = trace_formats()
+            if value not in known:
+                raise ValueError(f"unknown trace format {value!r}; expected one of "
+                                 f"{', '.join([TABLE, *(n for n in known if n != TABLE)])}")
+        return value
 
 
 class WorkloadSpec(ConfigModel):
@@ -103,6 +116,8 @@ def parse_workload(spec: WorkloadSpec | dict[str, Any], where: str = "workload")
             ws = WorkloadSpec.model_validate(spec)
         except ValidationError as e:
             raise ConfigError(validation_message(e, where, spec)) from None
+    if ws.trace is not None:
+        trace_options(ws.trace, f"{where}.trace")
     if ws.trace is not None and ws.trace.resample:
         _check_resample(ws, where)
     elif ws.trace is not None:
@@ -112,8 +127,6 @@ def parse_workload(spec: WorkloadSpec | dict[str, Any], where: str = "workload")
         if extra:
             raise ConfigError(f"{where}: give either trace or {'/'.join(extra)}, not both "
                               f"(a trace's demand comes from workload.trace.columns)")
-        if ws.trace.split is not None and ws.trace.format != "azure2017":
-            raise ConfigError(f"{where}.trace.split: only for format azure2017")
         if ws.trace.bandwidth_low is not None:
             raise ConfigError(f"{where}.trace.bandwidth_low: only with resample: true")
     else:
@@ -139,11 +152,28 @@ def _check_resample(ws: WorkloadSpec, where: str) -> None:
                           f"{w}.columns); remove demand")
     if tr.time_scale != 1.0:
         raise ConfigError(f"{w}.time_scale: not used with resample (timing is synthetic)")
-    if tr.split is not None and tr.format != "azure2017":
-        raise ConfigError(f"{w}.split: only for format azure2017")
     if tr.bandwidth_low is not None and ws.bandwidth is not None:
         raise ConfigError(f"{w}.bandwidth_low: draws the bandwidth up to the row's own; "
                           f"remove {where}.bandwidth (or bandwidth_low)")
+
+
+def trace_options(tr: TraceSpec, where: str = "workload.trace") -> BaseModel | None:
+    """``tr.options`` (with ``tr.split``) validated against its format's ``Options``, the
+    first error naming ``<where>.options.<option>``; None for ``format: table``."""
+    if tr.format == TABLE:
+        if tr.options:
+            raise ConfigError(f"{where}.options: only for a trace format, not format: table")
+        if tr.split is not None:
+            raise ConfigError(f"{where}.split: only for format azure2017")
+        return None
+    fmt = trace_format(tr.format)
+    opts = dict(tr.options)
+    if tr.split is not None:
+        if "split" not in fmt.Options.model_fields:
+            raise ConfigError(f"{where}.split: only for format azure2017 (format "
+                              f"{tr.format} has no split)")
+        opts["split"] = tr.split
+    return fmt.parse_options(opts, f"{where}.options")
 
 
 def resolve_path(path: str | Path, base_dir: Path | None, where: str) -> Path:
@@ -183,14 +213,17 @@ def _load(d: Any, base_dir: Path | None, where: str) -> Any:
 _CACHE: dict[tuple[Any, ...], Any] = {}
 
 
-def _imported(fmt: str, path: Path, opts: dict[str, Any]) -> Any:
-    """Run an importer, remembering the last two tables (each run of an experiment builds
-    its source again; raw traces are treated as immutable, keyed by path and mtime)."""
-    key = (fmt, str(path.resolve()), path.stat().st_mtime_ns, repr(sorted(opts.items())))
+def _imported(fmt: str, path: Path, options: BaseModel) -> Any:
+    """Read a trace with its format, remembering the last two tables (each run of an
+    experiment builds its source again; raw traces are treated as immutable, keyed by path
+    and mtime)."""
+    cls = trace_format(fmt)
+    key = (fmt, cls, str(path.resolve()), path.stat().st_mtime_ns,
+           repr(sorted(options.model_dump().items())))
     if key not in _CACHE:
         if len(_CACHE) >= 2:
             _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = import_trace(fmt, path, **opts)
+        _CACHE[key] = read_trace(cls, path, options)
     return _CACHE[key]
 
 
@@ -236,17 +269,13 @@ def _trace_source(ws: WorkloadSpec, resources: tuple[str, ...], base: Path | Non
         limit = tr.limit
     else:
         limit = tr.limit if tr.limit is not None else ws.requests
-    if tr.format == "table":
-        if tr.options:
-            raise ConfigError(f"{w}.options: only for importer formats")
+    options = trace_options(tr, w)
+    if options is None:
         table: Any = path
         name = str(tr.path)
     else:
-        opts = dict(tr.options)
-        if tr.format == "azure2017":
-            opts["split"] = tr.split or "dev"
         try:
-            table = _imported(tr.format, path, opts)
+            table = _imported(tr.format, path, options)
         except ConfigError as e:
             raise ConfigError(f"{w}: {e}") from None
         name = f"{tr.path} ({tr.format})"
