@@ -29,7 +29,7 @@ from dcsim.allocators.vc.ahab import Ahab
 from dcsim.model import ClusterState, Request, StateView
 from dcsim.model.topologies import build_topology
 from dcsim.plugins import get_allocator_class
-from dcsim.workload.base import WorkloadFacts
+from dcsim.workload.facts import WorkloadFacts
 from dcsim.workload.spec import build_source
 
 #: the lambda = 12 workload of the shipped experiment, so the benchmark measures what runs

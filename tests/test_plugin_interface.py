@@ -15,9 +15,21 @@ from dcsim.allocators import Allocator
 from dcsim.gpu_allocators import GpuAllocator, ScoredAllocator
 from dcsim.placers import Placer
 from dcsim.schedulers import Scheduler
-from dcsim.vm.model import VM
+from dcsim.vm.model import VM, Host, MappingState
 from dcsim.vm.view import MappingView
-from tests.modes.vm_online.test_vm_online import state_with_free
+
+
+def state_with_free(free_cpu, cap=44):
+    """Hosts of ``cap`` cores per NUMA whose free cpu is ``free_cpu[h][j]`` (one filler VM
+    on each NUMA)."""
+    hosts = [Host(f"h{h}", (cap, cap), (10**6, 10**6)) for h in range(len(free_cpu))]
+    vms, place = [], []
+    for h, row in enumerate(free_cpu):
+        for j, f in enumerate(row):
+            if cap - f > 0:
+                vms.append(VM(f"fill{h}{j}", cap - f, 0))
+                place.append((h, j))
+    return MappingState(hosts, vms, place)
 
 
 def params(cls: type, method: str) -> list[str]:

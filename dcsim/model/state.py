@@ -355,7 +355,7 @@ class StateView:
         self.columns = [self.free[:, j] for j in range(self.free.shape[1])]
         self.now = 0.0
         #: what the run's workload declares in advance, set by the engine: a
-        #: :class:`dcsim.workload.base.WorkloadFacts` (lookahead allocators sample its
+        #: :class:`dcsim.workload.facts.WorkloadFacts` (lookahead allocators sample its
         #: ``attrs`` distributions); None outside a simulation
         self.workload: Any = None
         #: True while the engine decides a request under ``departures: after_first_step``

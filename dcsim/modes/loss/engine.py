@@ -90,7 +90,8 @@ from dcsim.modes.loss.power import PowerMeter, PowerSetup
 from dcsim.modes.loss.records import ColumnBuffer, request_columns, unpack_batch
 from dcsim.modes.loss.spec import EngineConfig
 from dcsim.sim.core import InlineEvent, SimCore
-from dcsim.workload.base import RequestBatch, RequestSource, WorkloadFacts
+from dcsim.workload.base import RequestBatch, RequestSource
+from dcsim.workload.facts import WorkloadFacts
 
 NO_ATTRS: MappingProxyType[str, Any] = MappingProxyType({})  # a request without attrs
 

@@ -16,7 +16,7 @@ from dcsim.model import ClusterState, Request, StateView
 from dcsim.model.topologies import build_topology
 from dcsim.model.vc import TreeLevels
 from dcsim.modes.loss import EngineConfig
-from dcsim.workload.base import WorkloadFacts
+from dcsim.workload.facts import WorkloadFacts
 from dcsim.workload.spec import build_source
 from tests.helpers.engine import run
 from tests.helpers.vc import VC_TREE, vc_workload
