@@ -40,7 +40,7 @@ def allocator(**options) -> GpuFirstFit:
 def choose(state: GpuCluster, p: GpuPod, **options):
     """What the allocator chooses, through the read-only view the engine hands it; the
     choice must be one the cluster accepts."""
-    choice = allocator(**options).allocate(state.view(), p)
+    choice = allocator(**options).allocate(p, state.view())
     if choice is not None:
         assert state.reason(p, *choice) is None, choice
     return choice
