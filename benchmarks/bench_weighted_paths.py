@@ -17,8 +17,8 @@ Two measurements on the Nara 2023 scaled optical topology (1,024 servers, 16 cha
    request rows must be equal.
 
 Rounds alternate the order; prints per round each time and its ratio to networkx's, then
-the min and median of the ratios. The networkx search is kept here only, as the baseline.
-Needs numba (the ``fast`` extra) for the compiled search.
+the min and median of the ratios. The networkx search is
+:mod:`dcsim.allocators.multi.paths_reference`. Needs numba (the ``fast`` extra) for the compiled search.
 """
 
 from __future__ import annotations
@@ -28,16 +28,14 @@ import os
 import statistics
 import sys
 import time
-from itertools import pairwise
-from math import isfinite
 from pathlib import Path
 
-import networkx as nx
 import numpy as np
 import yaml
 
 from dcsim.allocators.multi import step
 from dcsim.allocators.multi.paths import link_weight, link_weights, weighted_k_paths
+from dcsim.allocators.multi.paths_reference import networkx_k_paths
 from dcsim.model.paths import PathService
 from dcsim.model.topologies import build_topology
 from dcsim.modes.loss import Engine, EngineConfig
@@ -45,41 +43,6 @@ from dcsim.plugins import get_allocator_class
 from dcsim.workload.spec import build_source
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def networkx_k_paths(paths, a, b, k, weight, kernel=False):
-    """The search dcsim ran before: networkx's, one-link servers hidden."""
-    if a == b or paths.is_flat:
-        return [np.zeros(0, dtype=np.int64)]
-    topo = paths.topology
-    li = topo.link_indices()
-    w = weight.tolist().__getitem__ if isinstance(weight, np.ndarray) else weight
-    lo, hi = min(a, b), max(a, b)
-    src, dst = paths.nodes[paths.server_node[lo]], paths.nodes[paths.server_node[hi]]
-    leaves = paths.leaf_servers()
-    if src in leaves and dst in leaves:
-        hub = next(iter(topo.graph.adj[src]))
-        if hub in topo.graph.adj[dst]:
-            up, down = li[(src, hub)], li[(hub, dst)]
-            return ([np.array([up, down], dtype=np.int64)]
-                    if isfinite(w(up)) and isfinite(w(down)) else [])
-
-    def edge_weight(u, v, _d):
-        if (v in leaves and v != src and v != dst) or (u in leaves and u != src and u != dst):
-            return None
-        x = w(li[(u, v)])
-        return x if isfinite(x) else None
-
-    out = []
-    try:
-        for p in nx.shortest_simple_paths(topo.graph, src, dst, weight=edge_weight):
-            out.append(np.fromiter((li[e] for e in pairwise(p)), dtype=np.int64,
-                                   count=len(p) - 1))
-            if len(out) == k:
-                break
-    except nx.NetworkXNoPath:
-        pass
-    return out
 
 
 def searches(ps: PathService, pairs: np.ndarray, free: np.ndarray, fn, kernel: bool

@@ -6,7 +6,6 @@ from YAML and reported, its own summary columns declared by the mode."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,9 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.helpers.pip import install_into
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.pip import install_into, run_with
 
 PYPROJECT = """\
 [build-system]
@@ -118,11 +115,7 @@ def site(tmp_path_factory) -> Path:
 
 
 def run(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if k != "DCSIM_PLUGINS"}
-    environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(site), str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    return subprocess.run([sys.executable, "-m", "dcsim", *args], cwd=cwd, env=environ,
-                          capture_output=True, text=True, timeout=120)
+    return run_with(site, cwd, "-m", "dcsim", *args)
 
 
 def experiment(tmp_path: Path, **items) -> Path:

@@ -7,9 +7,6 @@ multi-path topology and on random graphs with tied and unusable links."""
 
 from __future__ import annotations
 
-from itertools import pairwise
-from math import isfinite
-
 import networkx as nx
 import numpy as np
 import pytest
@@ -17,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dcsim.allocators.multi.paths import weighted_k_paths
+from dcsim.allocators.multi.paths_reference import networkx_k_paths as reference
 from dcsim.model.paths import PathService
 from dcsim.model.topologies import build_topology
 from dcsim.model.topology import Topology
@@ -24,35 +22,7 @@ from dcsim.model.topology import Topology
 
 def networkx_k_paths(paths: PathService, a: int, b: int, k: int, weight) -> list[list[int]]:
     """What dcsim computed before: networkx's search, one-link servers hidden."""
-    if a == b or paths.is_flat:
-        return [[]]
-    topo = paths.topology
-    li = topo.link_indices()
-    w = weight.tolist().__getitem__ if isinstance(weight, np.ndarray) else weight
-    lo, hi = min(a, b), max(a, b)
-    src, dst = paths.nodes[paths.server_node[lo]], paths.nodes[paths.server_node[hi]]
-    leaves = paths.leaf_servers()
-    if src in leaves and dst in leaves:
-        hub = next(iter(topo.graph.adj[src]))
-        if hub in topo.graph.adj[dst]:
-            up, down = li[(src, hub)], li[(hub, dst)]
-            return [[up, down]] if isfinite(w(up)) and isfinite(w(down)) else []
-
-    def edge_weight(u, v, _d):
-        if (v in leaves and v != src and v != dst) or (u in leaves and u != src and u != dst):
-            return None
-        x = w(li[(u, v)])
-        return x if isfinite(x) else None
-
-    out = []
-    try:
-        for p in nx.shortest_simple_paths(topo.graph, src, dst, weight=edge_weight):
-            out.append([li[e] for e in pairwise(p)])
-            if len(out) == k:
-                break
-    except nx.NetworkXNoPath:
-        pass
-    return out
+    return [p.tolist() for p in reference(paths, a, b, k, weight)]
 
 
 SHIPPED = [{"kind": "fabric", "preset": p} for p in ("alpha", "gamma")] + [
