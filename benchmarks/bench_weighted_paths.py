@@ -18,7 +18,8 @@ Two measurements on the Nara 2023 scaled optical topology (1,024 servers, 16 cha
 
 Rounds alternate the order; prints per round each time and its ratio to networkx's, then
 the min and median of the ratios. The networkx search is
-:mod:`dcsim.allocators.multi.paths_reference`. Needs numba (the ``fast`` extra) for the compiled search.
+:mod:`dcsim.allocators.multi.paths_reference`. Needs numba (the ``fast`` extra) for the
+compiled search.
 """
 
 from __future__ import annotations
