@@ -62,10 +62,13 @@ class Column:
 @dataclass(frozen=True)
 class RunStart:
     """What :meth:`Metric.on_start` receives about the run: its ``mode``, its ``topology``
-    (loss mode: a :class:`~dcsim.model.Topology`), the read-only ``view`` of the cluster
-    that the mode's plugins get (loss mode: a :class:`~dcsim.model.StateView`, whose
-    ``free`` and ``capacity`` arrays always reflect the live state) and the names of its
-    ``resources``."""
+    (loss mode: a :class:`~dcsim.model.Topology`; None in vm_online and gpu, whose view
+    holds the hosts or nodes), the read-only ``view`` of the cluster that the mode's
+    plugins get (loss: a :class:`~dcsim.model.StateView`, whose ``free`` and ``capacity``
+    arrays always reflect the live state; vm_online: a :class:`~dcsim.vm.view.MappingView`;
+    gpu: a :class:`~dcsim.gpu.cluster.GpuClusterView`) and the names of its
+    ``resources``. The item the other hooks get is the mode's: a loss-mode request, a VM
+    (placed as ``(host, numa)``), a GPU pod (placed as ``(node, devices)``)."""
 
     mode: str
     topology: Any
@@ -129,8 +132,12 @@ def column_problem(cls: type, table: str) -> str | None:
     return None
 
 
-def _frozen(p: Placement) -> Placement:
-    """``p`` with read-only views of its arrays (what a metric is handed)."""
+def _frozen(p: Any) -> Any:
+    """``p`` with read-only views of its arrays (what a metric is handed): a loss-mode
+    :class:`~dcsim.model.Placement`; another mode's placement is immutable already
+    (vm_online's ``(host, numa)``, gpu's frozen ``GpuPlacement``)."""
+    if not isinstance(p, Placement):
+        return p
     arrays = []
     for a in (p.servers, p.amounts, p.links, p.bandwidth):
         v = a.view()
@@ -158,7 +165,7 @@ class Observers:
         for m in self.metrics:
             m.on_arrival(now, request, None)
 
-    def decision(self, now: float, request: Any, placement: Placement | None) -> None:
+    def decision(self, now: float, request: Any, placement: Any | None) -> None:
         if placement is not None:
             placement = self._placed[request.id] = _frozen(placement)
         for m in self.metrics:

@@ -5,8 +5,6 @@ tests/test_third_party_metric.py."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,45 +17,9 @@ from dcsim.modes.loss import Engine, EngineConfig
 from dcsim.modes.loss.failures import LossFailures
 from dcsim.plugins import get_plugin_class
 from dcsim.sim.failures import failure_rng
+from tests.helpers.metric_calls import Recorder, check_order
 from tests.helpers.sources import ListSource, random_source
 from tests.helpers.trees import star_topology
-
-
-class Recorder(Metric):
-    """Every hook call, in order; a summary and a sample column."""
-
-    name = "recorder"
-    summary_columns = {"recorded_events": Column("int64", "hook calls")}
-    timeseries_columns = {"recorded_so_far": Column("int64", "hook calls so far")}
-
-    def __init__(self, *a, **kw):
-        super().__init__(*a, **kw)
-        self.calls: list[tuple] = []
-
-    def on_start(self, run):
-        self.calls.append(("start", run.mode, run.resources))
-        self.view = run.view
-
-    def on_arrival(self, now, request, placement):
-        self.calls.append(("arrival", now, request.id, placement))
-
-    def on_decision(self, now, request, placement):
-        self.calls.append(("decision", now, request.id, placement))
-
-    def on_departure(self, now, request, placement):
-        self.calls.append(("departure", now, request.id, placement))
-
-    def on_failure(self, now, kind, component):
-        self.calls.append(("failure", now, kind, component))
-
-    def on_repair(self, now, kind, component):
-        self.calls.append(("repair", now, kind, component))
-
-    def sample(self, now):
-        return {"recorded_so_far": len(self.calls)}
-
-    def summary(self):
-        return {"recorded_events": len(self.calls)}
 
 
 def allocator(name: str, topo, seed: int = 0):
@@ -83,40 +45,6 @@ def run(topo, source, alloc, metrics=None, failures=None, seed=0, **cfg):
                  sink=sink, failures=fail,
                  metrics=Observers(metrics) if metrics else None)
     return eng, eng.run(), tables
-
-
-def check_order(calls, durations=None):
-    """The hook calls' invariants: time never goes back; every request arrives once, then
-    is decided; each decision that placed it is followed by exactly one departure before
-    it is decided again; with ``durations`` (no failures) it departs after its duration."""
-    assert calls[0][0] == "start"
-    state: dict[int, str] = {}      # request id -> "arrived", "placed", "out"
-    placed_at: dict[int, tuple[float, object]] = {}
-    last = -math.inf
-    for call in calls[1:]:
-        kind, now = call[0], call[1]
-        assert now >= last, call
-        last = now
-        if kind in ("failure", "repair"):
-            continue
-        rid, placement = call[2], call[3]
-        if kind == "arrival":
-            assert rid not in state and placement is None
-            state[rid] = "arrived"
-        elif kind == "decision":
-            assert state.get(rid) in ("arrived", "out"), call   # arrived, or interrupted
-            state[rid] = "out" if placement is None else "placed"
-            if placement is not None:
-                placed_at[rid] = (now, placement)
-        else:
-            assert state.get(rid) == "placed", call
-            start, placement_then = placed_at[rid]
-            assert placement is placement_then  # the same (read-only) object
-            if durations is not None:
-                assert now == pytest.approx(start + durations[rid])
-            state[rid] = "out"
-    assert all(s == "out" for s in state.values())  # every placed request departed
-    return state
 
 
 def test_hooks_in_order_on_a_hand_worked_case():

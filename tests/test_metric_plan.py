@@ -170,8 +170,8 @@ def test_a_mode_without_metrics_refuses_them_naming_the_mode(tmp_path):
         "metrics": {"plugins": ["busy_here"]}}))
     r = invoke("validate", f)
     assert r.exit_code != 0
-    assert ("metrics.plugins: mode 'queue' does not run metric plugins (mode loss does); "
-            "leave metrics.plugins out") in r.output
+    assert ("metrics.plugins: mode 'queue' does not run metric plugins (modes loss, "
+            "vm_online, gpu do); leave metrics.plugins out") in r.output
     assert "Traceback" not in r.output
 
 

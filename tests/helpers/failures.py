@@ -19,7 +19,7 @@ class Tables:
 
 
 
-def run_vm(tmp_path, rows, failures: dict, until=20.0, placer=None, **vm):
+def run_vm(tmp_path, rows, failures: dict, until=20.0, placer=None, metrics=None, **vm):
     import pandas as pd
 
     from dcsim.modes.vm_online.engine import run_online
@@ -34,5 +34,5 @@ def run_vm(tmp_path, rows, failures: dict, until=20.0, placer=None, **vm):
     sink = Tables()
     out = run_online(spec, placer or FirstFit(), None, np.random.default_rng(0), sink,
                      base_dir=tmp_path, failures=parse_failures(failures),
-                     failure_rng=failure_rng(0, 0))
+                     failure_rng=failure_rng(0, 0), metrics=metrics)
     return out, sink.tables

@@ -56,6 +56,7 @@ from dcsim.gpu.frag import FragModel
 from dcsim.gpu.trace import PodTable
 from dcsim.gpu.workload import arrival_order, by_name, inflate
 from dcsim.gpu_allocators.base import GpuAllocator
+from dcsim.metrics import Observers, RunStart
 from dcsim.modes.base import Sink
 from dcsim.modes.gpu.spec import GpuSpec, load_lists, parse_gpu, typical_of
 from dcsim.sim.core import SimCore, TimeAverage
@@ -144,6 +145,10 @@ class GpuRun:
         self.watts_after = np.zeros((n, 2)) if self.power is not None else None
         self.decision = np.zeros(n)
         self.asked = self.used = self.used_cpu = self.used_mem = 0
+        #: the run's metric plugins (dcsim.metrics; with gpu.arrivals only) and the clock
+        #: they are told the time by, or None: then no metric hook is called
+        self.metrics: Observers | None = None
+        self.clock: Callable[[], float] | None = None
 
     # -- one pod ----------------------------------------------------------------------------
     def offer(self, i: int) -> GpuPlacement | None:
@@ -151,6 +156,8 @@ class GpuRun:
         pod = self.pods.pod(int(self.rows[i]), i)
         self.asked += pod.total_gpu_milli
         self.offered += 1
+        if self.metrics is not None:
+            self.metrics.arrival(self.clock(), pod)
         placement = self.place(i, pod, first=True)
         self.arrived[i] = self.asked / self.cap_gpu
         self.alloc[i] = self.used / self.cap_gpu
@@ -179,6 +186,8 @@ class GpuRun:
             raise PluginError(f"GPU allocator {alloc.label!r} failed on pod {i} "
                               f"({pod.name}): {type(e).__name__}: {e}") from e
         if raw is None:
+            if self.metrics is not None:
+                self.metrics.decision(self.clock(), pod, None)
             return None
         node, devs = _choice(alloc, raw, pod, self.cluster)
         placement = self.cluster.reserve(pod, node, devs)
@@ -187,6 +196,8 @@ class GpuRun:
             self.node_of[i] = node
             self.devices_of[i] = list(devs)
         self._moved(pod, node, +1)
+        if self.metrics is not None:  # a metric sees (node, devices): it cannot release it
+            self.metrics.decision(self.clock(), pod, (node, tuple(devs)))
         return placement
 
     def release(self, p: GpuPlacement) -> None:
@@ -329,9 +340,14 @@ class GpuOnline(SimCore):
 
     def __init__(self, run: GpuRun, times: np.ndarray, holding: np.ndarray, warmup: int,
                  sample_every: float, sink: Sink | None = None,
-                 failures: Callable[[GpuOnline], Any] | None = None):
+                 failures: Callable[[GpuOnline], Any] | None = None,
+                 metrics: Observers | None = None):
         SimCore.__init__(self)
         self.run = run
+        #: the run's metric plugins, or None (they see every pod, warm-up included)
+        self.metrics = metrics
+        if metrics is not None:
+            run.metrics, run.clock = metrics, lambda: float(self.env.now)
         self.times = times
         self.holding = holding
         self.warmup = warmup
@@ -385,6 +401,9 @@ class GpuOnline(SimCore):
             for k, v in zip(self._failures.process.avail_columns,
                             self._failures.availability(), strict=True):
                 row[k].append(v)
+        if self.metrics is not None:
+            for k, v in self.metrics.sample(float(t)).items():
+                row.setdefault(k, []).append(v)
 
     def hold(self, i: int, p: GpuPlacement) -> None:
         """Arrival ``i`` holds ``p`` now."""
@@ -414,6 +433,8 @@ class GpuOnline(SimCore):
         self.evict(i)
         if self.notifies_release:
             self.run.allocator.released(p.pod, p, self.run.cluster.view())
+        if self.metrics is not None:
+            self.metrics.departure(float(self.env.now), p.pod)
 
     def evict(self, i: int) -> GpuPlacement:
         """Release arrival ``i``'s placement (it departs, or its node failed)."""
@@ -425,6 +446,9 @@ class GpuOnline(SimCore):
         return p
 
     def _main(self):
+        if self.metrics is not None:
+            self.metrics.start(RunStart("gpu", None, self.run.cluster.view(),
+                                        ("gpu", "cpu", "mem")))
         self._sample(0.0)
         self.start_failures()
         yield from self.walk(self.times.tolist(), self._arrive,
@@ -478,6 +502,8 @@ class GpuOnline(SimCore):
         if fp is not None:
             out.update(fp.summary("lost_pod_time"))
             out["lost_gpu_time"] = self._failures.lost_gpu_time
+        if self.metrics is not None:
+            out.update(self.metrics.summary())
         return out
 
 
@@ -506,17 +532,22 @@ def run_gpu(spec: dict[str, Any] | GpuSpec, allocator, rng: np.random.Generator,
             sink: Sink | None, base_dir: str | os.PathLike | None = None, *,
             where: str = "gpu", failures=None,
             failure_rng: np.random.Generator | None = None,
-            watch: Callable[[Callable[[], tuple]], ContextManager] | None = None
-            ) -> dict[str, Any]:
+            watch: Callable[[Callable[[], tuple]], ContextManager] | None = None,
+            metrics: Observers | None = None) -> dict[str, Any]:
     """One run of ``allocator`` (an instance) on the ``gpu:`` section ``spec`` (see the
-    module docstring); returns the summary. ``failures`` (a validated ``failures:``
-    section; with ``gpu.arrivals`` only) fails nodes, drawn from ``failure_rng``
+    module docstring); returns the summary. ``metrics``: the run's metric plugins
+    (:class:`dcsim.metrics.Observers`; with ``gpu.arrivals`` only), or None. ``failures``
+    (a validated ``failures:`` section; with ``gpu.arrivals`` only) fails nodes, drawn
+    from ``failure_rng``
     (:mod:`dcsim.modes.gpu.failures`). ``watch(probe)``, if given, is entered around the
     simulation; ``probe()`` reads (pods offered, pods in all, simulated time or None in a
     one-pass run) and changes nothing (``dcsim run``'s progress lines)."""
     s = parse_gpu(spec, where) if not isinstance(spec, GpuSpec) else spec
     if failures is not None and s.arrivals is None:
         raise ConfigError(f"failures: mode gpu fails nodes only in a run with "
+                          f"{where}.arrivals (the one-pass protocol has no time)")
+    if metrics is not None and s.arrivals is None:
+        raise ConfigError(f"metrics.plugins: mode gpu runs metric plugins only with "
                           f"{where}.arrivals (the one-pass protocol has no time)")
     nodes, pods = load_lists(s, base_dir, where)
     cluster = GpuCluster(nodes)
@@ -549,6 +580,6 @@ def run_gpu(spec: dict[str, Any] | GpuSpec, allocator, rng: np.random.Generator,
 
         def make(engine):
             return GpuFailures(engine, failures, failure_rng, base_dir)
-    online = GpuOnline(run, times, holding, warm, every, sink, make)
+    online = GpuOnline(run, times, holding, warm, every, sink, make, metrics)
     with watching(lambda: (run.offered, run.n, float(online.env.now))):
         return online.simulate_all()

@@ -68,6 +68,10 @@ class GpuFailures:
         gone = [e.evict(i) for i in hit]
         run.set_down(node, True)
         out = Outcome(interrupted=len(hit))
+        if e.metrics is not None:  # the pods it interrupted leave, for the metrics
+            for p in gone:
+                e.metrics.departure(now, p.pod)
+            e.metrics.failure(now, kind, node)
         if e.notifies_release:
             view = run.cluster.view()
             for p in gone:
@@ -93,5 +97,7 @@ class GpuFailures:
         e = self.engine
         e.tick(e.env.now)
         e.run.set_down(node, False)
+        if e.metrics is not None:
+            e.metrics.repair(e.env.now, kind, node)
         if e.notifies_failures:
             e.run.allocator.repaired(kind, node, e.run.cluster.view())

@@ -8,11 +8,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from dcsim.experiment_sections import FailureSpec
-from dcsim.modes.base import Built, Mode, Section, plugin_instance
+from dcsim.modes.base import Built, Mode, Section, metric_observers, plugin_instance
 
 
 class GpuMode(Mode):
     name = "gpu"
+    runs_metrics = True  # with gpu.arrivals (the one-pass protocol has no time)
     plugin_key, plugin_kind = "gpu_allocators", "gpu_allocator"
     own_sections = {
         "gpu": Section(dict[str, Any] | BaseModel, ...),  # nodes, pods, arrivals, power
@@ -30,6 +31,11 @@ class GpuMode(Mode):
         from dcsim.modes.gpu.spec import check_gpu
 
         s = check_gpu(point.gpu, base_dir, where="gpu")
+        if point.metrics.plugins and s.arrivals is None:
+            from dcsim.errors import ConfigError
+
+            raise ConfigError("metrics.plugins: mode gpu runs metric plugins only with "
+                              "gpu.arrivals (the one-pass protocol has no time)")
         if point.failures is not None:  # nodes only; a bad trace fails here, not in a run
             check_node_failures(point.failures, s, base_dir)
 
@@ -50,9 +56,10 @@ class GpuMode(Mode):
         if spec.failures is not None:
             frng = failure_rng(spec.seed, plan.seed)
             flags.append("failures")
+        metrics = metric_observers(plan, spec)
         return Built(lambda sink: run_gpu(spec.gpu, alloc, workload_rng, sink, plan.base_dir,
                                           failures=spec.failures, failure_rng=frng,
-                                          watch=watch), flags=flags)
+                                          watch=watch, metrics=metrics), flags=flags)
 
 
 def check_node_failures(failures, s, base_dir: str) -> None:

@@ -96,6 +96,7 @@ from typing import Any
 import numpy as np
 
 from dcsim.errors import ConfigError, DcsimError, PluginError
+from dcsim.metrics import Observers, RunStart
 from dcsim.modes.base import Sink
 from dcsim.modes.vm_online.spec import OnlineSpec, build_rescheduler
 from dcsim.placers.base import Placer
@@ -116,8 +117,13 @@ class OnlineEngine(SimCore):
 
     def __init__(self, spec: OnlineSpec, state: MappingState, stream: VMStream, placer,
                  rescheduler=None, sink: Sink | None = None,
-                 failures: Callable[[OnlineEngine], Any] | None = None):
+                 failures: Callable[[OnlineEngine], Any] | None = None,
+                 metrics: Observers | None = None):
         self.spec = spec
+        #: the run's metric plugins (dcsim.metrics), or None: then no metric hook is called;
+        #: they see the arriving VMs (not those of the initial mapping), placed as
+        #: ``(host, numa)``
+        self.metrics = metrics
         self.state = state
         self.stream = stream
         self.placer = placer
@@ -188,6 +194,9 @@ class OnlineEngine(SimCore):
     def _sample(self, event: str) -> None:
         fr, uc, um = self._metrics()
         row = self._samples
+        if self.metrics is not None:
+            for k, v in self.metrics.sample(float(self.env.now)).items():
+                row.setdefault(k, []).append(v)
         row["time"].append(float(self.env.now))
         row["event"].append(event)
         row["fragment_rate"].append(fr)
@@ -204,6 +213,9 @@ class OnlineEngine(SimCore):
     # -- processes ------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         self.placer.setup(MappingView(self.state))
+        if self.metrics is not None:
+            self.metrics.start(RunStart("vm_online", None, MappingView(self.state),
+                                        ("cpu", "mem")))
         main = self.env.process(self._main())
         self.failures_window(0.0, open_=True)  # the whole run is measured
         self.start_failures()
@@ -233,10 +245,15 @@ class OnlineEngine(SimCore):
         st = self.stream
         self.received += 1
         vm = VM(self._ids[i], int(st.cpu[i]), int(st.mem[i]), int(st.numas[i]))
+        metrics = self.metrics
+        if metrics is not None:
+            metrics.arrival(float(self.env.now), vm)
         t0 = time.perf_counter()
         choice = self.placer.place(vm, MappingView(self.state))
         self.decision[i] = time.perf_counter() - t0
         if choice is None:
+            if metrics is not None:
+                metrics.decision(float(self.env.now), vm, None)
             return
         h, n = self.validate(choice, vm)
         self.state.add_vm(vm, h, n)
@@ -245,6 +262,8 @@ class OnlineEngine(SimCore):
         self.accepted_flag[i] = True
         self.host[i], self.numa[i] = h, n
         self.changed()
+        if metrics is not None:
+            metrics.decision(float(self.env.now), vm, (h, n))
         # a plain Timeout: it is created before the main process's next wake-up is, so at
         # an instant shared with an arrival, a sample or a rescheduling it runs first
         self.depart_after(float(st.duration[i]), partial(self._depart, self.n0 + i))
@@ -278,12 +297,15 @@ class OnlineEngine(SimCore):
             raise DcsimError(f"online engine: VM serial {serial} departed but is not present")
         if self.notifies_release:  # what the placer hears, read before the VM goes
             gone = (self.state.vms[k], (int(self.state.vm_host[k]), int(self.state.vm_numa[k])))
+        vm = self.state.vms[k] if self.metrics is not None else None
         self.state.remove_vm(k)
         self.serials = np.delete(self.serials, k)
         self.released += 1
         self.changed()
         if self.notifies_release:
             self.placer.released(*gone, MappingView(self.state))
+        if vm is not None:
+            self.metrics.departure(float(self.env.now), vm)
 
     def _reschedule(self) -> None:
         r = self.spec.reschedule
@@ -346,6 +368,8 @@ class OnlineEngine(SimCore):
         }
         if self._failures is not None:
             out.update(self._failures.process.summary("lost_vm_time"))
+        if self.metrics is not None:
+            out.update(self.metrics.summary())
         return out
 
 
@@ -353,8 +377,8 @@ def run_online(spec: dict[str, Any], placer, rescheduler_cls_lookup: Callable[[s
                | None, rng: np.random.Generator, sink: Sink | None, *,
                base_dir: str | os.PathLike | None = None, where: str = "vm",
                failures=None, failure_rng: np.random.Generator | None = None,
-               watch: Callable[[Callable[[], tuple]], ContextManager] | None = None
-               ) -> dict[str, Any]:
+               watch: Callable[[Callable[[], tuple]], ContextManager] | None = None,
+               metrics: Observers | None = None) -> dict[str, Any]:
     """Run the online mode of ``spec`` (the ``vm:`` section, validated as
     :class:`OnlineSpec`; errors are ConfigErrors naming ``where.field``) with ``placer`` (an
     instance); ``rescheduler_cls_lookup(name)`` gives the rescheduler class of
@@ -366,7 +390,8 @@ def run_online(spec: dict[str, Any], placer, rescheduler_cls_lookup: Callable[[s
     ``failures:`` section) fails hosts, drawn from ``failure_rng``
     (:mod:`dcsim.modes.vm_online.failures`). ``watch(probe)``, if given, is entered around the
     simulation; ``probe()`` reads (VMs arrived, VMs in all, simulated time) and changes
-    nothing (``dcsim run``'s progress lines)."""
+    nothing (``dcsim run``'s progress lines). ``metrics``: the run's metric plugins
+    (:class:`dcsim.metrics.Observers`), or None."""
     s = validate_section(OnlineSpec, spec if spec is not None else {}, where)
     # the three streams of randomness, independent of each other and of the mapping kind
     mapping_seed, workload_seed, resched_seed = rng.integers(2**63, size=3).tolist()
@@ -394,7 +419,8 @@ def run_online(spec: dict[str, Any], placer, rescheduler_cls_lookup: Callable[[s
 
         def make(engine):
             return VMFailures(engine, failures, failure_rng, base_dir)
-    engine = OnlineEngine(s, state, stream, placer, resched, sink, failures=make)
+    engine = OnlineEngine(s, state, stream, placer, resched, sink, failures=make,
+                          metrics=metrics)
     if watch is None:
         return engine.run()
     with watch(lambda: (engine.received, len(stream.arrival), float(engine.env.now))):

@@ -63,6 +63,12 @@ class VMFailures:
         st.set_host_down(host, True)
         out = Outcome(interrupted=len(hit))
         view = MappingView(st)
+        metrics = e.metrics
+        if metrics is not None:  # the arrived VMs it interrupted leave, for the metrics
+            for serial, vm, _numa in hit:
+                if serial >= e.n0:
+                    metrics.departure(now, vm)
+            metrics.failure(now, kind, host)
         if e.notifies_release:
             for _serial, vm, numa in hit:
                 e.placer.released(vm, (host, numa), view)
@@ -79,6 +85,8 @@ class VMFailures:
                 st.add_vm(vm, h, n)
                 e.serials = np.append(e.serials, np.int64(serial))
                 out.reallocated += 1
+                if metrics is not None and i >= 0:
+                    metrics.decision(now, vm, (h, n))
             else:
                 e.dropped.add(serial)
                 out.lost_time += max(min(end, e.end) - now, 0.0)
@@ -90,5 +98,7 @@ class VMFailures:
         e.advance(e.env.now)
         e.state.set_host_down(host, False)
         e.changed()
+        if e.metrics is not None:
+            e.metrics.repair(e.env.now, kind, host)
         if e.notifies_failures:
             e.placer.repaired(kind, host, MappingView(e.state))

@@ -9,10 +9,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from dcsim.experiment_sections import FailureSpec
-from dcsim.modes.base import Built, Mode, Section, plugin_instance
+from dcsim.modes.base import Built, Mode, Section, metric_observers, plugin_instance
 
 
 class VMOnlineMode(Mode):
+    runs_metrics = True
     name = "vm_online"
     plugin_key, plugin_kind = "placers", "placer"
     own_sections = {
@@ -47,9 +48,11 @@ class VMOnlineMode(Mode):
         lookup = partial(get_plugin_class, kind="rescheduler")
         frng = failure_rng(spec.seed, plan.seed) if spec.failures is not None else None
         flags = ["failures"] if spec.failures is not None else []
+        metrics = metric_observers(plan, spec)
         return Built(lambda sink: run_online(spec.vm, placer, lookup, workload_rng, sink,
                                              base_dir=plan.base_dir, failures=spec.failures,
-                                             failure_rng=frng, watch=watch), flags=flags)
+                                             failure_rng=frng, watch=watch, metrics=metrics),
+                     flags=flags)
 
 
 def check_host_failures(failures, vm: dict[str, Any], base_dir: str) -> None:

@@ -43,7 +43,11 @@ class RackImbalance(Metric):
 
     @classmethod
     def validate(cls, options, spec) -> None:
-        """Refuse a resource the servers do not have (loss mode's ``topology.server``)."""
+        """Refuse a mode without racks (it reads loss mode's topology) and a resource the
+        servers do not have (``topology.server``)."""
+        if spec.mode != "loss":
+            raise ConfigError(f"rack_imbalance compares the racks of a loss-mode topology; "
+                              f"mode {spec.mode!r} has none")
         server = getattr(spec.topology, "server", None)
         if isinstance(server, dict) and options.resource not in server:
             raise ConfigError(f"options.resource: the servers have no {options.resource!r} "
