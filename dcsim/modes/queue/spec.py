@@ -26,7 +26,7 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from dcsim.csv_tables import read_csv
 from dcsim.errors import ConfigError
@@ -75,11 +75,26 @@ class TraceJobs(_Jobs):
 
     kind: Literal["trace"] = "trace"
     path: str
-    format: Literal["table", "alibaba2018"] = "table"
+    #: ``table`` (a standard request table) or any registered trace format, read through it
+    format: str = "table"
     time_unit: float = Field(10.0, gt=0, description="seconds per arrival step")
     length_unit: float | None = Field(None, gt=0, description="seconds per step of length")
     scale: dict[str, float] = Field(default_factory=lambda: dict(ALIBABA_SCALE))
     max_length: int | None = Field(None, ge=1, description="clip longer jobs (steps)")
+
+
+    @field_validator("format")
+    @classmethod
+    def _registered_format(cls, value: str) -> str:
+        """``table`` or a registered trace format (asked only for a format)."""
+        from dcsim.workload.trace_import import TABLE, trace_formats
+
+        if value != TABLE:
+            known = trace_formats()
+            if value not in known:
+                raise ValueError(f"unknown trace format {value!r}; expected one of "
+                                 f"{', '.join([TABLE, *(n for n in known if n != TABLE)])}")
+        return value
 
 
 JOB_SOURCES: dict[str, type[_Jobs]] = {"deeprm": DeepRMJobs, "trace": TraceJobs}
@@ -106,8 +121,8 @@ def _trace_table(spec: TraceJobs, base_dir: Path | None, where: str) -> pd.DataF
     from dcsim.workload.trace_import import import_trace
 
     path = resolve_path(spec.path, base_dir, f"{where}.path")
-    if spec.format == "alibaba2018":
-        df = import_trace("alibaba2018", path)
+    if spec.format != "table":  # through the registered format (with its default options)
+        df = import_trace(spec.format, path)
     else:
         df = read_parquet(path) if path.suffix == ".parquet" else read_csv(path)
     return df.sort_values("arrival", kind="stable").reset_index(drop=True)

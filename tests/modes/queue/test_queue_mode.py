@@ -205,3 +205,48 @@ def test_queue_mode_writes_a_timeseries_like_every_mode(tmp_path):
         assert (g.groupby("jobset")["time"].min() == 0).all()
         assert g["util_cpu"].between(0, 1).all() and (g["active"] >= 0).all()
         assert g["util_cpu"].mean() == pytest.approx(summary.loc[name, "util_cpu"], abs=1e-9)
+
+
+PIPE_FORMAT = '''\
+import pandas as pd
+
+from dcsim import hookimpl
+from dcsim.workload import TraceFormat
+
+
+class Pipe(TraceFormat):
+    name = "pipe_table"
+    description = "the standard table, | separated"
+
+    def read(self, src):
+        return pd.read_csv(src, sep="|")
+
+
+@hookimpl
+def register_trace_formats(register):
+    register(Pipe)
+'''
+
+
+def test_trace_jobs_read_through_any_registered_format(tmp_path):
+    """``workload.format`` of queue mode's trace jobs is ``table`` or any registered trace
+    format (a local plugin's here): the jobs are those of the same table read directly; an
+    unknown format is refused before anything runs, listing the formats."""
+    src = pd.read_csv(ROOT / "traces/alibaba2018_slice.csv")
+    src.to_csv(tmp_path / "slice.psv", sep="|", index=False)
+    (tmp_path / "pipe.py").write_text(PIPE_FORMAT)
+    jobs = {"kind": "trace", "jobsets": 2, "steps": 30, "time_unit": 10}
+    direct = dict(BASE, workload={**jobs, "path": str(ROOT / "traces/alibaba2018_slice.csv")},
+                  schedulers=["sjf"])
+    piped = dict(direct, plugins=["pipe.py"],
+                 workload={**jobs, "path": "slice.psv", "format": "pipe_table"})
+    a = run_experiment(load_experiment(write(tmp_path, direct)), out=tmp_path / "a")
+    b = run_experiment(load_experiment(write(tmp_path, piped)), out=tmp_path / "b")
+    ja, jb = (pd.read_parquet(o / "jobs").sort_values(["seed", "jobset", "id"])
+              .reset_index(drop=True) for o in (a, b))
+    pd.testing.assert_frame_equal(ja.drop(columns=["decision_s"], errors="ignore"),
+                                  jb.drop(columns=["decision_s"], errors="ignore"))
+    with pytest.raises(ConfigError, match="workload.format: .*unknown trace format 'nope'; "
+                                          "expected one of table, azure2017"):
+        load_experiment(write(tmp_path, dict(direct, workload={**direct["workload"],
+                                                               "format": "nope"})))
