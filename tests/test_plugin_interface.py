@@ -118,6 +118,38 @@ def test_a_scheduler_with_reset_warns_and_setup_calls_it():
     assert Old.calls == 1
 
 
+def test_a_rescheduler_gets_a_read_only_view_and_the_old_shape_a_copy():
+    from dcsim.reschedulers import Rescheduler
+    from dcsim.vm.model import Migration
+
+    seen = []
+
+    class New(Rescheduler):
+        name = "new_resched"
+
+        def reschedule(self, view, mnl):
+            seen.append(type(view).__name__)
+            with pytest.raises(AttributeError):
+                view.apply  # noqa: B018 - nothing that changes the mapping is reachable
+            state = view.copy()
+            return [Migration(0, 1, 0)] if state.reason(Migration(0, 1, 0)) is None else []
+
+    with pytest.warns(DeprecationWarning, match=r"reschedule\(state, mnl\) is the old "
+                                                r"shape; write reschedule\(view, mnl\)"):
+        class Old(Rescheduler):
+            name = "old_resched"
+
+            def reschedule(self, state, mnl):
+                seen.append(type(state).__name__)
+                state.apply(Migration(0, 1, 0), 1)  # its own copy: the run's is untouched
+                return [Migration(0, 1, 0)]
+
+    base = state_with_free([[40, 44], [44, 44]])
+    a, b = New().run(base, 1), Old().run(base, 1)
+    assert seen == ["MappingView", "MappingState"]
+    assert a.fr_after == b.fr_after and base.vm_host.tolist() == [0]
+
+
 def test_new_shapes_warn_nothing():
     with warnings.catch_warnings():
         warnings.simplefilter("error")

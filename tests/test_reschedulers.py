@@ -324,7 +324,7 @@ def test_run_rejects_an_invalid_plan():
     class Bad(Rescheduler):
         name = "bad"
 
-        def reschedule(self, state, mnl):
+        def reschedule(self, view, mnl):
             return Plan([Migration(0, 0, 0)])
 
     s = greedy_state()

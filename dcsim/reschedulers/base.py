@@ -5,8 +5,8 @@ A rescheduler is a :class:`dcsim.plugin_base.Configurable` like allocators and s
 ``name``, ``description``, a nested pydantic ``Options`` model, registered through the
 ``register_reschedulers`` hook. :meth:`Rescheduler.reschedule` returns a list of
 :class:`dcsim.vm.Migration`; it may return a :class:`Plan` (a list with ``status``,
-``bound`` and ``info``) to say more. :meth:`Rescheduler.run` times it on a copy of the state,
-validates the list step by step through the model (an invalid list is a
+``bound`` and ``info``) to say more. :meth:`Rescheduler.run` times it on a read-only view
+of the state, validates the list step by step through the model (an invalid list is a
 :class:`dcsim.errors.PluginError` naming the rescheduler, the step, the VM and the reason)
 and reports the FR before and after.
 """
@@ -23,6 +23,7 @@ import numpy as np
 from dcsim.errors import PluginError
 from dcsim.plugin_base import Configurable
 from dcsim.vm.model import BOTH, InvalidMigration, MappingState, Migration, MoveRecord
+from dcsim.vm.view import MappingView
 
 
 class Plan(list):
@@ -73,21 +74,42 @@ class Rescheduler(Configurable, ABC):
     """
 
     kind = "rescheduler"
+    #: a subclass written as ``reschedule(self, state, mnl)`` (the old shape): it is handed
+    #: a private copy it may change, as before
+    _wants_state: bool = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        fn = cls.__dict__.get("reschedule")
+        if fn is None:
+            return
+        import inspect
+        import warnings
+
+        params = list(inspect.signature(fn).parameters)
+        cls._wants_state = len(params) > 1 and params[1] == "state"
+        if cls._wants_state:
+            warnings.warn(f"{cls.__module__}.{cls.__qualname__}.reschedule(state, mnl) is the "
+                          "old shape; write reschedule(view, mnl): the mapping comes as a "
+                          "read-only view, as in every plugin kind, and view.copy() gives a "
+                          "private state to try moves on (the old shape still gets a copy "
+                          "for now)", DeprecationWarning, stacklevel=2)
 
     @abstractmethod
-    def reschedule(self, state: MappingState, mnl: int) -> list[Migration]:
-        """An ordered list of at most ``mnl`` migrations, valid step by step from ``state``.
-        Must not modify ``state`` (work on ``state.copy()``)."""
+    def reschedule(self, view: MappingView, mnl: int) -> list[Migration]:
+        """An ordered list of at most ``mnl`` migrations, valid step by step from the
+        mapping ``view`` (read-only, like every policy kind's view; ``view.copy()`` is a
+        private :class:`~dcsim.vm.model.MappingState` to try moves on)."""
 
     def run(self, state: MappingState, mnl: int) -> RescheduleResult:
         """Time :meth:`reschedule` on a copy of ``state``, validate its answer step by step
         and return the FRs, the records and the state after the migrations."""
         if mnl < 0:
             raise PluginError(f"the migration number limit must be >= 0, got {mnl}")
-        work = state.copy()
+        given = state.copy() if self._wants_state else MappingView(state)
         t0 = time.perf_counter()
         # nothing to move (an online mapping whose VMs have all left): no plugin is asked
-        plan = self.reschedule(work, mnl) if state.n_vms else Plan([], status="no_candidate")
+        plan = self.reschedule(given, mnl) if state.n_vms else Plan([], status="no_candidate")
         seconds = time.perf_counter() - t0
         after = state.copy()
         try:

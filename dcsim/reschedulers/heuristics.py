@@ -14,6 +14,7 @@ from pydantic import Field
 
 from dcsim.reschedulers.base import Plan, Rescheduler, sequence_moves
 from dcsim.vm.model import BOTH, FRAGMENT_CORES, MappingState, Migration
+from dcsim.vm.view import MappingView
 
 X = FRAGMENT_CORES
 _NEG = np.iinfo(np.int64).min // 4
@@ -83,8 +84,8 @@ class Greedy(Rescheduler):
         max_vm_cpu: int = Field(16, ge=1, description="only VMs with at most this many cores "
                                 "move (the paper's filter)")
 
-    def reschedule(self, state: MappingState, mnl: int) -> list[Migration]:
-        state = state.copy()
+    def reschedule(self, view: MappingView, mnl: int) -> list[Migration]:
+        state = view.copy()
         small = state.vm_migratable & (state.vm_cpu * np.where(state.vm_double, 2, 1)
                                        <= self.options.max_vm_cpu)
         out: list[Migration] = []
@@ -140,8 +141,8 @@ class AlphaVBPP(Rescheduler):
     class Options(Rescheduler.Options):
         alpha: int = Field(10, ge=1, description="VMs removed and re-placed per stage")
 
-    def reschedule(self, state: MappingState, mnl: int) -> list[Migration]:
-        state = state.copy()
+    def reschedule(self, view: MappingView, mnl: int) -> list[Migration]:
+        state = view.copy()
         out: list[Migration] = []
         tried = ~state.vm_migratable.copy()
         stages = kept = 0

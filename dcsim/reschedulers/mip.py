@@ -12,6 +12,7 @@ from pydantic import Field
 from dcsim.reschedulers.base import Plan, Rescheduler, sequence_moves
 from dcsim.reschedulers.heuristics import AlphaVBPP, Greedy, X
 from dcsim.vm.model import BOTH, MappingState, Migration
+from dcsim.vm.view import MappingView
 
 if TYPE_CHECKING:
     from dcsim.reschedulers.mip_model import MilpModel
@@ -129,7 +130,8 @@ class MIP(Rescheduler):
         mip_rel_gap: float | None = Field(None, ge=0, description="HiGHS relative gap "
                                           "(None: stop once the FR is proven optimal)")
 
-    def reschedule(self, state: MappingState, mnl: int) -> list[Migration]:
+    def reschedule(self, view: MappingView, mnl: int) -> list[Migration]:
+        state = view.copy()  # read only here; a MappingState for the model builder
         end = None if self.options.time_limit is None else (
             time.monotonic() + self.options.time_limit)
         # (fragment, steps, rank, source, plan): the lowest wins
@@ -138,7 +140,7 @@ class MIP(Rescheduler):
         info: dict = {}
         if self.options.warm_start:
             for rank, cls in ((1, Greedy), (2, AlphaVBPP)):
-                plan = list(cls().reschedule(state, mnl))
+                plan = list(cls().reschedule(MappingView(state), mnl))
                 trial = state.copy()
                 trial.apply_all(plan, mnl=mnl)
                 candidates.append((trial.fragment(), len(plan), rank, cls.name, plan))

@@ -109,6 +109,7 @@ from dcsim.reschedulers.vmr2l.network import (
 )
 from dcsim.tie_break import greedy_argmax
 from dcsim.vm.model import MappingState, Migration
+from dcsim.vm.view import MappingView
 
 __all__ = [
     "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "SHIPPED_DIR", "SHIPPED_NAME", "Checkpoint",
@@ -260,7 +261,8 @@ class VMR2L(Rescheduler):
         super().__init__(options, rng=rng)
         self.checkpoint = load_checkpoint(checkpoint_path(self.options.checkpoint))
 
-    def reschedule(self, state: MappingState, mnl: int) -> list[Migration]:
+    def reschedule(self, view: MappingView, mnl: int) -> list[Migration]:
+        state = view.copy()  # the rollout's own state
         samples = 1 if self.options.greedy else self.options.samples
         o = self.options
         plans, ends = rollout(self.checkpoint, state, mnl, samples, self.rng,

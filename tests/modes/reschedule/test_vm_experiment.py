@@ -103,10 +103,10 @@ def test_run_static_overrides_and_mip_bound():
 class _Invalid(Greedy):
     name = "invalid"
 
-    def reschedule(self, state, mnl):
+    def reschedule(self, view, mnl):
         from dcsim.vm import Migration
 
-        return [Migration(0, int(state.vm_host[0]), 0)]
+        return [Migration(0, int(view.vm_host[0]), 0)]
 
 
 def test_run_static_invalid_list_is_a_plugin_error():

@@ -361,8 +361,8 @@ def test_periodic_rescheduling_is_valid_and_never_raises_fr():
 class _Bad(Rescheduler):
     name = "bad"
 
-    def reschedule(self, state, mnl):
-        return Plan([Migration(0, int(state.vm_host[0]), 0)])  # its own host: invalid
+    def reschedule(self, view, mnl):
+        return Plan([Migration(0, int(view.vm_host[0]), 0)])  # its own host: invalid
 
 
 class _Full(Placer):
