@@ -26,6 +26,7 @@ from dcsim.errors import PluginError
 from dcsim.learn.vmr2l.env import VMR2LEnvConfig, VMR2LTwoStepEnv
 from dcsim.reschedulers.base import Plan, Rescheduler
 from dcsim.vm.model import MappingState
+from dcsim.vm.view import MappingView
 
 __all__ = ["VMR2LTwoStepPolicy"]
 
@@ -66,9 +67,10 @@ class VMR2LTwoStepPolicy(Rescheduler):
             vms = self.options.max_vms
         return VMR2LTwoStepEnv(VMR2LEnvConfig(hosts=hosts, max_vms=vms, mnl=max(mnl, 1)))
 
-    def reschedule(self, state: MappingState, mnl: int) -> Plan:
+    def reschedule(self, view: MappingView, mnl: int) -> Plan:
         if mnl == 0:
             return Plan([])
+        state = view.copy()  # the environment's own mapping
         env = self.env(state, mnl)
         obs, _ = env.reset(options={"mapping": state})
         plan: list = []
