@@ -71,6 +71,7 @@ NAME_FIELD: dict[str, str] = {"topology": "kind", "arrival": "process",
 _pm: pluggy.PluginManager | None = None
 _sources: dict[str, str] = {}  # plugin name -> distribution that provided it
 _broken: dict[str, str] = {}  # entry point name -> why it failed to load
+_loaded_kinds: set[str] = set()  # kinds whose built-in modules are registered
 #: kind -> (the plugin manager's plugins when it was made, what :func:`registered` found)
 _registry: dict[str, tuple[tuple[str, ...], dict[str, Registered]]] = {}
 
@@ -94,23 +95,38 @@ class Registered:
 
 def get_plugin_manager(kinds: tuple[str, ...] = KINDS) -> pluggy.PluginManager:
     """The process-wide plugin manager: installed plugins load on first use, the built-ins
-    of each kind in ``kinds`` (default: all) when first asked for."""
+    of each kind in ``kinds`` (default: all) when first asked for. Asking again costs
+    nothing: the hooks are validated only when something was registered."""
     global _pm
+    added = False
     if _pm is None:
         pm = pluggy.PluginManager("dcsim")
         pm.add_hookspecs(hookspecs)
         _load_entry_points(pm)
         _pm = pm
+        added = True
     for kind in kinds:
+        if kind in _loaded_kinds:
+            continue
         for modname in BUILTIN[kind]:
             if _pm.get_plugin(modname) is None:
                 _pm.register(importlib.import_module(modname), name=modname)
                 _sources[modname] = "dcsim"
-    try:
-        _pm.check_pending()
-    except pluggy.PluginValidationError as e:
-        raise PluginError(f"a dcsim plugin failed validation: {e}") from None
+                added = True
+        _loaded_kinds.add(kind)
+    if added:
+        try:
+            _pm.check_pending()
+        except pluggy.PluginValidationError as e:
+            raise PluginError(f"a dcsim plugin failed validation: {e}") from None
     return _pm
+
+
+def module_names() -> tuple[str, ...]:
+    """The names of the plugin modules registered now (built-in, installed, local or by
+    hand): it changes whenever one is registered or unregistered, so what is derived from
+    the registry can be kept until it does."""
+    return tuple(name for name, _ in get_plugin_manager(()).list_name_plugin())
 
 
 def _load_entry_points(pm: pluggy.PluginManager) -> None:
@@ -201,6 +217,7 @@ def reset() -> None:
     _sources.clear()
     _broken.clear()
     _registry.clear()
+    _loaded_kinds.clear()
 
 
 def registered(kind: str = "allocator") -> dict[str, Registered]:

@@ -76,6 +76,7 @@ def test_a_hand_worked_run_has_the_right_values_and_the_report_shows_them(site, 
     assert "| first_fit | 0.667 |" in tables
 
 
+@pytest.mark.slow  # another run (the hand-worked one stays in the default suite)
 def test_a_flat_topology_is_balanced(site, tmp_path):
     f = hand_case(tmp_path, topology={"kind": "flat", "servers": 2, "server": {"cpu": 4}})
     out = tmp_path / "out"
@@ -86,6 +87,7 @@ def test_a_flat_topology_is_balanced(site, tmp_path):
     assert (pd.read_parquet(out / "timeseries")["rack_imbalance"] == 0.0).all()
 
 
+@pytest.mark.slow  # the template's experiment, a longer run
 def test_its_experiment_runs(site, tmp_path):
     out = tmp_path / "out"
     done = run(site, "-m", "dcsim", "run", str(PLUGIN / "experiment.yaml"), "--out", str(out),
@@ -106,6 +108,7 @@ def test_a_bad_option_is_refused_at_plan_time(site, tmp_path):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow  # more dcsim processes (tests/test_metric_plan.py checks clashes in-process)
 def test_a_clash_with_a_built_in_column_is_refused(site, tmp_path):
     """A copy of the template whose summary column is named like a built-in one."""
     src = tmp_path / "clash"

@@ -156,6 +156,7 @@ def test_an_installed_mode_is_listed_run_and_reported(site, tmp_path):
     pd.testing.assert_series_equal(df["placed"], df2["placed"])
 
 
+@pytest.mark.slow  # two more dcsim processes (validation of a mode's sections: tests/modes)
 def test_a_mode_sections_are_validated_and_other_sections_refused(site, tmp_path):
     bad = experiment(tmp_path, count=0)
     res = run(site, tmp_path, "validate", str(bad))

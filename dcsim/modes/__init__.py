@@ -36,13 +36,19 @@ class _Modes(Mapping[str, Mode]):
     the registry on use, so a local plugin's mode counts once it is loaded; importing one
     mode's module, as ``dcsim reschedule`` does, loads no other mode's sections)."""
 
+    _cached: tuple[tuple[str, ...], dict[str, Mode]] | None = None
+
     def _found(self) -> dict[str, Mode]:
-        from dcsim.plugins import registered
+        from dcsim import plugins
         from dcsim.results.schema import TABLES
 
-        modes = {name: r.cls for name, r in registered("mode").items()}
+        cached = self._cached
+        if cached is not None and cached[0] == plugins.module_names():
+            return cached[1]
+        modes = {name: r.cls for name, r in plugins.registered("mode").items()}
         for name, mode in modes.items():
             TABLES.setdefault(name, mode.tables)  # so results readers know its columns
+        self._cached = (plugins.module_names(), modes)
         return modes
 
     def __getitem__(self, name: str) -> Mode:

@@ -78,6 +78,9 @@ def load_experiment(
     base_dir = str(path.resolve().parent)
     local = local_plugins(spec.plugins, base_dir, source)
     runs: list[RunPlan] = []
+    # what a run id does not hash: the seed count and every mode's plugin list (the run's
+    # own plugin is hashed as its entry)
+    not_hashed = ("seeds", *(m.plugin_key for m in MODES.values()))
     for params, data in sweep_points(spec, raw, source):
         point = _check_point(validate_spec(data, source), data, source, base_dir)
         metrics = metric_plugins(point, params, source)
@@ -108,8 +111,7 @@ def load_experiment(
             alloc = {"name": a.name, "options": options.model_dump(mode="json")}
             for s in range(point.seeds):
                 key = json.dumps(
-                    {"config": {k: v for k, v in data.items()
-                                if k not in ("seeds", *(m.plugin_key for m in MODES.values()))},
+                    {"config": {k: v for k, v in data.items() if k not in not_hashed},
                      "allocator": alloc, "label": label, "seed": s, "params": params},
                     sort_keys=True, default=str,
                 )
