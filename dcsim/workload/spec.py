@@ -27,7 +27,7 @@ from dcsim.workload.distributions import Dist, Empirical, validation_message
 from dcsim.workload.resample import TableRows
 from dcsim.workload.synthetic import AugmentedSource, SyntheticSource
 from dcsim.workload.trace_format import read_trace
-from dcsim.workload.trace_import import TABLE, trace_format, trace_formats
+from dcsim.workload.trace_import import TABLE, registered_format_name, trace_format
 from dcsim.workload.traces import TraceSource
 
 
@@ -80,12 +80,7 @@ class TraceSpec(ConfigModel):
     @classmethod
     def _registered_format(cls, value: str) -> str:
         """``table`` or a registered trace format (asked only for a format)."""
-        if value != TABLE:
-            known = trace_formats()
-            if value not in known:
-                raise ValueError(f"unknown trace format {value!r}; expected one of "
-                                 f"{', '.join([TABLE, *(n for n in known if n != TABLE)])}")
-        return value
+        return registered_format_name(value)
 
 
 class WorkloadSpec(ConfigModel):

@@ -25,6 +25,17 @@ def trace_formats() -> dict[str, type[TraceFormat]]:
     return registered_classes("trace_format")
 
 
+def registered_format_name(value: str) -> str:
+    """``value``, when it is ``table`` or a registered trace format (a pydantic field
+    validator's check: the error lists the formats)."""
+    if value != TABLE:
+        known = trace_formats()
+        if value not in known:
+            raise ValueError(f"unknown trace format {value!r}; expected one of "
+                             f"{', '.join([TABLE, *(n for n in known if n != TABLE)])}")
+    return value
+
+
 def trace_format(name: str) -> type[TraceFormat]:
     """The trace format registered as ``name``; an unknown name lists the known ones."""
     found = trace_formats()

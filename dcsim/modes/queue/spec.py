@@ -87,14 +87,9 @@ class TraceJobs(_Jobs):
     @classmethod
     def _registered_format(cls, value: str) -> str:
         """``table`` or a registered trace format (asked only for a format)."""
-        from dcsim.workload.trace_import import TABLE, trace_formats
+        from dcsim.workload.trace_import import registered_format_name
 
-        if value != TABLE:
-            known = trace_formats()
-            if value not in known:
-                raise ValueError(f"unknown trace format {value!r}; expected one of "
-                                 f"{', '.join([TABLE, *(n for n in known if n != TABLE)])}")
-        return value
+        return registered_format_name(value)
 
 
 JOB_SOURCES: dict[str, type[_Jobs]] = {"deeprm": DeepRMJobs, "trace": TraceJobs}
