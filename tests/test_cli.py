@@ -72,7 +72,7 @@ def test_run_writes_the_documented_layout(tmp_path):
     assert not list(out.rglob(".*tmp*")), "temporary files left behind"
     numba = importlib.util.find_spec("numba") is not None
     assert manifest["kernels"] == ("numba" if numba else "numpy")
-    assert manifest["first_fit_scan_after"] == (200_000 if numba else None)
+    assert manifest["first_fit_scan_after_s"] == (0.36 if numba else None)
     assert (manifest["versions"]["numba"] is not None) == numba
 
 
@@ -81,7 +81,7 @@ def test_the_manifest_says_numpy_ran_the_lookahead(tmp_path, monkeypatch):
     out = tmp_path / "out"
     ok("run", write(tmp_path, SMALL), "--out", out, "--seeds", 1)
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["kernels"] == "numpy" and manifest["first_fit_scan_after"] is None
+    assert manifest["kernels"] == "numpy" and manifest["first_fit_scan_after_s"] is None
 
 
 def test_every_allocator_sees_the_same_requests(tmp_path):

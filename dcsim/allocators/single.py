@@ -12,11 +12,12 @@ from dcsim.kernels import kernel_choice, kernels_on
 from dcsim.model import Request, StateView
 from dcsim.model.state import EPS
 
-#: requests served by first_fit in this process with the scan not loaded (process-wide:
+#: the seconds first_fit's numpy comparison has cost this process more than the compiled
+#: scan would have, estimated per request (:meth:`FirstFitAllocator.saving`; process-wide:
 #: the loading cost is paid once per process). A list's item, not a class attribute:
 #: writing a class attribute at every request invalidates Python's attribute caches for
 #: the class (0.37 us a call)
-SERVED = [0]
+OWED = [0.0]
 _ge = np.greater_equal  # first_fit's ufuncs, called with their output array
 _and = np.logical_and
 
@@ -48,12 +49,24 @@ class FirstFitAllocator(Allocator):
     #: the compiled scan of two free columns (:mod:`dcsim.allocators.single_kernel`), once
     #: loaded; None: numpy compares every server
     _scan = None
-    #: requests first_fit serves in a process before it loads the compiled scan, with
-    #: ``DCSIM_KERNELS=auto`` (``numba`` loads it at once, ``numpy`` never). Loading it
-    #: costs 0.3-1.0 s and ~100 MB, even from the cache, and it saves ~1.8 us a request
-    #: (64 servers), so it pays only past ~2 x 10^5 requests; the rows are the same either
-    #: way (the same comparisons, the same index)
-    SCAN_AFTER = 200_000
+    #: with ``DCSIM_KERNELS=auto``, first_fit loads its compiled scan once the numpy
+    #: comparison has cost the process this many seconds more than the scan would have
+    #: (``numba`` loads it at once, ``numpy`` never). Loading it costs 0.3-1.0 s and
+    #: ~100 MB, even from the cache; :meth:`saving` estimates what it saves a request, so
+    #: the scan comes after ~2 x 10^5 requests on 64 servers and after ~3 x 10^4 on 40k
+    #: (benchmarks/bench_first_fit_scan.py). The rows are the same either way (the same
+    #: comparisons, the same index).
+    SCAN_AFTER_S = 0.36
+    #: the scan's saving per request: a fixed part (numpy's calls; 64 servers: ~1.8 us in
+    #: all) and a part per server (numpy compares every server, the scan stops at the
+    #: first fit), measured on this project's 2-core machine
+    SAVING_FIXED_S = 1.8e-6
+    SAVING_PER_SERVER_S = 0.25e-9
+
+    @classmethod
+    def saving(cls, servers: int) -> float:
+        """What the compiled scan saves a request on ``servers`` servers (estimated)."""
+        return cls.SAVING_FIXED_S + cls.SAVING_PER_SERVER_S * servers
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -64,15 +77,17 @@ class FirstFitAllocator(Allocator):
         # for the view's columns (``_cols``) they have the length of
         self._cols: list | None = None
         self._masks = (np.empty(0, dtype=bool), np.empty(0, dtype=bool))
-        self._auto = False  # True: count requests, load the scan past SCAN_AFTER
+        self._auto = False  # True: count what it costs, load the scan past SCAN_AFTER_S
+        self._saving = 0.0  # saving(servers) of the view set up
 
     def setup(self, view: StateView) -> None:
         if len(view.columns) != 2 or not kernels_on():
             return
-        if kernel_choice() == "numba" or SERVED[0] >= self.SCAN_AFTER:
+        if kernel_choice() == "numba" or OWED[0] >= self.SCAN_AFTER_S:
             self._load_scan(view)
         else:
             self._auto = True
+            self._saving = self.saving(len(view.columns[0]))
 
     def _load_scan(self, view: StateView) -> None:
         from dcsim.allocators.single_kernel import first_fit_two
@@ -90,8 +105,8 @@ class FirstFitAllocator(Allocator):
             return i if ok[i] else None
         d0, d1 = request.demand.tolist()
         if self._auto:
-            SERVED[0] += 1
-            if SERVED[0] >= self.SCAN_AFTER:
+            OWED[0] += self._saving
+            if OWED[0] >= self.SCAN_AFTER_S:
                 self._load_scan(view)
         if self._scan is not None:  # stops at the first fit
             i = self._scan(cols[0], cols[1], d0 - EPS, d1 - EPS)

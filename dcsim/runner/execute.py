@@ -332,11 +332,11 @@ def _manifest(exp: Experiment, rows: dict[str, dict[str, Any]],
             for r in exp.runs
         ],
         # whether the compiled kernels were on (AHAB's lookahead; first_fit's scan, which
-        # loads only from a process's SCAN_AFTER-th first_fit request under auto): the
-        # same rows either way, other timings
+        # under auto loads once a process's numpy comparisons have cost SCAN_AFTER_S more
+        # than the scan would have): the same rows either way, other timings
         "kernels": "numba" if kernels_on() else "numpy",
-        "first_fit_scan_after": (None if not kernels_on() else 0 if kernel_choice() ==
-                                 "numba" else FirstFitAllocator.SCAN_AFTER),
+        "first_fit_scan_after_s": (None if not kernels_on() else 0.0 if kernel_choice() ==
+                                   "numba" else FirstFitAllocator.SCAN_AFTER_S),
         "code": _code_section(code),
         "versions": {
             "python": platform.python_version(),

@@ -18,10 +18,12 @@ FLAT = {"kind": "flat", "servers": 32, "server": {"cpu": 8, "mem": 8}}
 
 @pytest.fixture
 def fresh_count(monkeypatch):
+    """A fresh process's count, and a budget that the 50th request on 32 servers passes."""
     from dcsim.allocators import single
 
-    monkeypatch.setattr(single, "SERVED", [0])
-    monkeypatch.setattr(FirstFitAllocator, "SCAN_AFTER", 50)
+    monkeypatch.setattr(single, "OWED", [0.0])
+    monkeypatch.setattr(FirstFitAllocator, "SCAN_AFTER_S",
+                        49.5 * FirstFitAllocator.saving(32))
 
 
 def choices(ff: FirstFitAllocator, seed: int, n: int) -> tuple[list, list[bool]]:
@@ -39,7 +41,7 @@ def choices(ff: FirstFitAllocator, seed: int, n: int) -> tuple[list, list[bool]]
 
 
 @pytest.mark.skipif(not numba, reason="needs numba (the fast extra)")
-def test_auto_loads_the_scan_only_past_scan_after_requests(fresh_count, monkeypatch):
+def test_auto_loads_the_scan_only_once_it_pays(fresh_count, monkeypatch):
     monkeypatch.setenv("DCSIM_KERNELS", "auto")
     got, loaded = choices(FirstFitAllocator(), 0, 120)
     assert loaded.index(True) == 49 and all(loaded[49:])
@@ -77,3 +79,12 @@ def test_numpy_never_loads_it_and_a_short_auto_run_never_imports_numba(tmp_path)
                        timeout=120, env={**__import__("os").environ, "DCSIM_KERNELS": "auto"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["False", "True"]
+
+
+def test_the_scan_pays_sooner_the_more_servers_numpy_compares():
+    """The estimated saving grows with the servers, so a large cluster loads the scan after
+    fewer requests: about 200,000 on 64 servers, 30,000 on 40,000, 9,000 on 160,000."""
+    after = {n: FirstFitAllocator.SCAN_AFTER_S / FirstFitAllocator.saving(n)
+             for n in (64, 40_000, 160_000)}
+    assert 150_000 < after[64] < 250_000
+    assert 20_000 < after[40_000] < 40_000 and after[160_000] < 10_000
