@@ -7,37 +7,12 @@ from __future__ import annotations
 import types
 
 import click
-import pytest
 from click.testing import CliRunner
 
 from dcsim import plugins
 from dcsim.cli import main
 from dcsim.hookspecs import hookimpl
-
-
-class FakeEntryPoint:
-    """An installed ``dcsim`` entry point: its name, what loading it gives (or raises) and
-    the distribution it belongs to."""
-
-    def __init__(self, name, module, dist="fake-dist"):
-        self.name = name
-        self._module = module
-        self.dist = types.SimpleNamespace(name=dist)
-
-    def load(self):
-        if isinstance(self._module, Exception):
-            raise self._module
-        return self._module
-
-
-@pytest.fixture
-def fake_eps(monkeypatch):
-    """The installed entry points, as this test makes them (none to start with)."""
-    eps: list[FakeEntryPoint] = []
-    monkeypatch.setattr(plugins, "entry_points", lambda group: eps if group == "dcsim" else [])
-    plugins.reset()
-    yield eps
-    plugins.reset()
+from tests.helpers.entry_points import FakeEntryPoint
 
 
 @click.command("hello-plugin")

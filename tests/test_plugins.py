@@ -10,6 +10,7 @@ from dcsim import plugins
 from dcsim.allocators import Allocator
 from dcsim.errors import ConfigError, PluginError
 from dcsim.hookspecs import hookimpl
+from tests.helpers.entry_points import FakeEntryPoint
 
 
 class Spread(Allocator):
@@ -29,27 +30,6 @@ def _module(cls):
 
     mod.register_allocators = register_allocators
     return mod
-
-
-class FakeEntryPoint:
-    def __init__(self, name, module, dist="fake-dist"):
-        self.name = name
-        self._module = module
-        self.dist = types.SimpleNamespace(name=dist)
-
-    def load(self):
-        if isinstance(self._module, Exception):
-            raise self._module
-        return self._module
-
-
-@pytest.fixture
-def fake_eps(monkeypatch):
-    eps: list[FakeEntryPoint] = []
-    monkeypatch.setattr(plugins, "entry_points", lambda group: eps if group == "dcsim" else [])
-    plugins.reset()
-    yield eps
-    plugins.reset()
 
 
 def test_builtins_register_through_the_hook(fake_eps):
