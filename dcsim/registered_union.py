@@ -32,12 +32,13 @@ def names(kind: str) -> tuple[str, ...]:
     return tuple(registered_classes(kind))
 
 
-def adapter(kind: str) -> TypeAdapter[Any]:
-    """The discriminated union of every class registered for ``kind`` (made again only when
-    what is registered changes)."""
+def adapter(kind: str, found: dict[str, type] | None = None) -> TypeAdapter[Any]:
+    """The discriminated union of every class registered for ``kind`` (``found``: what
+    :func:`registered_classes` answered, when the caller has it); made again only when what
+    is registered changes."""
     from dcsim.plugins import NAME_FIELD
 
-    classes = tuple(registered_classes(kind).values())
+    classes = tuple((found if found is not None else registered_classes(kind)).values())
     cached = _adapters.get(kind)
     if cached is not None and cached[0] == classes:
         return cached[1]
@@ -56,17 +57,18 @@ def validate(kind: str, value: Any) -> Any:
     selecting field that says so (the broken plugin may be what provides it)."""
     from dcsim.plugins import NAME_FIELD, broken_note
 
+    found = registered_classes(kind)  # asked once per value
     field = NAME_FIELD[kind]
     tag = value.get(field) if isinstance(value, dict) else None
-    if isinstance(tag, str) and tag not in names(kind):
+    if isinstance(tag, str) and tag not in found:
         note = broken_note()
         if note:
             raise ValidationError.from_exception_data(kind, [InitErrorDetails(
                 type=PydanticCustomError("unknown_plugin", "{msg}", {"msg": (
-                    f"unknown {field} {tag!r}; expected one of {', '.join(names(kind))}"
+                    f"unknown {field} {tag!r}; expected one of {', '.join(found)}"
                     + note)}),
                 loc=(field,), input=tag)])
-    return adapter(kind).validate_python(value)
+    return adapter(kind, found).validate_python(value)
 
 
 def RegisteredUnion(kind: str, before: Any = None) -> Any:  # noqa: N802 - a type factory

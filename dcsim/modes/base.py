@@ -127,7 +127,7 @@ def metric_observers(plan, spec):
     :class:`~dcsim.metrics.Observers`, each built with its validated options and its own
     generator (:func:`~dcsim.metrics.metric_rng`); None when the run has none (the engine
     then calls no metric hook)."""
-    if not getattr(plan, "metrics", ()):
+    if not plan.metrics:
         return None
     from dcsim.metrics import Observers, metric_rng
     from dcsim.plugins import get_plugin_class

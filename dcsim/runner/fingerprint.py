@@ -39,26 +39,22 @@ def run_plugins(plan, spec=None) -> list[tuple[str, str]]:
     if mode == "vm_online":
         found.extend(("rescheduler", name) for name in _online_reschedulers(plan, spec))
     found.extend(("metric", m["name"]) for m in plan.metrics)
-    fmt = _trace_format(plan.config)
-    if fmt is not None:  # the code that reads the workload's trace
-        found.append(("trace_format", fmt))
     found.extend(_config_kinds(plan.config))
     return list(dict.fromkeys(found))
 
 
 def _config_kinds(config: Any) -> list[tuple[str, str]]:
-    """The configuration kinds a run's config selects: its ``topology.kind``, its
-    ``workload.arrival.process`` and every ``dist`` (a plugin's code shapes the run as an
-    allocator's does)."""
-    if not isinstance(config, dict):
-        return []
-    found = []
-    topology, workload = config.get("topology"), config.get("workload")
-    if isinstance(topology, dict) and isinstance(topology.get("kind"), str):
-        found.append(("topology", topology["kind"]))
-    arrival = workload.get("arrival") if isinstance(workload, dict) else None
-    if isinstance(arrival, dict) and isinstance(arrival.get("process"), str):
-        found.append(("arrival", arrival["process"]))
+    """The plugins a run's config selects besides its policy (a plugin's code shapes the
+    run as an allocator's does): its ``topology.kind``, its ``workload.arrival.process``,
+    the trace format that reads its trace (``workload.trace.format``; queue mode's trace
+    jobs: ``workload.format``) when not ``table``, and every ``dist``."""
+    workload = _get(config, "workload")
+    trace = _get(workload, "trace") or (workload if _get(workload, "kind") == "trace" else None)
+    fmt = _get(trace, "format")
+    found = [(kind, name) for kind, name in (
+        ("topology", _get(_get(config, "topology"), "kind")),
+        ("arrival", _get(_get(workload, "arrival"), "process")),
+        ("trace_format", fmt if fmt != "table" else None)) if isinstance(name, str)]
     stack = [config]
     while stack:
         node = stack.pop()
@@ -71,13 +67,9 @@ def _config_kinds(config: Any) -> list[tuple[str, str]]:
     return found
 
 
-def _trace_format(config: Any) -> str | None:
-    """``workload.trace.format`` of a run's config when it names a trace format (not
-    ``table``)."""
-    workload = config.get("workload") if isinstance(config, dict) else None
-    trace = workload.get("trace") if isinstance(workload, dict) else None
-    fmt = trace.get("format") if isinstance(trace, dict) else None
-    return fmt if isinstance(fmt, str) and fmt != "table" else None
+def _get(node: Any, key: str) -> Any:
+    """``node[key]`` when ``node`` is a mapping, else None."""
+    return node.get(key) if isinstance(node, dict) else None
 
 
 def _online_reschedulers(plan, spec) -> list[str]:

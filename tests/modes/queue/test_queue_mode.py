@@ -240,8 +240,12 @@ def test_trace_jobs_read_through_any_registered_format(tmp_path):
                   schedulers=["sjf"])
     piped = dict(direct, plugins=["pipe.py"],
                  workload={**jobs, "path": "slice.psv", "format": "pipe_table"})
+    from dcsim.runner.fingerprint import run_plugins
+
+    piped_exp = load_experiment(write(tmp_path, piped))
+    assert ("trace_format", "pipe_table") in run_plugins(piped_exp.runs[0])  # its code counts
     a = run_experiment(load_experiment(write(tmp_path, direct)), out=tmp_path / "a")
-    b = run_experiment(load_experiment(write(tmp_path, piped)), out=tmp_path / "b")
+    b = run_experiment(piped_exp, out=tmp_path / "b")
     ja, jb = (pd.read_parquet(o / "jobs").sort_values(["seed", "jobset", "id"])
               .reset_index(drop=True) for o in (a, b))
     pd.testing.assert_frame_equal(ja.drop(columns=["decision_s"], errors="ignore"),
