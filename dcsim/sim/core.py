@@ -90,6 +90,11 @@ class Clock(simpy.Environment):
         """The counter of event ids: the next one is the id an event scheduled now gets."""
         return self._eid
 
+    def set_ids(self, ids: Any) -> None:
+        """Replace the id counter (an iterator of ints): a compiled loop that drew ids up to
+        some ``n - 1`` itself continues SimPy's with ``itertools.count(n)``."""
+        self._eid = ids
+
     def set_now(self, t: float) -> None:
         """Move the clock to ``t``: the time of the event a loop pops to run in place."""
         self._now = t

@@ -80,11 +80,14 @@ import simpy
 from simpy.events import NORMAL
 
 from dcsim.allocators.base import FIRST_STEP, Allocator
+from dcsim.allocators.single import FirstFitAllocator
 from dcsim.errors import DcsimError, PluginError
 from dcsim.metrics import Observers, RunStart
 from dcsim.model import ClusterState, Placement, Request, StateView, Topology
 from dcsim.model.request import new_request
 from dcsim.model.state import EPS
+from dcsim.kernels import kernels_on
+from dcsim.modes.loss.compiled_loop import DONE, OPEN_WINDOW, REFUSED, CompiledLoop
 from dcsim.modes.loss.metrics import AcceptanceLog, Meter
 from dcsim.modes.loss.power import PowerMeter, PowerSetup
 from dcsim.modes.loss.records import ColumnBuffer, request_columns, unpack_batch
@@ -184,6 +187,7 @@ class Engine(SimCore):
         # component failures (dcsim.modes.loss.failures.LossFailures), built on this engine
         self._failures = failures(self) if failures is not None else None
         self._take_one, self._give_one = self.state.server_ops()
+        self._departure_callbacks = [self._depart_event]  # what every departure event runs
         # power and energy (dcsim.modes.loss.power): None when the run has no power: section
         self.power = PowerMeter(power, topology, self.state) if power is not None else None
         if self.power is not None:
@@ -199,6 +203,14 @@ class Engine(SimCore):
                        and metrics is None)
         self._warm_requests = self.config.warmup_requests
         self._warm_time = self.config.warmup_time
+        # the fused loop compiled (dcsim.modes.loss.compiled_loop): built-in first_fit on
+        # two resources with capacity, nothing told of releases, no power meter
+        self._compiled = (CompiledLoop(self.state.capacity)
+                          if self._fused and type(allocator) is FirstFitAllocator
+                          and self.power is None and not self.notifies_release
+                          and len(topology.resources) == 2
+                          and bool((self.meter.capacity > 0).all()) and kernels_on()
+                          else None)
 
     # ------------------------------------------------------------------ processes
     def run(self) -> dict[str, Any]:
@@ -247,9 +259,17 @@ class Engine(SimCore):
             decisions: list[float] = []
             times = batch.arrival.tolist()
             waits = [0.0] * len(times) if wait else None
-            if self._fused:  # the common case (_fused_arrivals)
-                yield from self._fused_arrivals(times, demand, duration, bandwidth, attrs,
-                                                placements, decisions, every)
+            if self._fused:  # the common case (_fused_arrivals), compiled where it can be
+                loop = self._compiled
+                if (loop is not None and not every and self.view.server_up is None
+                        and loop.ready()):
+                    yield from self._compiled_arrivals(times, demand, duration, bandwidth,
+                                                       attrs, placements, decisions)
+                else:
+                    if loop is not None and not every:
+                        loop.owe(len(times))
+                    yield from self._fused_arrivals(times, demand, duration, bandwidth,
+                                                    attrs, placements, decisions, every)
             else:
                 offer = self._offer(demand, duration, bandwidth, attrs, placements, decisions,
                                     waits, every)
@@ -676,7 +696,7 @@ class Engine(SimCore):
         clock = time.perf_counter
         add_placement = placements.append
         add_decision = decisions.append
-        callbacks = [self._depart_event]  # shared: SimPy only reads an event's list
+        callbacks = self._departure_callbacks  # shared: SimPy only reads an event's list
         new = object.__new__
         Departure = _ServerDeparture
         for i, t in enumerate(times):
@@ -738,3 +758,55 @@ class Engine(SimCore):
             placement, decision = self._settle(req, choice, now, measured, decision)
             add_placement(placement)
             add_decision(decision)
+
+    def _compiled_arrivals(self, times: list[float], demand: np.ndarray,
+                           duration: list[float], bandwidth: list[float],
+                           attrs: dict[str, list], placements: list, decisions: list[float]):
+        """:meth:`_fused_arrivals` over one batch, run by the compiled loop
+        (:mod:`dcsim.modes.loss.compiled_loop`); the first measured request (the window
+        opens) by the fused loop, a refused choice by the general path's check, and the
+        rest of the batch by the fused loop when SimPy holds another event."""
+        loop = self._compiled
+        n = len(times)
+        first = self.received
+        t_arr = np.asarray(times, dtype=np.float64)
+        d_arr = np.asarray(duration, dtype=np.float64)
+
+        def request(i: int) -> Request:
+            return new_request(first + i, times[i], duration[i], demand[i], bandwidth[i],
+                               MappingProxyType({k: v[i] for k, v in attrs.items()}) if attrs
+                               else NO_ATTRS)
+
+        def fused(lo: int, hi: int):
+            return self._fused_arrivals(times[lo:hi], demand[lo:hi], duration[lo:hi],
+                                        bandwidth[lo:hi], {k: v[lo:hi] for k, v in attrs.items()},
+                                        placements, decisions, 0)
+
+        i = 0
+        while i < n:
+            out = loop.run(env=self.env, state=self.state, meter=self.meter, times=t_arr,
+                           duration=d_arr, demand=demand, i0=i, rid0=first,
+                           warm_requests=self._warm_requests, warm_time=self._warm_time,
+                           departure=_ServerDeparture, callbacks=self._departure_callbacks,
+                           request=request)
+            if out is None:  # SimPy holds another event: the fused loop for the rest
+                yield from fused(i, n)
+                return
+            why, stop, choice, accepted, released, seconds = out
+            handled = stop - i
+            self.received += handled
+            self.accepted += accepted
+            self.released += released
+            if handled:
+                placements.extend([c if c >= 0 else None for c in choice[i:stop].tolist()])
+                decisions.extend([seconds / handled] * handled)
+            if why == OPEN_WINDOW:
+                yield from fused(stop, stop + 1)
+            elif why == REFUSED:  # the general path's check says why (it raises)
+                self.received += 1
+                measured = first + stop >= self._warm_requests and times[stop] >= self._warm_time
+                placement, decision = self._settle(request(stop), int(choice[stop]),
+                                                   self.env.now, measured, 0.0)
+                placements.append(placement)
+                decisions.append(decision)
+            i = stop + 1 if why != DONE else stop

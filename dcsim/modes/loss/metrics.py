@@ -312,6 +312,26 @@ class Meter:
         if self.open:  # counted from max(start, window start) to end so far
             self._add(amount, tier_bw, -(end - max(now, start)))
 
+    def accumulators(self) -> list[float]:
+        """``used`` per resource, the area per resource and the active area, as floats: what
+        a compiled loop (:mod:`dcsim.modes.loss.compiled_loop`) carries on from here and
+        hands back with :meth:`set_accumulators`."""
+        return [*self.used, *self._area, self._active_area]
+
+    def set_accumulators(self, acc: list[float]) -> None:
+        """Take back :meth:`accumulators` (in place: the per-request closures hold the lists)."""
+        k = len(self.used)
+        self.used[:] = acc[:k]
+        self._area[:] = acc[k:2 * k]
+        self._active_area = acc[2 * k]
+
+    def decision_samples(self, util: list[np.ndarray]) -> None:
+        """:meth:`decision_sample` for many requests at once: ``util[j]`` holds resource j's
+        used fractions (float64), stored as the float32 each single sample would be; every
+        resource must have capacity."""
+        for log, u in zip(self._decision_util, util, strict=True):
+            log.frombytes(u.astype(np.float32).tobytes())
+
     def decision_sample(self) -> None:
         """Record the used fraction of each resource now (the engine calls it as a measured
         request is offered to the allocator, after any wait, and once after the last one)."""
