@@ -21,7 +21,8 @@ from dcsim.allocators.kernel_cache import njit
 
 #: why :func:`run_batch` stopped
 DONE = 0        # every request of the batch was handled
-OPEN_WINDOW = 1  # request ``stop`` is the first measured one: nothing of it was done
+HAND_OVER = 1   # request ``stop`` is for the fused loop (the window opens, or a per-request
+                # sample is due before it): nothing of it was done
 REFUSED = 2     # request ``stop``'s server refused it (take_one): done up to its decision
 
 
@@ -99,7 +100,7 @@ def heapify(ht, hid, hslot, size):
 
 
 @njit(cache=True)
-def run_batch(times, dur, d0, d1, i0, rid0, warm_requests, warm_time, is_open,
+def run_batch(times, dur, d0, d1, i0, rid0, warm_requests, warm_time, is_open, every,
               c0, c1, k0, k1, tol, eps, cap0, cap1,
               ht, hid, hslot, size, dep_server, dep_a0, dep_a1, slot0,
               acc, now, next_id, choice, start, util0, util1):
@@ -114,8 +115,12 @@ def run_batch(times, dur, d0, d1, i0, rid0, warm_requests, warm_time, is_open,
     updated in place. Writes ``choice[i]`` (-1: rejected), ``start[i]`` (the clock at its
     decision) and, for measured requests, ``util0/util1[i]``.
 
+    A request that opens the measured window (``is_open`` False, the first measured
+    one), or whose id is a multiple of ``every`` (> 0: a per-request sample is due before
+    it), is left to the fused loop: the kernel stops before it (:data:`HAND_OVER`).
+
     Returns ``(why, stop, now, next_id, size, accepted)``: ``why`` is :data:`DONE`,
-    :data:`OPEN_WINDOW` or :data:`REFUSED`; requests ``i0..stop-1`` were handled
+    :data:`HAND_OVER` or :data:`REFUSED`; requests ``i0..stop-1`` were handled
     (``REFUSED``: request ``stop`` too, up to its decision, ``choice[stop]`` its server).
     """
     n = times.shape[0]
@@ -132,8 +137,8 @@ def run_batch(times, dur, d0, d1, i0, rid0, warm_requests, warm_time, is_open,
         t = times[i]
         rid = rid0 + i
         measured = rid >= warm_requests and t >= warm_time
-        if measured and not is_open:
-            why = OPEN_WINDOW
+        if (measured and not is_open) or (every > 0 and rid % every == 0):
+            why = HAND_OVER
             break
         if t > now:
             now2 = now + (t - now)

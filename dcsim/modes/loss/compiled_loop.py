@@ -6,7 +6,7 @@ When: the engine's fused path (:meth:`~dcsim.modes.loss.engine.Engine._fused_arr
 applies (no metric plugins, no failures, no ``capacity: wait``, no deferred departures, no
 switch-on delay), the allocator is the built-in ``first_fit`` itself (not a subclass) on
 two resources with capacity, no power meter, the allocator is not told of releases, no
-per-request samples (``sample_every``), and at the kernel's start SimPy's event queue holds
+and at the kernel's start SimPy's event queue holds
 nothing but the fused path's departures (no periodic samples, nothing a plugin scheduled).
 Otherwise the batch runs the fused loop, unchanged.
 
@@ -21,8 +21,9 @@ state are those of the fused loop and the general path (``tests/modes/loss/
 test_fused_loop.py`` compares them). Watchers of the state's changes
 (:meth:`~dcsim.model.ClusterState.server_changes`) are told of the servers the kernel
 touched (``touch``) when it hands back. The first measured request (where the measured
-window opens) and a choice the state refuses are handled by the fused loop / the general
-path's checks, as before.
+window opens) and each request a per-request sample comes before (``sample_every``) are
+run by the fused loop (the kernel hands over before them and resumes after them), a choice
+the state refuses by the general path's check, as before.
 
 A request's ``decision_s`` under the kernel is the kernel's wall time over the requests
 it handled (a decision is not timed on its own there).
@@ -49,7 +50,7 @@ from dcsim.kernels import kernel_choice, kernels_on
 from dcsim.model.state import EPS
 
 #: why :meth:`CompiledLoop.run` stopped (:mod:`dcsim.modes.loss.compiled_kernel`'s values)
-DONE, OPEN_WINDOW, REFUSED = 0, 1, 2
+DONE, HAND_OVER, REFUSED = 0, 1, 2
 
 #: estimated seconds the kernel saves per request against the fused loop with first_fit
 #: (the fused loop costs ~8 us a request on this project's 2-core machine)
@@ -68,7 +69,7 @@ def load_kernel() -> Any:
     z = np.zeros(1)
     i = np.zeros(1, dtype=np.int64)
     k.heapify(z, i, i, 0)
-    k.run_batch(z[:0], z, z, z, 0, 0, 0, 0.0, True, z, z, z, z, 0.0, 0.0, 1.0, 1.0,
+    k.run_batch(z[:0], z, z, z, 0, 0, 0, 0.0, True, 0, z, z, z, z, 0.0, 0.0, 1.0, 1.0,
                 z, i, i, 0, i, z, z, 0, np.zeros(5), 0.0, 0, i, z, z, z)
     return k
 
@@ -95,7 +96,7 @@ class CompiledLoop:
 
     def run(self, *, env: Any, state: Any, meter: Any, times: np.ndarray,
             duration: np.ndarray, demand: np.ndarray, i0: int, rid0: int,
-            warm_requests: int, warm_time: float, departure: type, callbacks: list,
+            warm_requests: int, warm_time: float, every: int, departure: type, callbacks: list,
             request: Callable[[int], Any]
             ) -> tuple[int, int, np.ndarray, int, int, float] | None:
         """Requests ``i0..`` of a batch through the kernel; None if SimPy's queue holds an
@@ -145,7 +146,7 @@ class CompiledLoop:
         t0 = time.perf_counter()
         why, stop, now, next_id, size, accepted = k.run_batch(
             times, duration, d0, d1, i0, rid0, warm_requests,
-            warm_time, meter.open, c0, c1, self._cap[0], self._cap[1], self._tol, EPS,
+            warm_time, meter.open, every, c0, c1, self._cap[0], self._cap[1], self._tol, EPS,
             self._total[0], self._total[1], ht, hid, hslot, p, dep_server, dep_a0, dep_a1,
             p - i0, acc, env.now, next_id, choice, start, util0, util1)
         seconds = time.perf_counter() - t0
@@ -165,7 +166,7 @@ class CompiledLoop:
         active = meter.active
         for j in np.flatnonzero(~kept).tolist():
             del active[pulled[j].request.id]
-        released = p - int(kept.sum())
+        released = p + accepted - size  # the departures the kernel ran
         new = object.__new__
         queue.clear()
         ht_l, hid_l, slot_l = ht[:size].tolist(), hid[:size].tolist(), remaining.tolist()

@@ -87,7 +87,7 @@ from dcsim.model import ClusterState, Placement, Request, StateView, Topology
 from dcsim.model.request import new_request
 from dcsim.model.state import EPS
 from dcsim.kernels import kernels_on
-from dcsim.modes.loss.compiled_loop import DONE, OPEN_WINDOW, REFUSED, CompiledLoop
+from dcsim.modes.loss.compiled_loop import DONE, HAND_OVER, REFUSED, CompiledLoop
 from dcsim.modes.loss.metrics import AcceptanceLog, Meter
 from dcsim.modes.loss.power import PowerMeter, PowerSetup
 from dcsim.modes.loss.records import ColumnBuffer, request_columns, unpack_batch
@@ -261,12 +261,11 @@ class Engine(SimCore):
             waits = [0.0] * len(times) if wait else None
             if self._fused:  # the common case (_fused_arrivals), compiled where it can be
                 loop = self._compiled
-                if (loop is not None and not every and self.view.server_up is None
-                        and loop.ready()):
+                if loop is not None and self.view.server_up is None and loop.ready():
                     yield from self._compiled_arrivals(times, demand, duration, bandwidth,
-                                                       attrs, placements, decisions)
+                                                       attrs, placements, decisions, every)
                 else:
-                    if loop is not None and not every:
+                    if loop is not None:
                         loop.owe(len(times))
                     yield from self._fused_arrivals(times, demand, duration, bandwidth,
                                                     attrs, placements, decisions, every)
@@ -761,10 +760,11 @@ class Engine(SimCore):
 
     def _compiled_arrivals(self, times: list[float], demand: np.ndarray,
                            duration: list[float], bandwidth: list[float],
-                           attrs: dict[str, list], placements: list, decisions: list[float]):
+                           attrs: dict[str, list], placements: list, decisions: list[float],
+                           every: int):
         """:meth:`_fused_arrivals` over one batch, run by the compiled loop
         (:mod:`dcsim.modes.loss.compiled_loop`); the first measured request (the window
-        opens) by the fused loop, a refused choice by the general path's check, and the
+        opens) and each one a per-request sample comes before by the fused loop, a refused choice by the general path's check, and the
         rest of the batch by the fused loop when SimPy holds another event."""
         loop = self._compiled
         n = len(times)
@@ -780,13 +780,14 @@ class Engine(SimCore):
         def fused(lo: int, hi: int):
             return self._fused_arrivals(times[lo:hi], demand[lo:hi], duration[lo:hi],
                                         bandwidth[lo:hi], {k: v[lo:hi] for k, v in attrs.items()},
-                                        placements, decisions, 0)
+                                        placements, decisions, every)
 
         i = 0
         while i < n:
             out = loop.run(env=self.env, state=self.state, meter=self.meter, times=t_arr,
                            duration=d_arr, demand=demand, i0=i, rid0=first,
                            warm_requests=self._warm_requests, warm_time=self._warm_time,
+                           every=every,
                            departure=_ServerDeparture, callbacks=self._departure_callbacks,
                            request=request)
             if out is None:  # SimPy holds another event: the fused loop for the rest
@@ -800,7 +801,7 @@ class Engine(SimCore):
             if handled:
                 placements.extend([c if c >= 0 else None for c in choice[i:stop].tolist()])
                 decisions.extend([seconds / handled] * handled)
-            if why == OPEN_WINDOW:
+            if why == HAND_OVER:
                 yield from fused(stop, stop + 1)
             elif why == REFUSED:  # the general path's check says why (it raises)
                 self.received += 1

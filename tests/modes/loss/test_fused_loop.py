@@ -194,3 +194,138 @@ def test_the_fused_loop_is_the_general_path_on_tied_streams(gaps, data, sample, 
     kinds = st.sampled_from(["int", "int", "numpy", "placement", "none", "stepwise"])
     plan = dict(enumerate(data.draw(st.lists(kinds, min_size=n, max_size=n))))
     both(arrival, duration, demand, {**sample, **warm}, plan=plan, batch=batch, echo=echo)
+
+
+# ---------------------------------------------------------------- the compiled loop
+def run_plain(mode: str, arrival, duration, demand, config: dict, n=3, batch=7):
+    """One run of the built-in first_fit, by ``mode``: ``general`` (SimPy runs every
+    event), ``fused`` (the fused loop in Python) or ``compiled`` (the kernel,
+    dcsim.modes.loss.compiled_loop); what it gave, decision times left out."""
+    sink = Rows()
+    eng = Engine(star_topology(n), ListSource(arrival, duration, demand, batch=batch),
+                 FirstFitAllocator(), np.random.default_rng(0), EngineConfig(**config),
+                 sink=sink)
+    assert eng._fused
+    if mode == "general":
+        eng._fused = False
+    if mode == "compiled":
+        assert eng._compiled is not None and eng._compiled.ready()
+    else:
+        eng._compiled = None
+    try:
+        out = eng.run()
+    except PluginError as e:
+        out = {"error": str(e)}
+    out.pop("mean_decision_s", None)
+    sink.rows.pop(("requests", "decision_s"), None)
+    return {"summary": out, "requests": sink.frame("requests"),
+            "timeseries": sink.frame("timeseries"), "log": [],
+            "now": eng.env.now, "free": eng.state.free.tolist(),
+            "counts": (eng.received, eng.accepted, eng.released),
+            "util": {k: v.tolist() for k, v in eng.meter.per_request_util().items()}}
+
+
+@pytest.fixture
+def compiled(monkeypatch):
+    """The compiled loop loaded at once (``DCSIM_KERNELS=numba``), calls counted."""
+    pytest.importorskip("numba")
+    from dcsim.modes.loss import compiled_loop
+
+    monkeypatch.setenv("DCSIM_KERNELS", "numba")
+    calls: list = []
+    real = compiled_loop.CompiledLoop.run
+
+    def counted(self, **kw):
+        out = real(self, **kw)
+        calls.append(None if out is None else out[0])
+        return out
+
+    monkeypatch.setattr(compiled_loop.CompiledLoop, "run", counted)
+    return calls
+
+
+def test_the_compiled_loop_runs_the_tied_example_as_simpy(compiled):
+    """The ties of the first test (a departure before an arrival at one instant, a
+    zero-duration request departing after the next arrival at its instant): the kernel
+    ran them, and gave the general path's rows."""
+    arrival = [0, 1, 2, 2, 3, 3, 5]
+    duration = [1, 3, 0, 1, 1, 1, 1]
+    demand = [[8, 8], [4, 4], [4, 4], [4, 4], [2, 2], [2, 2], [8, 8]]
+    for batch in (1, 3, 7):
+        a = run_plain("compiled", arrival, duration, demand, {"sample_every": 0}, n=1,
+                      batch=batch)
+        assert_same(a, run_plain("general", arrival, duration, demand,
+                                 {"sample_every": 0}, n=1, batch=batch))
+        assert a["requests"]["accepted"].tolist() == [True, True, True, False, True, True,
+                                                      True]
+    assert compiled and all(why is not None for why in compiled)
+
+
+def test_the_compiled_loop_keeps_simpys_clock(compiled):
+    """``now + (t - now)``: the arrival at 0.9 is offered at 0.8999999999999999, before the
+    departure at 0.9, in the kernel as in SimPy."""
+    args = ([0.0, 0.2, 0.9], [0.9, 1.0, 1.0], [[8, 8], [0, 0], [8, 8]], {})
+    a = run_plain("compiled", *args, n=1)
+    assert_same(a, run_plain("general", *args, n=1))
+    assert a["requests"]["accepted"].tolist() == [True, True, False]
+    assert compiled
+
+
+def test_the_compiled_loop_hands_over_to_simpy_when_other_events_are_due(compiled):
+    """Periodic samples are SimPy events of their own: the kernel leaves such a batch to
+    the fused loop (run returns None), with the same rows."""
+    rng = np.random.default_rng(2)
+    arrival = np.sort(rng.integers(0, 12, 30))
+    args = (arrival, rng.integers(0, 4, 30), rng.integers(0, 6, (30, 2)),
+            {"sample_interval": 1.0})
+    assert_same(run_plain("compiled", *args), run_plain("general", *args))
+    assert compiled and all(why is None for why in compiled)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(
+    gaps=st.lists(st.sampled_from([0.0, 0.0, 0.1, 0.2, 0.5, 1.0, 2.0]), min_size=1,
+                  max_size=80),
+    data=st.data(),
+    sample=st.sampled_from([{"sample_every": 0}, {}, {"sample_every": 1},
+                            {"sample_every": 4}]),
+    warm=st.sampled_from([{}, {"warmup_requests": 4}, {"warmup_time": 3.0}]),
+    batch=st.integers(1, 12),
+    servers=st.integers(1, 5),
+)
+def test_the_compiled_loop_is_the_general_path_on_random_streams(compiled, gaps, data,
+                                                                 sample, warm, batch,
+                                                                 servers):
+    """Random streams with ties (equal arrival times, durations that end on arrivals,
+    zero durations; times that sum to inexact floats), random demands, servers, batch
+    sizes, warm-up and per-request samples: the compiled loop gives the general path's
+    and the fused loop's rows, summary, per-request samples, final time, state and
+    counts."""
+    n = len(gaps)
+    arrival = np.cumsum(gaps)
+    duration = data.draw(st.lists(st.sampled_from([0.0, 0.1, 0.3, 1.0, 1.5, 2.0, 4.0]),
+                                  min_size=n, max_size=n))
+    demand = data.draw(st.lists(st.tuples(st.integers(0, 8), st.integers(0, 8)),
+                                min_size=n, max_size=n))
+    config = {**sample, **warm}
+    args = (arrival, duration, demand, config)
+    general = run_plain("general", *args, n=servers, batch=batch)
+    assert_same(run_plain("compiled", *args, n=servers, batch=batch), general)
+    assert_same(run_plain("fused", *args, n=servers, batch=batch), general)
+    assert run_plain("compiled", *args, n=servers, batch=batch)["util"] == general["util"]
+
+
+def test_small_runs_do_not_load_the_kernel(monkeypatch):
+    """With ``DCSIM_KERNELS=auto`` the kernel is loaded only once the fused loop has cost
+    more than loading it: a small run leaves it unloaded (and owes its requests)."""
+    from dcsim.modes.loss import compiled_loop
+
+    monkeypatch.setenv("DCSIM_KERNELS", "auto")
+    monkeypatch.setattr(compiled_loop, "OWED", [0.0])
+    eng = Engine(star_topology(3), ListSource([0, 1, 2], [1, 1, 1], [[1, 1]] * 3),
+                 FirstFitAllocator(), np.random.default_rng(0), EngineConfig())
+    eng.run()
+    if eng._compiled is not None:  # numba installed
+        assert eng._compiled._k is None
+        assert compiled_loop.OWED[0] == pytest.approx(3 * compiled_loop.SAVING_PER_REQUEST_S)
