@@ -29,12 +29,14 @@ offered load, the value queueing theory gives.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import networkx as nx
 import numpy as np
 import simpy
 
+from dcsim.allocators.base import Allocator
 from dcsim.allocators.single import FirstFitAllocator
 from dcsim.model import Topology
 from dcsim.modes.loss import Engine, EngineConfig
@@ -206,12 +208,26 @@ def bare_processes_blocking(arrival, duration, c: int) -> tuple[float, int]:
     return time.perf_counter() - t0, state["blocked"]
 
 
-def dcsim_blocking(topo, arrival, duration, demand) -> tuple[float, int]:
-    eng = Engine(topo, Source(arrival, duration, demand), FirstFitAllocator(),
+def dcsim_blocking(topo, arrival, duration, demand, kernels: str = "auto",
+                   allocator=None) -> tuple[float, int]:
+    """dcsim on the stream; ``kernels`` is DCSIM_KERNELS for this run (``numba``: the
+    compiled loop, loaded before the clock starts; ``numpy``: the fused loop in Python)."""
+    os.environ["DCSIM_KERNELS"] = kernels
+    eng = Engine(topo, Source(arrival, duration, demand), allocator or FirstFitAllocator(),
                  np.random.default_rng(0), EngineConfig(), sink=lambda kind, cols: None)
+    if eng._compiled is not None:
+        eng._compiled.ready()  # the loading is start-up, not the engine
     t0 = time.perf_counter()
     summary = eng.run()
     return time.perf_counter() - t0, int(summary["received"] - summary["accepted"])
+
+
+try:  # Cimba (pip install cimba; a benchmark dependency only)
+    import cimba as _cimba  # noqa: F401
+    CIMBA_MISSING = ""
+except ImportError as e:
+    CIMBA_MISSING = str(e)
+cimba_mmcc = None  # set below when a Cimba model of the stream can be built
 
 
 def unit_topology(c: int) -> Topology:
@@ -221,33 +237,83 @@ def unit_topology(c: int) -> Topology:
     return Topology.from_graph(g, name=f"unit{c}", allow_disconnected=True)
 
 
-def mmcc_table(n: int, c: int, load: float, repeat: int) -> None:
+class PyFirstFit(Allocator):
+    """A pure-Python first-fit plugin (a loop over the free columns): what a user's own
+    allocator costs the engine per arrival."""
+
+    name = "py_first_fit"
+
+    def allocate(self, request, view):
+        d0, d1 = request.demand.tolist()
+        c0, c1 = view.columns
+        for i, (f0, f1) in enumerate(zip(c0.tolist(), c1.tolist())):
+            if f0 >= d0 - 1e-9 and f1 >= d1 - 1e-9:
+                return i
+        return None
+
+
+def mmcc_table(n: int, c: int, load: float, repeat: int) -> list[str]:
     a, d, m = mmcc_stream(n, c, load)
     topo = unit_topology(c)
-    rounds, blocked = [], set()
-    for r in range(repeat):  # interleaved, the order turned every round
-        runs = [lambda: dcsim_blocking(topo, a, d, m),
-                lambda: bare_callbacks_blocking(a, d, c),
-                lambda: bare_processes_blocking(a, d, c)]
-        order = [0, 1, 2] if r % 2 == 0 else [2, 1, 0]
-        got = {i: runs[i]() for i in order}
-        rounds.append([got[i][0] for i in range(3)])
-        blocked.update(got[i][1] for i in range(3))
-    assert len(blocked) == 1, f"the engines blocked different arrivals: {sorted(blocked)}"
+    names = ["dcsim compiled", "dcsim fused", "dcsim py-plugin", "simpy-cb", "simpy-proc"]
+    runs = [lambda: dcsim_blocking(topo, a, d, m, "numba"),
+            lambda: dcsim_blocking(topo, a, d, m, "numpy"),
+            lambda: dcsim_blocking(topo, a, d, m, "numpy", PyFirstFit()),
+            lambda: bare_callbacks_blocking(a, d, c),
+            lambda: bare_processes_blocking(a, d, c)]
+    if cimba_mmcc is not None:
+        names.append("cimba")
+        runs.append(lambda: cimba_mmcc(a, d, c))
+    saved = os.environ.get("DCSIM_KERNELS")
+    rounds, blocked = [], {}
+    try:
+        for r in range(repeat):  # interleaved, the order turned every round
+            order = list(range(len(runs))) if r % 2 == 0 else list(range(len(runs)))[::-1]
+            got = {i: runs[i]() for i in order}
+            rounds.append([got[i][0] for i in range(len(runs))])
+            for i in range(len(runs)):
+                blocked.setdefault(got[i][1], []).append(names[i])
+    finally:
+        if saved is None:
+            os.environ.pop("DCSIM_KERNELS", None)
+        else:
+            os.environ["DCSIM_KERNELS"] = saved
+    assert len(blocked) == 1, f"the engines blocked different arrivals: {blocked}"
     (b,) = blocked
     # the blocking's standard error by batch means (20 batches of consecutive arrivals)
+    bare_callbacks_blocking(a, d, c)
     batches = np.array_split(np.asarray(BLOCKED, dtype=np.float64), 20)
     se = float(np.std([x.mean() for x in batches], ddof=1) / np.sqrt(len(batches)))
     t = np.array(rounds)
     best = t.min(axis=0)
     print(f"\nM/M/c/c: c = {c}, offered {load * c:g} Erlangs, {n:,} arrivals: blocked {b:,} "
-          f"in all three engines, {b / n:.5f} ± {2 * se:.5f} (2 s.e., batch means); "
+          f"in all {len(runs)} engines, {b / n:.5f} ± {2 * se:.5f} (2 s.e., batch means); "
           f"Erlang B {erlang_b(c, load * c):.5f}")
-    print(f"{'':>8} {'dcsim req/s':>12} {'simpy-cb req/s':>15} {'ratio':>6} "
-          f"{'simpy-proc req/s':>17} {'ratio':>6}")
-    print(f"{'mmcc':>8} {n / best[0]:>12,.0f} {n / best[1]:>15,.0f} "
-          f"{float(np.median(t[:, 1] / t[:, 0])):>6.3f} {n / best[2]:>17,.0f} "
-          f"{float(np.median(t[:, 2] / t[:, 0])):>6.3f}")
+    if cimba_mmcc is None:
+        print(f"(cimba not importable: {CIMBA_MISSING}; its column is left out)")
+    print(f"{'engine':>16} {'req/s':>12}   time ratio to it (median over rounds) of:")
+    print(f"{'':>16} {'':>12} " + " ".join(f"{x:>15}" for x in names[:3]))
+    ratio = {}
+    for j, name in enumerate(names):
+        cells = []
+        for i in range(3):
+            r = float(np.median(t[:, j] / t[:, i]))
+            ratio[(names[i], name)] = r
+            cells.append(f"{r:>15.3f}")
+        print(f"{name:>16} {n / best[j]:>12,.0f} " + " ".join(cells))
+    goals = []
+    if cimba_mmcc is not None:
+        r = ratio[("dcsim compiled", "cimba")]
+        goals.append(f"M/M/c/c: dcsim (first_fit, compiled loop) {r:.3f} of Cimba "
+                     f"(goal >= 1.0: {'met' if r >= 1.0 else 'not met'})")
+    else:
+        goals.append("M/M/c/c: dcsim against Cimba not measured (cimba not importable)")
+    r = ratio[("dcsim py-plugin", "simpy-cb")]
+    goals.append(f"M/M/c/c: dcsim with a pure-Python plugin {r:.3f} of SimPy callbacks "
+                 f"(goal >= 1.0: {'met' if r >= 1.0 else 'not met'})")
+    r = ratio[("dcsim compiled", "simpy-cb")]
+    goals.append(f"M/M/c/c: dcsim (compiled loop) {r:.3f} of SimPy callbacks")
+    return goals
 
 
 def main() -> None:
@@ -287,10 +353,11 @@ def main() -> None:
             goals.append(f"at 1k servers: {r_cb:.3f} of SimPy callbacks (goal >= 0.5: "
                          f"{'met' if r_cb >= 0.5 else 'not met'}), {r_pr:.3f} of SimPy "
                          f"processes (goal >= 1.0: {'met' if r_pr >= 1.0 else 'not met'})")
+    if args.mmcc_requests:
+        goals += mmcc_table(args.mmcc_requests, args.mmcc_servers, args.mmcc_load,
+                            args.repeat)
     for line in goals:
         print(line)
-    if args.mmcc_requests:
-        mmcc_table(args.mmcc_requests, args.mmcc_servers, args.mmcc_load, args.repeat)
 
 
 if __name__ == "__main__":

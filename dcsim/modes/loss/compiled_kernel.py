@@ -24,6 +24,8 @@ DONE = 0        # every request of the batch was handled
 HAND_OVER = 1   # request ``stop`` is for the fused loop (the window opens, or a per-request
                 # sample is due before it): nothing of it was done
 REFUSED = 2     # request ``stop``'s server refused it (take_one): done up to its decision
+SAMPLE = 3      # a per-request sample is due before request ``stop``'s decision: the clock
+                # is at it (its departures done); call again with ``resume`` to go on
 
 
 @njit(cache=True)
@@ -100,7 +102,7 @@ def heapify(ht, hid, hslot, size):
 
 
 @njit(cache=True)
-def run_batch(times, dur, d0, d1, i0, rid0, warm_requests, warm_time, is_open, every,
+def run_batch(times, dur, d0, d1, i0, rid0, warm_requests, warm_time, is_open, every, resume,
               c0, c1, k0, k1, tol, eps, cap0, cap1,
               ht, hid, hslot, size, dep_server, dep_a0, dep_a1, slot0,
               acc, now, next_id, choice, start, util0, util1):
@@ -116,8 +118,10 @@ def run_batch(times, dur, d0, d1, i0, rid0, warm_requests, warm_time, is_open, e
     decision) and, for measured requests, ``util0/util1[i]``.
 
     A request that opens the measured window (``is_open`` False, the first measured
-    one), or whose id is a multiple of ``every`` (> 0: a per-request sample is due before
-    it), is left to the fused loop: the kernel stops before it (:data:`HAND_OVER`).
+    one) is left to the fused loop: the kernel stops before it (:data:`HAND_OVER`). Before
+    the decision of a request whose id is a multiple of ``every`` (> 0) a per-request
+    sample is due: the kernel stops there (:data:`SAMPLE`; its departures are done, the
+    clock ``now`` is at it) and goes on from it when called again with ``resume`` True.
 
     Returns ``(why, stop, now, next_id, size, accepted)``: ``why`` is :data:`DONE`,
     :data:`HAND_OVER` or :data:`REFUSED`; requests ``i0..stop-1`` were handled
@@ -137,10 +141,11 @@ def run_batch(times, dur, d0, d1, i0, rid0, warm_requests, warm_time, is_open, e
         t = times[i]
         rid = rid0 + i
         measured = rid >= warm_requests and t >= warm_time
-        if (measured and not is_open) or (every > 0 and rid % every == 0):
+        again = resume and i == i0  # the clock is already at it (after SAMPLE)
+        if measured and not is_open and not again:
             why = HAND_OVER
             break
-        if t > now:
+        if t > now and not again:
             now2 = now + (t - now)
             kid = next_id
             next_id += 1
@@ -160,6 +165,9 @@ def run_batch(times, dur, d0, d1, i0, rid0, warm_requests, warm_time, is_open, e
                 used0 -= a0
                 used1 -= a1
             now = now2
+        if every > 0 and rid % every == 0 and not again:
+            why = SAMPLE
+            break
         if measured:
             util0[i] = used0 / cap0
             util1[i] = used1 / cap1

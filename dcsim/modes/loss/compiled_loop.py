@@ -21,8 +21,10 @@ state are those of the fused loop and the general path (``tests/modes/loss/
 test_fused_loop.py`` compares them). Watchers of the state's changes
 (:meth:`~dcsim.model.ClusterState.server_changes`) are told of the servers the kernel
 touched (``touch``) when it hands back. The first measured request (where the measured
-window opens) and each request a per-request sample comes before (``sample_every``) are
-run by the fused loop (the kernel hands over before them and resumes after them), a choice
+window opens) is run by the fused loop (the kernel hands over before it and resumes after
+it); a per-request sample (``sample_every``) is taken by the engine where the kernel
+stops for it, between the request's departures and its decision, with the counts of that
+moment; a choice
 the state refuses by the general path's check, as before.
 
 A request's ``decision_s`` under the kernel is the kernel's wall time over the requests
@@ -50,7 +52,7 @@ from dcsim.kernels import kernel_choice, kernels_on
 from dcsim.model.state import EPS
 
 #: why :meth:`CompiledLoop.run` stopped (:mod:`dcsim.modes.loss.compiled_kernel`'s values)
-DONE, HAND_OVER, REFUSED = 0, 1, 2
+DONE, HAND_OVER, REFUSED, SAMPLE = 0, 1, 2, 3
 
 #: estimated seconds the kernel saves per request against the fused loop with first_fit
 #: (the fused loop costs ~8 us a request on this project's 2-core machine)
@@ -69,7 +71,7 @@ def load_kernel() -> Any:
     z = np.zeros(1)
     i = np.zeros(1, dtype=np.int64)
     k.heapify(z, i, i, 0)
-    k.run_batch(z[:0], z, z, z, 0, 0, 0, 0.0, True, 0, z, z, z, z, 0.0, 0.0, 1.0, 1.0,
+    k.run_batch(z[:0], z, z, z, 0, 0, 0, 0.0, True, 0, False, z, z, z, z, 0.0, 0.0, 1.0, 1.0,
                 z, i, i, 0, i, z, z, 0, np.zeros(5), 0.0, 0, i, z, z, z)
     return k
 
@@ -97,7 +99,7 @@ class CompiledLoop:
     def run(self, *, env: Any, state: Any, meter: Any, times: np.ndarray,
             duration: np.ndarray, demand: np.ndarray, i0: int, rid0: int,
             warm_requests: int, warm_time: float, every: int, departure: type, callbacks: list,
-            request: Callable[[int], Any]
+            request: Callable[[int], Any], sample: Callable[[int, int, int], None]
             ) -> tuple[int, int, np.ndarray, int, int, float] | None:
         """Requests ``i0..`` of a batch through the kernel; None if SimPy's queue holds an
         event that is not a departure of the fused path (then the fused loop runs).
@@ -105,7 +107,11 @@ class CompiledLoop:
         Request ``i`` of the batch has id ``rid0 + i``. ``departure`` is the fused path's
         departure event class (``server``, ``request``, ``amount``) and ``callbacks`` the
         list its events share; ``request(i)`` builds request ``i``'s
-        :class:`~dcsim.model.Request` (for a departure still pending at the end). Returns
+        :class:`~dcsim.model.Request` (for a departure still pending at the end);
+        ``sample(i, accepted, active)`` takes the per-request sample due before request
+        ``i``'s decision, with the clock at it, ``accepted`` requests accepted by this call
+        so far and ``active`` requests held (the meter's ``active`` is brought up to date
+        only when the call returns). Returns
         ``(why, stop, choice, accepted, released, seconds)`` (``why``, ``stop``: see
         :func:`~dcsim.modes.loss.compiled_kernel.run_batch`; ``choice[i]`` request i's
         server or -1; ``seconds`` the kernel's wall time); the meter, the state, the
@@ -144,11 +150,19 @@ class CompiledLoop:
         next_id = next(eids)
         c0, c1 = state.free[:, 0], state.free[:, 1]
         t0 = time.perf_counter()
-        why, stop, now, next_id, size, accepted = k.run_batch(
-            times, duration, d0, d1, i0, rid0, warm_requests,
-            warm_time, meter.open, every, c0, c1, self._cap[0], self._cap[1], self._tol, EPS,
-            self._total[0], self._total[1], ht, hid, hslot, p, dep_server, dep_a0, dep_a1,
-            p - i0, acc, env.now, next_id, choice, start, util0, util1)
+        now, size, accepted, i, resume = env.now, p, 0, i0, False
+        while True:
+            why, stop, now, next_id, size, got = k.run_batch(
+                times, duration, d0, d1, i, rid0, warm_requests, warm_time, meter.open, every,
+                resume, c0, c1, self._cap[0], self._cap[1], self._tol, EPS, self._total[0],
+                self._total[1], ht, hid, hslot, size, dep_server, dep_a0, dep_a1, p - i0, acc,
+                now, next_id, choice, start, util0, util1)
+            accepted += got
+            if why != SAMPLE:
+                break
+            env.set_now(now)
+            sample(stop, accepted, size)
+            i, resume = stop, True
         seconds = time.perf_counter() - t0
         env.set_ids(itertools.count(next_id))
         env.set_now(now)

@@ -558,7 +558,9 @@ class Engine(SimCore):
                                                   measured, placements, decisions, waits,
                                                   delays))
 
-    def _sample(self) -> None:
+    def _sample(self, active: int | None = None) -> None:
+        """One row of the time series, now; ``active``: the requests held, when the meter's
+        ``active`` is not up to date (the compiled loop's samples)."""
         row = {
             "time": float(self.env.now),
             "received": self.received,
@@ -566,6 +568,8 @@ class Engine(SimCore):
             **(self.meter.instant(self.state) if self._failures is None
                else self._failures.instant()),
         }
+        if active is not None:
+            row["active"] = float(active)
         if self.power is not None:
             row.update(self.power.instant())
         if self.metrics is not None:
@@ -782,21 +786,26 @@ class Engine(SimCore):
                                         bandwidth[lo:hi], {k: v[lo:hi] for k, v in attrs.items()},
                                         placements, decisions, every)
 
+        def sample(i: int, accepted: int, active: int) -> None:
+            self.received, self.accepted = first + i, accepted_before + accepted
+            self._sample(active)
+
         i = 0
         while i < n:
+            accepted_before = self.accepted
             out = loop.run(env=self.env, state=self.state, meter=self.meter, times=t_arr,
                            duration=d_arr, demand=demand, i0=i, rid0=first,
                            warm_requests=self._warm_requests, warm_time=self._warm_time,
                            every=every,
                            departure=_ServerDeparture, callbacks=self._departure_callbacks,
-                           request=request)
+                           request=request, sample=sample)
             if out is None:  # SimPy holds another event: the fused loop for the rest
                 yield from fused(i, n)
                 return
             why, stop, choice, accepted, released, seconds = out
             handled = stop - i
-            self.received += handled
-            self.accepted += accepted
+            self.received = first + stop
+            self.accepted = accepted_before + accepted
             self.released += released
             if handled:
                 placements.extend([c if c >= 0 else None for c in choice[i:stop].tolist()])
