@@ -30,8 +30,8 @@ the state refuses by the general path's check, as before.
 A request's ``decision_s`` under the kernel is the kernel's wall time over the requests
 it handled (a decision is not timed on its own there).
 
-Cost: loading the kernel costs ~0.5-1 s from numba's cache (several seconds to compile
-the first time). With ``DCSIM_KERNELS=auto`` it is loaded only once the fused loop has
+Cost: loading the kernel costs ~1-2 s from numba's cache, numba's import included
+(several seconds to compile the first time). With ``DCSIM_KERNELS=auto`` it is loaded only once the fused loop has
 cost the process :data:`LOAD_AFTER_S` more than the kernel would have, estimated at
 :data:`SAVING_PER_REQUEST_S` a request the kernel could have run, so small runs (the
 quickstart, the tests) never load it; ``numba`` loads it at once, ``numpy`` never.
@@ -54,12 +54,15 @@ from dcsim.model.state import EPS
 #: why :meth:`CompiledLoop.run` stopped (:mod:`dcsim.modes.loss.compiled_kernel`'s values)
 DONE, HAND_OVER, REFUSED, SAMPLE = 0, 1, 2, 3
 
-#: estimated seconds the kernel saves per request against the fused loop with first_fit
-#: (the fused loop costs ~8 us a request on this project's 2-core machine)
-SAVING_PER_REQUEST_S = 6e-6
+#: estimated seconds the kernel saves per request against the fused loop with first_fit:
+#: on the M/M/c/c stream of benchmarks/bench_engine.py (100 servers) the fused loop cost
+#: ~10-12 us a request and the compiled one ~1.4-1.6 us, all records included
+SAVING_PER_REQUEST_S = 8e-6
 #: the kernel is loaded once the fused loop has cost the process this much more than it
-#: would have (process-wide, like first_fit's scan: the loading is paid once a process)
-LOAD_AFTER_S = 1.0
+#: would have (process-wide, like first_fit's scan: the loading is paid once a process):
+#: importing numba and loading the kernel from the cache took 1.1-2.0 s on this project's
+#: 2-core machine (load average 2.6), so the kernel comes after ~190,000 requests
+LOAD_AFTER_S = 1.5
 #: the seconds owed so far (a list's item: written per batch)
 OWED = [0.0]
 
