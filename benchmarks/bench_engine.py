@@ -23,7 +23,14 @@ unit requests, Poisson arrivals at ``--mmcc-load`` × c per unit of time, expone
 holding of mean 1, ``--mmcc-requests`` arrivals. dcsim (``first_fit``, ``capacity:
 reject``) and both SimPy baselines (which block an arrival when c are busy) must block the
 same arrivals (checked), and the blocking is printed beside Erlang B for that c and
-offered load, the value queueing theory gives.
+offered load, the value queueing theory gives. On that stream dcsim runs three ways:
+``dcsim compiled`` (``DCSIM_KERNELS=numba``: first_fit's whole loop in one numba call per
+batch, :mod:`dcsim.modes.loss.compiled_loop`; loaded before the clock starts), ``dcsim
+fused`` (``numpy``: the Python fused loop) and ``dcsim py-plugin`` (a pure-Python
+first-fit plugin, :class:`PyFirstFit`); with Cimba installed (``pip install cimba``, for
+this benchmark only) a Cimba model of the same stream too (:class:`CimbaMMcc`). Goals
+(issue #51): dcsim compiled >= 1.0 of Cimba, dcsim with a pure-Python plugin >= 1.0 of
+SimPy callbacks; each is printed as met or not by the run.
 """
 
 from __future__ import annotations
