@@ -300,7 +300,7 @@ class PyFirstFit(Allocator):
     def allocate(self, request, view):
         d0, d1 = request.demand.tolist()
         c0, c1 = view.columns
-        for i, (f0, f1) in enumerate(zip(c0.tolist(), c1.tolist())):
+        for i, (f0, f1) in enumerate(zip(c0.tolist(), c1.tolist(), strict=True)):
             if f0 >= d0 - 1e-9 and f1 >= d1 - 1e-9:
                 return i
         return None

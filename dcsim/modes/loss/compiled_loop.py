@@ -31,10 +31,10 @@ A request's ``decision_s`` under the kernel is the kernel's wall time over the r
 it handled (a decision is not timed on its own there).
 
 Cost: loading the kernel costs ~1-2 s from numba's cache, numba's import included
-(several seconds to compile the first time). With ``DCSIM_KERNELS=auto`` it is loaded only once the fused loop has
-cost the process :data:`LOAD_AFTER_S` more than the kernel would have, estimated at
-:data:`SAVING_PER_REQUEST_S` a request the kernel could have run, so small runs (the
-quickstart, the tests) never load it; ``numba`` loads it at once, ``numpy`` never.
+(several seconds to compile the first time). With ``DCSIM_KERNELS=auto`` it is loaded
+only once the fused loop has cost the process :data:`LOAD_AFTER_S` more than the kernel
+would have, estimated at :data:`SAVING_PER_REQUEST_S` a request the kernel could have run,
+so small runs (the quickstart, the tests) never load it; ``numba`` loads it at once, ``numpy`` never.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 from simpy.events import NORMAL
 
-from dcsim.kernels import kernel_choice, kernels_on
+from dcsim.kernels import kernel_choice
 from dcsim.model.state import EPS
 
 #: why :meth:`CompiledLoop.run` stopped (:mod:`dcsim.modes.loss.compiled_kernel`'s values)

@@ -82,11 +82,11 @@ from simpy.events import NORMAL
 from dcsim.allocators.base import FIRST_STEP, Allocator
 from dcsim.allocators.single import FirstFitAllocator
 from dcsim.errors import DcsimError, PluginError
+from dcsim.kernels import kernels_on
 from dcsim.metrics import Observers, RunStart
 from dcsim.model import ClusterState, Placement, Request, StateView, Topology
 from dcsim.model.request import new_request
 from dcsim.model.state import EPS
-from dcsim.kernels import kernels_on
 from dcsim.modes.loss.compiled_loop import DONE, HAND_OVER, REFUSED, CompiledLoop
 from dcsim.modes.loss.metrics import AcceptanceLog, Meter
 from dcsim.modes.loss.power import PowerMeter, PowerSetup
@@ -767,9 +767,10 @@ class Engine(SimCore):
                            attrs: dict[str, list], placements: list, decisions: list[float],
                            every: int):
         """:meth:`_fused_arrivals` over one batch, run by the compiled loop
-        (:mod:`dcsim.modes.loss.compiled_loop`); the first measured request (the window
-        opens) and each one a per-request sample comes before by the fused loop, a refused choice by the general path's check, and the
-        rest of the batch by the fused loop when SimPy holds another event."""
+        (:mod:`dcsim.modes.loss.compiled_loop`): the first measured request (the window
+        opens) by the fused loop, a per-request sample where the kernel stops for it, a
+        refused choice by the general path's check, and the rest of the batch by the fused
+        loop when SimPy holds another event."""
         loop = self._compiled
         n = len(times)
         first = self.received

@@ -329,3 +329,12 @@ def test_small_runs_do_not_load_the_kernel(monkeypatch):
     if eng._compiled is not None:  # numba installed
         assert eng._compiled._k is None
         assert compiled_loop.OWED[0] == pytest.approx(3 * compiled_loop.SAVING_PER_REQUEST_S)
+
+
+def test_without_the_kernels_the_fused_loop_runs(monkeypatch):
+    """``DCSIM_KERNELS=numpy``: no compiled loop (the Python fused loop, the same rows)."""
+    monkeypatch.setenv("DCSIM_KERNELS", "numpy")
+    eng = Engine(star_topology(3), ListSource([0, 1], [1, 1], [[1, 1]] * 2),
+                 FirstFitAllocator(), np.random.default_rng(0), EngineConfig())
+    assert eng._fused and eng._compiled is None
+    assert eng.run()["accepted"] == 2
