@@ -34,7 +34,8 @@ Cost: loading the kernel costs ~1-2 s from numba's cache, numba's import include
 (several seconds to compile the first time). With ``DCSIM_KERNELS=auto`` it is loaded
 only once the fused loop has cost the process :data:`LOAD_AFTER_S` more than the kernel
 would have, estimated at :data:`SAVING_PER_REQUEST_S` a request the kernel could have run,
-so small runs (the quickstart, the tests) never load it; ``numba`` loads it at once, ``numpy`` never.
+so small runs (the quickstart, the tests) never load it; ``numba`` loads it at once,
+``numpy`` never.
 """
 
 from __future__ import annotations
